@@ -1,0 +1,29 @@
+#pragma once
+// Element types shared by the checkpoint frontend, the IR and the plan.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kplan {
+
+enum class DType : uint8_t { F32, BF16, F16, F8E4M3, I64, I32, I8, U8, BOOL };
+
+// Size of one element in bytes.
+size_t dtype_size(DType t);
+// IR text name: "f32", "bf16", "f16", "f8e4m3", "i64", "i32", "i8", "u8", "bool".
+std::string_view dtype_name(DType t);
+std::optional<DType> dtype_from_name(std::string_view name);
+// safetensors header names: "F32", "BF16", "F16", "F8_E4M3", "I64", "I32", "I8", "U8", "BOOL".
+std::string_view dtype_safetensors_name(DType t);
+std::optional<DType> dtype_from_safetensors_name(std::string_view name);
+
+// Scalar conversions used by every backend (round-to-nearest-even for bf16).
+float bf16_to_float(uint16_t v);
+uint16_t float_to_bf16(float v);
+float f16_to_float(uint16_t v);
+uint16_t float_to_f16(float v);
+float f8e4m3_to_float(uint8_t v);
+
+}  // namespace kplan

@@ -1,0 +1,71 @@
+#pragma once
+// The two interfaces the decoding loops (AR, DFlash, DDTree) drive, whatever executes them:
+// the CPU reference backend implements them over the IR, the GPU runtime over a plan.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "compiler/frontend/model_config.h"
+
+namespace kplan {
+
+// A dense fp32 row-major matrix [rows, cols].
+struct Matrix {
+  int64_t rows = 0, cols = 0;
+  std::vector<float> data;
+  Matrix() = default;
+  Matrix(int64_t r, int64_t c) : rows(r), cols(c), data(static_cast<size_t>(r * c), 0.0f) {}
+  float* row(int64_t r) { return data.data() + r * cols; }
+  const float* row(int64_t r) const { return data.data() + r * cols; }
+};
+
+// One target step: T new tokens run against the committed KV cache.
+struct StepInput {
+  std::vector<int32_t> tokens;     // T tokens
+  std::vector<int32_t> positions;  // position id of each (for a tree node: root position + depth)
+  // Attention among the T new tokens, as an ancestor bitmask packed in 32-bit words
+  // [T, ceil(T/32)]: bit j of row i set when token i may attend new token j (i itself included).
+  // Empty means causal (token i attends new tokens 0..i). Every token attends the whole cache.
+  std::vector<uint32_t> tree_mask;
+};
+
+struct StepOutput {
+  Matrix logits;  // [T, vocab]
+  // Outputs of the capture layers (set_capture_layers), each [T, hidden], in the order given.
+  std::vector<Matrix> captured;
+};
+
+class TargetModel {
+ public:
+  virtual ~TargetModel() = default;
+  virtual const ModelConfig& config() const = 0;
+  // Runs one step. The step's K/V entries are held as pending after the committed cache.
+  virtual StepOutput forward(const StepInput& in) = 0;
+  // Keeps the pending entries at the given step indices (in order), drops the others, and
+  // makes the kept ones committed: cache_length() grows by keep.size().
+  virtual void commit(std::span<const int32_t> keep) = 0;
+  virtual int64_t cache_length() const = 0;
+  virtual int64_t max_context() const = 0;
+  virtual void reset() = 0;
+  // Which layers' outputs (decoder layer index, 0-based) forward() returns in `captured`.
+  virtual void set_capture_layers(std::vector<int64_t> layer_ids) = 0;
+};
+
+// A drafter proposes a distribution for each of the next positions after the bonus token.
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // The target committed these tokens (at these positions); `captured` holds the target's
+  // capture-layer outputs for them (one Matrix per capture layer, rows = tokens).
+  virtual void observe(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                       const std::vector<Matrix>& captured) = 0;
+  // Log-probabilities [depth, vocab] for positions bonus_position+1 ... +depth, given the bonus
+  // token (the target's next token, not yet committed) at bonus_position.
+  virtual Matrix propose(int32_t bonus_token, int32_t bonus_position) = 0;
+  // Target layers whose outputs observe() needs (empty: none).
+  virtual std::vector<int64_t> capture_layers() const { return {}; }
+  virtual int64_t max_depth() const = 0;
+  virtual void reset() = 0;
+};
+
+}  // namespace kplan
