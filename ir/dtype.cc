@@ -17,7 +17,7 @@ constexpr DTypeInfo kInfos[] = {
     {DType::F16, 2, "f16", "F16"},         {DType::F8E4M3, 1, "f8e4m3", "F8_E4M3"},
     {DType::I64, 8, "i64", "I64"},         {DType::I32, 4, "i32", "I32"},
     {DType::I8, 1, "i8", "I8"},            {DType::U8, 1, "u8", "U8"},
-    {DType::BOOL, 1, "bool", "BOOL"},
+    {DType::BOOL, 1, "bool", "BOOL"},      {DType::U32, 4, "u32", "U32"},
 };
 const DTypeInfo& info(DType t) { return kInfos[static_cast<int>(t)]; }
 }  // namespace

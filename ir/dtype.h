@@ -8,14 +8,15 @@
 
 namespace kplan {
 
-enum class DType : uint8_t { F32, BF16, F16, F8E4M3, I64, I32, I8, U8, BOOL };
+// U32 was appended (tree-mask words); keep new types at the end so stored codes stay valid.
+enum class DType : uint8_t { F32, BF16, F16, F8E4M3, I64, I32, I8, U8, BOOL, U32 };
 
 // Size of one element in bytes.
 size_t dtype_size(DType t);
-// IR text name: "f32", "bf16", "f16", "f8e4m3", "i64", "i32", "i8", "u8", "bool".
+// IR text name: "f32", "bf16", "f16", "f8e4m3", "i64", "i32", "i8", "u8", "bool", "u32".
 std::string_view dtype_name(DType t);
 std::optional<DType> dtype_from_name(std::string_view name);
-// safetensors header names: "F32", "BF16", "F16", "F8_E4M3", "I64", "I32", "I8", "U8", "BOOL".
+// safetensors header names: "F32", "BF16", "F16", "F8_E4M3", "I64", "I32", "I8", "U8", "BOOL", "U32".
 std::string_view dtype_safetensors_name(DType t);
 std::optional<DType> dtype_from_safetensors_name(std::string_view name);
 

@@ -4,6 +4,7 @@
 // offsets in range and non-overlapping, sizes matching shapes); every error names the file.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -47,7 +48,9 @@ class SafetensorsCheckpoint {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writing (for `kplan synth` and tests). Tensors are written in the order given.
+// Writing (for `kplan synth` and tests). Tensors are written in the order given, contiguously,
+// after an 8-byte little-endian header length and a JSON header padded with spaces to a multiple
+// of 8 bytes (so the data section starts 8-byte aligned).
 struct TensorData {
   std::string name;
   DType dtype = DType::F32;
@@ -56,9 +59,32 @@ struct TensorData {
 };
 void write_safetensors(const std::filesystem::path& file, const std::vector<TensorData>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
-// Splits tensors over shards of at most `max_shard_bytes` named
-// model-0000N-of-0000M.safetensors, and writes model.safetensors.index.json.
+// Splits tensors over shards of at most `max_shard_bytes` (a tensor larger than that gets a
+// shard of its own) named model-0000N-of-0000M.safetensors, and writes
+// model.safetensors.index.json (metadata.total_size, weight_map) beside them.
 void write_sharded_safetensors(const std::filesystem::path& dir,
-                               const std::vector<TensorData>& tensors, uint64_t max_shard_bytes);
+                               const std::vector<TensorData>& tensors, uint64_t max_shard_bytes,
+                               const std::map<std::string, std::string>& metadata = {
+                                   {"format", "pt"}});
+
+// Streaming variants: only the headers are held up front; `produce(i)` returns the bytes of
+// tensor i (exactly numel * dtype size) when its turn comes, so a writer never holds the whole
+// checkpoint in memory.
+struct TensorHeader {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t byte_size() const;
+};
+using TensorProducer = std::function<std::vector<uint8_t>(size_t index)>;
+void write_safetensors_streamed(const std::filesystem::path& file,
+                                const std::vector<TensorHeader>& headers,
+                                const TensorProducer& produce,
+                                const std::map<std::string, std::string>& metadata = {});
+// Returns the shard file names written, in order.
+std::vector<std::string> write_sharded_safetensors_streamed(
+    const std::filesystem::path& dir, const std::vector<TensorHeader>& headers,
+    const TensorProducer& produce, uint64_t max_shard_bytes,
+    const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 
 }  // namespace kplan

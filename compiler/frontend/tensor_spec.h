@@ -25,6 +25,7 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   TensorRole role = TensorRole::Plain;
   std::string module;          // for packed parts: the Linear module they belong to
+  std::vector<int64_t> module_shape;  // for packed parts: the Linear's weight [out, in]
 };
 
 // Every tensor of the target checkpoint, in a stable order (embedding, layers, norm, lm_head).

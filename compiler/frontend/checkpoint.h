@@ -1,0 +1,68 @@
+#pragma once
+// A HuggingFace checkpoint directory opened for compilation: its config.json parsed and
+// validated, and (unless structure-only) its safetensors opened by mmap with every tensor the
+// config needs checked for presence, dtype and shape before anything is compiled. Extra tensors
+// (a vision tower, MTP layers) are ignored.
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/frontend/draft_config.h"
+#include "compiler/frontend/model_config.h"
+#include "compiler/frontend/safetensors.h"
+#include "compiler/frontend/tensor_spec.h"
+
+namespace kplan {
+
+enum class WeightsMode {
+  Load,  // open the safetensors and validate every tensor against the config
+  None,  // config only (`--no-weights`): structure-only compiles, e.g. of the real K2.6 config
+};
+
+// The target model (DeepSeek-V3 / Kimi K2 / K2.5-K2.6 text model).
+class TargetCheckpoint {
+ public:
+  // `path`: the checkpoint directory, or its config.json (then only WeightsMode::None makes
+  // sense unless the safetensors sit beside it).
+  static TargetCheckpoint open(const std::filesystem::path& path, WeightsMode mode = WeightsMode::Load);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const ModelConfig& config() const { return config_; }
+  const std::vector<TensorSpec>& specs() const { return specs_; }
+  bool has_weights() const { return weights_ != nullptr; }
+  // The opened tensors; throws kplan::Error when opened with WeightsMode::None.
+  const SafetensorsCheckpoint& weights() const;
+
+ private:
+  std::filesystem::path dir_;
+  ModelConfig config_;
+  std::vector<TensorSpec> specs_;
+  std::shared_ptr<SafetensorsCheckpoint> weights_;
+};
+
+// The DFlash drafter.
+class DraftCheckpoint {
+ public:
+  static DraftCheckpoint open(const std::filesystem::path& path, WeightsMode mode = WeightsMode::Load);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const DraftConfig& config() const { return config_; }
+  const std::vector<TensorSpec>& specs() const { return specs_; }
+  bool has_weights() const { return weights_ != nullptr; }
+  const SafetensorsCheckpoint& weights() const;
+
+ private:
+  std::filesystem::path dir_;
+  DraftConfig config_;
+  std::vector<TensorSpec> specs_;
+  std::shared_ptr<SafetensorsCheckpoint> weights_;
+};
+
+// Checks every spec against the opened tensors: present, dtype, shape (and, for INT4
+// weight_shape tensors, their [out, in] contents). Throws one kplan::Error naming the first few
+// problems and how many there are in all; `where` names the checkpoint in the message.
+void validate_checkpoint_tensors(const SafetensorsCheckpoint& tensors,
+                                 const std::vector<TensorSpec>& specs, const std::string& where);
+
+}  // namespace kplan

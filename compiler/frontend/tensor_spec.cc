@@ -1,0 +1,111 @@
+#include "compiler/frontend/tensor_spec.h"
+
+namespace kplan {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+class SpecList {
+ public:
+  explicit SpecList(const ModelConfig* quant_source) : cfg_(quant_source) {}
+
+  void plain(std::string name, std::vector<int64_t> shape, DType dtype = DType::BF16) {
+    specs_.push_back({std::move(name), dtype, std::move(shape), TensorRole::Plain, "", {}});
+  }
+
+  // A bias-free nn.Linear(in, out) named `module`: weight [out, in] in bf16, or the three
+  // compressed-tensors pack-quantized parts when the config quantizes this module.
+  void linear(const std::string& module, int64_t out, int64_t in) {
+    if (cfg_ && cfg_->quant.is_quantized(module)) {
+      const int64_t group = cfg_->quant.group_size;
+      specs_.push_back({module + ".weight_packed", DType::I32, {out, ceil_div(in, 8)}, TensorRole::PackedInt4, module, {out, in}});
+      specs_.push_back({module + ".weight_scale", DType::BF16, {out, ceil_div(in, group)}, TensorRole::PackedScale, module, {out, in}});
+      specs_.push_back({module + ".weight_shape", DType::I32, {2}, TensorRole::PackedShape, module, {out, in}});
+    } else {
+      specs_.push_back({module + ".weight", DType::BF16, {out, in}, TensorRole::Plain, module, {out, in}});
+    }
+  }
+
+  // SwiGLU MLP (gate_proj, up_proj, down_proj) of the given width.
+  void mlp(const std::string& prefix, int64_t hidden, int64_t intermediate) {
+    linear(prefix + ".gate_proj", intermediate, hidden);
+    linear(prefix + ".up_proj", intermediate, hidden);
+    linear(prefix + ".down_proj", hidden, intermediate);
+  }
+
+  std::vector<TensorSpec> take() { return std::move(specs_); }
+
+ private:
+  const ModelConfig* cfg_;
+  std::vector<TensorSpec> specs_;
+};
+
+}  // namespace
+
+// Names and shapes follow HuggingFace transformers' DeepseekV3ForCausalLM.
+std::vector<TensorSpec> target_tensor_specs(const ModelConfig& c) {
+  SpecList s(&c);
+  const std::string& p = c.tensor_prefix;
+  const int64_t h = c.hidden_size;
+  const int64_t heads = c.num_attention_heads;
+  s.plain(p + "model.embed_tokens.weight", {c.vocab_size, h});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string layer = p + "model.layers." + std::to_string(l);
+    s.plain(layer + ".input_layernorm.weight", {h});
+    const std::string attn = layer + ".self_attn";
+    if (c.q_lora_rank) {
+      s.linear(attn + ".q_a_proj", *c.q_lora_rank, h);
+      s.plain(attn + ".q_a_layernorm.weight", {*c.q_lora_rank});
+      s.linear(attn + ".q_b_proj", heads * c.qk_head_dim(), *c.q_lora_rank);
+    } else {
+      s.linear(attn + ".q_proj", heads * c.qk_head_dim(), h);
+    }
+    s.linear(attn + ".kv_a_proj_with_mqa", c.kv_lora_rank + c.qk_rope_head_dim, h);
+    s.plain(attn + ".kv_a_layernorm.weight", {c.kv_lora_rank});
+    s.linear(attn + ".kv_b_proj", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+    s.linear(attn + ".o_proj", h, heads * c.v_head_dim);
+    s.plain(layer + ".post_attention_layernorm.weight", {h});
+    const std::string mlp = layer + ".mlp";
+    if (c.is_moe_layer(l)) {
+      // The router is not an nn.Linear (never quantized); its bias is an f32 buffer.
+      s.plain(mlp + ".gate.weight", {c.n_routed_experts, h});
+      s.plain(mlp + ".gate.e_score_correction_bias", {c.n_routed_experts}, DType::F32);
+      for (int64_t e = 0; e < c.n_routed_experts; ++e)
+        s.mlp(mlp + ".experts." + std::to_string(e), h, c.moe_intermediate_size);
+      if (c.n_shared_experts > 0)
+        s.mlp(mlp + ".shared_experts", h, c.moe_intermediate_size * c.n_shared_experts);
+    } else {
+      s.mlp(mlp, h, c.intermediate_size);
+    }
+  }
+  s.plain(p + "model.norm.weight", {h});
+  if (!c.tie_word_embeddings) s.linear(p + "lm_head", c.vocab_size, h);
+  return s.take();
+}
+
+// Names follow z-lab's DFlashDraftModel (Qwen3 decoder layers, fc + hidden_norm, final norm).
+std::vector<TensorSpec> draft_tensor_specs(const DraftConfig& d) {
+  SpecList s(nullptr);
+  const int64_t h = d.hidden_size;
+  const int64_t n_ids = static_cast<int64_t>(d.target_layer_ids.size());
+  s.linear("fc", h, n_ids * h);
+  s.plain("hidden_norm.weight", {h});
+  for (int64_t l = 0; l < d.num_hidden_layers; ++l) {
+    const std::string layer = "layers." + std::to_string(l);
+    s.plain(layer + ".input_layernorm.weight", {h});
+    const std::string attn = layer + ".self_attn";
+    s.linear(attn + ".q_proj", d.num_attention_heads * d.head_dim, h);
+    s.linear(attn + ".k_proj", d.num_key_value_heads * d.head_dim, h);
+    s.linear(attn + ".v_proj", d.num_key_value_heads * d.head_dim, h);
+    s.linear(attn + ".o_proj", h, d.num_attention_heads * d.head_dim);
+    s.plain(attn + ".q_norm.weight", {d.head_dim});
+    s.plain(attn + ".k_norm.weight", {d.head_dim});
+    s.plain(layer + ".post_attention_layernorm.weight", {h});
+    s.mlp(layer + ".mlp", h, d.intermediate_size);
+  }
+  s.plain("norm.weight", {h});
+  return s.take();
+}
+
+}  // namespace kplan

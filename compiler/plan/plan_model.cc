@@ -1,0 +1,238 @@
+#include "compiler/plan/plan_model.h"
+
+#include <algorithm>
+#include <string>
+
+#include "ir/error.h"
+
+namespace kplan::plan {
+
+const KernelBinary* Kernel::binary_for(const std::string& arch) const {
+  for (const KernelBinary& b : binaries)
+    if (b.arch == arch) return &b;
+  return nullptr;
+}
+
+int64_t Plan::weight_index(const std::string& name) const {
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (weights[i].name == name) return static_cast<int64_t>(i);
+  return -1;
+}
+
+const Bucket* Plan::bucket_for(const std::string& program, int64_t tokens) const {
+  const Bucket* best = nullptr;
+  for (const Bucket& b : buckets) {
+    if (b.program != program || b.tokens < tokens) continue;
+    if (!best || b.tokens < best->tokens) best = &b;
+  }
+  return best;
+}
+
+const StepInputBinding* Plan::step_input(StepInputKind kind) const {
+  for (const StepInputBinding& s : step_inputs)
+    if (s.kind == kind) return &s;
+  return nullptr;
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+void assign_arena_offsets(BufferPlan& buffers) {
+  uint64_t end = 0;
+  for (BufferSlot& s : buffers.slots) {
+    uint64_t a = s.alignment ? s.alignment : 1;
+    s.offset = align_up(end, a);
+    end = s.offset + s.size;
+  }
+  buffers.arena_size = align_up(end, 256);
+}
+
+const char* param_type_name(ParamType t) {
+  switch (t) {
+    case ParamType::Pointer: return "ptr";
+    case ParamType::I32: return "i32";
+    case ParamType::I64: return "i64";
+    case ParamType::F32: return "f32";
+  }
+  return "?";
+}
+
+const char* slot_role_name(SlotRole r) {
+  switch (r) {
+    case SlotRole::Scratch: return "scratch";
+    case SlotRole::Persistent: return "persistent";
+    case SlotRole::Input: return "input";
+    case SlotRole::Output: return "output";
+  }
+  return "?";
+}
+
+const char* step_input_name(StepInputKind k) {
+  switch (k) {
+    case StepInputKind::Tokens: return "tokens";
+    case StepInputKind::Positions: return "positions";
+    case StepInputKind::TreeMask: return "tree_mask";
+    case StepInputKind::CacheLength: return "cache_length";
+    case StepInputKind::TokenCount: return "token_count";
+  }
+  return "?";
+}
+
+const char* arg_kind_name(ArgKind k) {
+  switch (k) {
+    case ArgKind::Buffer: return "buffer";
+    case ArgKind::Weight: return "weight";
+    case ArgKind::I32: return "i32";
+    case ArgKind::I64: return "i64";
+    case ArgKind::F32: return "f32";
+    case ArgKind::StepInput: return "step_input";
+  }
+  return "?";
+}
+
+const char* output_kind_name(OutputKind k) {
+  switch (k) {
+    case OutputKind::Logits: return "logits";
+    case OutputKind::Hidden: return "hidden";
+    case OutputKind::TokenIds: return "token_ids";
+  }
+  return "?";
+}
+
+namespace {
+
+// Bytes a step input needs for a bucket of `tokens` tokens.
+uint64_t step_input_bytes(StepInputKind k, uint64_t tokens) {
+  switch (k) {
+    case StepInputKind::Tokens:
+    case StepInputKind::Positions: return 4 * tokens;
+    case StepInputKind::TreeMask: return 4 * tokens * ((tokens + 31) / 32);
+    case StepInputKind::CacheLength:
+    case StepInputKind::TokenCount: return 4;
+  }
+  return 0;
+}
+
+bool arg_matches(ArgKind a, ParamType p) {
+  switch (a) {
+    case ArgKind::Buffer:
+    case ArgKind::Weight:
+    case ArgKind::StepInput: return p == ParamType::Pointer;
+    case ArgKind::I32: return p == ParamType::I32;
+    case ArgKind::I64: return p == ParamType::I64;
+    case ArgKind::F32: return p == ParamType::F32;
+  }
+  return false;
+}
+
+}  // namespace
+
+void validate_plan(const Plan& plan, const std::string& source) {
+  auto fail = [&](const std::string& what) { throw Error(source + ": invalid plan: " + what); };
+  const Header& h = plan.header;
+  if (h.archs.empty()) fail("header lists no target arch");
+
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const Kernel& kern = plan.kernels[k];
+    std::string name = "kernel " + std::to_string(k) + " (" + kern.id + ")";
+    if (kern.entry.empty()) fail(name + " has no entry name");
+    if (!kern.param_names.empty() && kern.param_names.size() != kern.params.size())
+      fail(name + " has " + std::to_string(kern.param_names.size()) + " parameter names for " +
+           std::to_string(kern.params.size()) + " parameters");
+    for (const std::string& arch : h.archs) {
+      const KernelBinary* b = kern.binary_for(arch);
+      if (!b || b->cubin.empty()) fail(name + " has no cubin for " + arch);
+    }
+  }
+
+  const BufferPlan& bp = plan.buffers;
+  for (size_t s = 0; s < bp.slots.size(); ++s) {
+    const BufferSlot& slot = bp.slots[s];
+    std::string name = "buffer slot " + std::to_string(s) + " (" + slot.name + ")";
+    if (slot.alignment == 0 || (slot.alignment & (slot.alignment - 1)) != 0)
+      fail(name + " alignment " + std::to_string(slot.alignment) + " is not a power of two");
+    if (slot.offset % slot.alignment != 0) fail(name + " offset is not aligned");
+    if (slot.offset + slot.size > bp.arena_size || slot.offset + slot.size < slot.offset)
+      fail(name + " ends past the arena (" + std::to_string(bp.arena_size) + " bytes)");
+  }
+
+  int64_t max_tokens = 0;
+  for (const Bucket& b : plan.buckets) max_tokens = std::max<int64_t>(max_tokens, b.tokens);
+  bool seen[kStepInputKinds] = {};
+  for (const StepInputBinding& in : plan.step_inputs) {
+    int k = static_cast<int>(in.kind);
+    if (k < 0 || k >= kStepInputKinds) fail("unknown step input kind " + std::to_string(k));
+    if (seen[k]) fail(std::string("step input ") + step_input_name(in.kind) + " bound twice");
+    seen[k] = true;
+    if (in.slot >= bp.slots.size())
+      fail(std::string("step input ") + step_input_name(in.kind) + " names slot " +
+           std::to_string(in.slot) + " of " + std::to_string(bp.slots.size()));
+    uint64_t need = step_input_bytes(in.kind, static_cast<uint64_t>(max_tokens));
+    if (bp.slots[in.slot].size < need)
+      fail(std::string("step input ") + step_input_name(in.kind) + " slot holds " +
+           std::to_string(bp.slots[in.slot].size) + " bytes, the largest bucket needs " +
+           std::to_string(need));
+  }
+
+  for (const KvCache& kv : plan.kv_caches) {
+    if (kv.slot >= bp.slots.size()) fail("KV cache " + kv.name + " names a missing slot");
+    if (kv.row_bytes * kv.rows > bp.slots[kv.slot].size)
+      fail("KV cache " + kv.name + " does not fit its slot");
+  }
+
+  for (size_t w = 0; w < plan.weights.size(); ++w) {
+    const Weight& wt = plan.weights[w];
+    for (int64_t d : wt.shape)
+      if (d < 0) fail("weight " + wt.name + " has a negative dimension");
+    // Packed layouts may hold other than numel * dtype_size bytes: size is what the bytes hold.
+    if (!wt.data().empty() && wt.data().size() != wt.size && wt.size != 0)
+      fail("weight " + wt.name + " holds " + std::to_string(wt.data().size()) +
+           " bytes but its table entry says " + std::to_string(wt.size));
+  }
+
+  for (const Bucket& b : plan.buckets) {
+    std::string bname = "bucket " + b.program + "/" + std::to_string(b.tokens);
+    if (b.tokens == 0) fail(bname + " has zero tokens");
+    for (size_t i = 0; i < b.launches.size(); ++i) {
+      const Launch& l = b.launches[i];
+      std::string lname = bname + " launch " + std::to_string(i);
+      if (l.kernel >= plan.kernels.size())
+        fail(lname + " names kernel " + std::to_string(l.kernel) + " of " +
+             std::to_string(plan.kernels.size()));
+      const Kernel& kern = plan.kernels[l.kernel];
+      lname += " (" + kern.id + ")";
+      for (int d = 0; d < 3; ++d)
+        if (l.grid[d] == 0 || l.block[d] == 0) fail(lname + " has an empty grid or block");
+      if (l.args.size() != kern.params.size())
+        fail(lname + " passes " + std::to_string(l.args.size()) + " arguments to " +
+             std::to_string(kern.params.size()) + " parameters");
+      for (size_t a = 0; a < l.args.size(); ++a) {
+        const LaunchArg& arg = l.args[a];
+        std::string aname = lname + " argument " + std::to_string(a);
+        if (!arg_matches(arg.kind, kern.params[a]))
+          fail(aname + " is a " + arg_kind_name(arg.kind) + " for a " +
+               param_type_name(kern.params[a]) + " parameter");
+        if (arg.kind == ArgKind::Buffer) {
+          if (arg.index >= bp.slots.size()) fail(aname + " names a missing buffer slot");
+          if (arg.offset > bp.slots[arg.index].size) fail(aname + " points past its slot");
+        } else if (arg.kind == ArgKind::Weight) {
+          if (arg.index >= plan.weights.size()) fail(aname + " names a missing weight");
+          if (arg.offset > plan.weights[arg.index].size) fail(aname + " points past its weight");
+        } else if (arg.kind == ArgKind::StepInput) {
+          if (arg.index >= static_cast<uint32_t>(kStepInputKinds) || !seen[arg.index])
+            fail(aname + " names a step input the plan does not bind");
+        }
+      }
+    }
+    for (const StepOutput& o : b.outputs) {
+      std::string oname = bname + " output " + output_kind_name(o.kind);
+      if (o.slot >= bp.slots.size()) fail(oname + " names a missing slot");
+      uint64_t bytes = static_cast<uint64_t>(o.rows * o.cols) * dtype_size(o.dtype);
+      if (o.offset + bytes > bp.slots[o.slot].size) fail(oname + " does not fit its slot");
+      if (o.rows != static_cast<int64_t>(b.tokens))
+        fail(oname + " has " + std::to_string(o.rows) + " rows for " + std::to_string(b.tokens) +
+             " tokens");
+    }
+  }
+}
+
+}  // namespace kplan::plan

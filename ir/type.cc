@@ -1,0 +1,94 @@
+#include "ir/type.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+namespace kplan::ir {
+
+std::string Dim::str() const {
+  std::string s;
+  for (const auto& sym : symbols) {
+    if (!s.empty()) s += '+';
+    s += sym;
+  }
+  if (symbols.empty()) return std::to_string(constant);
+  if (constant > 0) s += "+" + std::to_string(constant);
+  if (constant < 0) s += std::to_string(constant);  // "-3"
+  return s;
+}
+
+std::optional<Dim> Dim::parse(std::string_view text) {
+  Dim d;
+  size_t i = 0;
+  bool first = true;
+  while (i < text.size()) {
+    bool negative = false;
+    if (!first) {
+      if (text[i] != '+' && text[i] != '-') return std::nullopt;
+      negative = text[i] == '-';
+      ++i;
+    }
+    size_t start = i;
+    if (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+      while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+      int64_t v = 0;
+      auto [p, ec] = std::from_chars(text.data() + start, text.data() + i, v);
+      if (ec != std::errc()) return std::nullopt;
+      d.constant += negative ? -v : v;
+    } else if (i < text.size() &&
+               (std::isalpha(static_cast<unsigned char>(text[i])) || text[i] == '_')) {
+      if (negative) return std::nullopt;  // symbols are never subtracted
+      while (i < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_'))
+        ++i;
+      d.symbols.emplace_back(text.substr(start, i - start));
+    } else {
+      return std::nullopt;
+    }
+    first = false;
+  }
+  if (first) return std::nullopt;
+  std::sort(d.symbols.begin(), d.symbols.end());
+  return d;
+}
+
+Dim operator+(const Dim& a, const Dim& b) {
+  Dim d;
+  d.symbols = a.symbols;
+  d.symbols.insert(d.symbols.end(), b.symbols.begin(), b.symbols.end());
+  std::sort(d.symbols.begin(), d.symbols.end());
+  d.constant = a.constant + b.constant;
+  return d;
+}
+
+std::string Type::shape_str() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += shape[i].str();
+  }
+  return s + "]";
+}
+
+std::string Type::str() const { return std::string(dtype_name(dtype)) + shape_str(); }
+
+bool same_element_count(const std::vector<Dim>& a, const std::vector<Dim>& b) {
+  auto split = [](const std::vector<Dim>& dims, int64_t& product, std::vector<std::string>& syms) {
+    product = 1;
+    for (const auto& d : dims) {
+      if (d.is_constant())
+        product *= d.value();
+      else
+        syms.push_back(d.str());
+    }
+    std::sort(syms.begin(), syms.end());
+  };
+  int64_t pa, pb;
+  std::vector<std::string> sa, sb;
+  split(a, pa, sa);
+  split(b, pb, sb);
+  return pa == pb && sa == sb;
+}
+
+}  // namespace kplan::ir

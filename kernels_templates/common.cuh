@@ -1,0 +1,146 @@
+#pragma once
+// Helpers shared by every kplan kernel template. Compiled by NVRTC with no CUDA headers at all
+// (bf16 is handled as raw bits here), so a kernel's cache key covers every line it depends on.
+//
+// Element type codes (template parameters named *_DT): 0 = f32, 1 = bf16. Activations may be
+// either; weights are bf16 (or INT4, see matmul_int4.cuh); accumulation is always f32.
+
+namespace kp {
+
+enum : int { F32 = 0, BF16 = 1 };
+typedef long long i64;
+
+__device__ __forceinline__ float bf16_to_f32(unsigned short v) {
+  return __uint_as_float(static_cast<unsigned>(v) << 16);
+}
+
+// Round to nearest even, like kplan::float_to_bf16 on the host; NaN stays NaN.
+__device__ __forceinline__ unsigned short f32_to_bf16(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<unsigned short>(u >> 16);
+}
+
+__device__ __forceinline__ float round_to_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+// Element i of an array of type DT, as f32.
+template <int DT>
+__device__ __forceinline__ float load(const void* p, i64 i) {
+  if constexpr (DT == F32) {
+    return static_cast<const float*>(p)[i];
+  } else {
+    return bf16_to_f32(static_cast<const unsigned short*>(p)[i]);
+  }
+}
+
+template <int DT>
+__device__ __forceinline__ void store(void* p, i64 i, float v) {
+  if constexpr (DT == F32) {
+    static_cast<float*>(p)[i] = v;
+  } else {
+    static_cast<unsigned short*>(p)[i] = f32_to_bf16(v);
+  }
+}
+
+template <int DT>
+__device__ __forceinline__ const void* offset(const void* p, i64 elements) {
+  return static_cast<const char*>(p) + elements * (DT == F32 ? 4 : 2);
+}
+
+// Eight consecutive bf16 values from one 16-byte load (p must be 16-byte aligned).
+__device__ __forceinline__ void load8_bf16(const void* p, float out[8]) {
+  const uint4 v = *static_cast<const uint4*>(p);
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(w[i] << 16);
+    out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Warp-wide best (value, index) under the order "larger value first, then smaller index".
+__device__ __forceinline__ void warp_argmax(float& value, int& index) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v = __shfl_xor_sync(0xffffffffu, value, o);
+    const int i = __shfl_xor_sync(0xffffffffu, index, o);
+    if (v > value || (v == value && i < index)) {
+      value = v;
+      index = i;
+    }
+  }
+}
+
+// Sum over a block of THREADS threads (a multiple of 32). Every thread gets the result.
+template <int THREADS>
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[THREADS / 32];
+  v = warp_sum(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // partial[] may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int w = 0; w < THREADS / 32; ++w) total += partial[w];
+  return total;
+}
+
+template <int THREADS>
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float partial[THREADS / 32];
+  v = warp_max(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  float best = partial[0];
+#pragma unroll
+  for (int w = 1; w < THREADS / 32; ++w) best = fmaxf(best, partial[w]);
+  return best;
+}
+
+template <int THREADS>
+__device__ __forceinline__ void block_argmax(float& value, int& index) {
+  __shared__ float values[THREADS / 32];
+  __shared__ int indices[THREADS / 32];
+  warp_argmax(value, index);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) {
+    values[warp] = value;
+    indices[warp] = index;
+  }
+  __syncthreads();
+  value = values[0];
+  index = indices[0];
+#pragma unroll
+  for (int w = 1; w < THREADS / 32; ++w) {
+    if (values[w] > value || (values[w] == value && indices[w] < index)) {
+      value = values[w];
+      index = indices[w];
+    }
+  }
+}
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
+
+__device__ __forceinline__ int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+}  // namespace kp

@@ -1,0 +1,115 @@
+#pragma once
+// DeepSeek-V3 "noaux_tc" router on the gate's f32 logits, as HF transformers computes it:
+//   s       = sigmoid(logits[t])                       (E scores)
+//   choice  = s + bias                                 (e_score_correction_bias)
+//   group g score = sum of the 2 largest choice values in group g (E / N_GROUP experts each)
+//   keep the TOPK_GROUP best groups; choice of experts outside them is set to 0.0 (not -inf,
+//   exactly as transformers' masked_fill does)
+//   ids     = the TOPK experts with the largest choice (ties: the smaller index), in descending
+//             order
+//   w[k]    = s[ids[k]]; NORM: w /= (sum(w) + 1e-20); w *= routed_scaling
+// One warp per token.
+//
+// Template parameters:
+//   E           routed experts (<= 1024)
+//   TOPK        experts per token
+//   N_GROUP     expert groups (<= 32; 1 disables group limiting)
+//   TOPK_GROUP  groups kept
+//   NORM        norm_topk_prob (0 / 1)
+//   WARPS       tokens per block
+// Launch: grid (ceil(n_tokens / WARPS)), block (32 * WARPS).
+// Arguments:
+//   logits        f32 [n_tokens, E]
+//   bias          f32 [E]
+//   topk_ids      int32 [n_tokens, TOPK] (out)
+//   topk_weights  f32 [n_tokens, TOPK] (out)
+//   n_tokens, routed_scaling
+#include "common.cuh"
+
+namespace kp {
+
+template <int E, int TOPK, int N_GROUP, int TOPK_GROUP, int NORM, int WARPS>
+__device__ void moe_router(const void* logits, const void* bias, void* topk_ids,
+                           void* topk_weights, int n_tokens, float routed_scaling) {
+  constexpr int EPL = (E + 31) / 32;  // experts per lane: lane owns e = lane + 32 * i
+  constexpr int GROUP = E / N_GROUP;
+  static_assert(E % N_GROUP == 0 && N_GROUP <= 32 && TOPK_GROUP <= N_GROUP && E <= 1024, "router shape");
+  __shared__ float choice_smem[WARPS][E];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t = blockIdx.x * WARPS + warp;
+  if (t >= n_tokens) return;
+  const float* row = static_cast<const float*>(logits) + static_cast<i64>(t) * E;
+  const float* b = static_cast<const float*>(bias);
+  float choice[EPL];
+#pragma unroll
+  for (int i = 0; i < EPL; ++i) {
+    const int e = lane + 32 * i;
+    choice[i] = e < E ? sigmoid(row[e]) + b[e] : 0.f;
+    if (e < E) choice_smem[warp][e] = choice[i];
+  }
+  __syncwarp();
+
+  if constexpr (N_GROUP > 1) {
+    // Lane g scores group g, then TOPK_GROUP rounds of warp argmax pick the groups.
+    float gscore = neg_inf();
+    if (lane < N_GROUP) {
+      float best = neg_inf(), second = neg_inf();
+      for (int j = 0; j < GROUP; ++j) {
+        const float v = choice_smem[warp][lane * GROUP + j];
+        if (v > best) {
+          second = best;
+          best = v;
+        } else if (v > second) {
+          second = v;
+        }
+      }
+      gscore = best + second;
+    }
+    unsigned kept = 0;
+    for (int k = 0; k < TOPK_GROUP; ++k) {
+      float v = ((kept >> lane) & 1u) ? neg_inf() : gscore;
+      int g = lane < N_GROUP && !((kept >> lane) & 1u) ? lane : 1 << 30;
+      if (lane >= N_GROUP) v = neg_inf();
+      warp_argmax(v, g);
+      kept |= 1u << g;
+    }
+#pragma unroll
+    for (int i = 0; i < EPL; ++i) {
+      const int e = lane + 32 * i;
+      if (e < E && !((kept >> (e / GROUP)) & 1u)) choice[i] = 0.f;
+    }
+  }
+
+  unsigned taken = 0;  // bit i: expert lane + 32 * i already chosen
+  int ids[TOPK];
+  float w[TOPK];
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < TOPK; ++k) {
+    float v = neg_inf();
+    int e_best = 1 << 30;
+#pragma unroll
+    for (int i = 0; i < EPL; ++i) {
+      const int e = lane + 32 * i;
+      if (e < E && !((taken >> i) & 1u) && (choice[i] > v || (choice[i] == v && e < e_best))) {
+        v = choice[i];
+        e_best = e;
+      }
+    }
+    warp_argmax(v, e_best);
+    if (e_best % 32 == lane) taken |= 1u << (e_best / 32);
+    ids[k] = e_best;
+    w[k] = sigmoid(row[e_best]);
+    sum += w[k];
+  }
+  if (lane == 0) {
+    const float denom = NORM ? sum + 1e-20f : 1.f;
+#pragma unroll
+    for (int k = 0; k < TOPK; ++k) {
+      static_cast<int*>(topk_ids)[static_cast<i64>(t) * TOPK + k] = ids[k];
+      static_cast<float*>(topk_weights)[static_cast<i64>(t) * TOPK + k] = w[k] / denom * routed_scaling;
+    }
+  }
+}
+
+}  // namespace kp

@@ -1,0 +1,77 @@
+#pragma once
+// Rotary position embedding (OPS rope) with optional YaRN scaling, on ROPE_DIM-wide slices of
+// [n_tokens, HEADS, *] rows (e.g. the rope part of each query head, or the single rope key).
+//
+// Frequencies (HF transformers' rope init, computed here in f32): for pair i < ROPE_DIM / 2,
+//   f = theta^(2i / ROPE_DIM); inv = 1 / f
+//   YaRN (yarn_factor != 1): ramp = clamp((i - yarn_low) / (yarn_high - yarn_low), 0, 1),
+//        inv = (1 / (yarn_factor * f)) * ramp + (1 / f) * (1 - ramp)
+//   angle = position * inv; c = cos(angle) * cos_sin_scale; s = sin(angle) * cos_sin_scale
+// (yarn_low / yarn_high: the correction range low / high of ir/OPS.md, high already nudged by
+// 0.001 when equal to low; cos_sin_scale: the op's attention_factor, 1 without YaRN.)
+//
+// Template parameters:
+//   ROPE_DIM  rotated width (even)
+//   HEADS     slices per token
+//   INTERLEAVED  1: pair i is (x[2i], x[2i+1]), written back to the same positions (DeepSeek /
+//                   Kimi; the cache holds k_rope in this layout, as ir/OPS.md says)
+//                0: rotate_half, pair i is (x[i], x[i + ROPE_DIM/2]) (Qwen3 / the DFlash drafter)
+//   X_DT, Y_DT element types of x and y
+//   THREADS   threads per block
+// Launch: grid (n_tokens), block (THREADS). y may alias x (the block reads all of a token's
+// slices before writing any).
+// Arguments:
+//   x, y                     slice (t, h) starts at t * row_stride + h * head_stride
+//   positions                int32 [n_tokens] position ids
+//   n_tokens
+//   x_row_stride, x_head_stride, y_row_stride, y_head_stride   in elements
+//   theta, yarn_factor, yarn_low, yarn_high, cos_sin_scale      see above
+#include "common.cuh"
+
+namespace kp {
+
+template <int ROPE_DIM, int HEADS, int INTERLEAVED, int X_DT, int Y_DT, int THREADS>
+__device__ void rope(const void* x, void* y, const void* positions, int n_tokens, int x_row_stride,
+                     int x_head_stride, int y_row_stride, int y_head_stride, float theta,
+                     float yarn_factor, float yarn_low, float yarn_high, float cos_sin_scale) {
+  constexpr int HALF = ROPE_DIM / 2;
+  constexpr int PAIRS = HEADS * HALF;
+  constexpr int PER_THREAD = (PAIRS + THREADS - 1) / THREADS;
+  static_assert(ROPE_DIM % 2 == 0, "rope width must be even");
+  const int t = blockIdx.x;
+  if (t >= n_tokens) return;
+  const float pos = static_cast<float>(static_cast<const int*>(positions)[t]);
+  float out_a[PER_THREAD], out_b[PER_THREAD];
+#pragma unroll
+  for (int p = 0; p < PER_THREAD; ++p) {
+    const int pair = threadIdx.x + p * THREADS;
+    if (pair >= PAIRS) continue;
+    const int h = pair / HALF, i = pair % HALF;
+    const float f = powf(theta, static_cast<float>(2 * i) / static_cast<float>(ROPE_DIM));
+    float inv = 1.f / f;
+    if (yarn_factor != 1.f) {
+      const float ramp = fminf(fmaxf((static_cast<float>(i) - yarn_low) / (yarn_high - yarn_low), 0.f), 1.f);
+      inv = (1.f / (yarn_factor * f)) * ramp + inv * (1.f - ramp);
+    }
+    const float angle = pos * inv;
+    const float c = cosf(angle) * cos_sin_scale, s = sinf(angle) * cos_sin_scale;
+    const i64 xo = static_cast<i64>(t) * x_row_stride + static_cast<i64>(h) * x_head_stride;
+    const int ia = INTERLEAVED ? 2 * i : i, ib = INTERLEAVED ? 2 * i + 1 : i + HALF;
+    const float a = load<X_DT>(x, xo + ia), b = load<X_DT>(x, xo + ib);
+    out_a[p] = a * c - b * s;
+    out_b[p] = b * c + a * s;
+  }
+  __syncthreads();  // every read of this token's slices happens before any write (y may alias x)
+#pragma unroll
+  for (int p = 0; p < PER_THREAD; ++p) {
+    const int pair = threadIdx.x + p * THREADS;
+    if (pair >= PAIRS) continue;
+    const int h = pair / HALF, i = pair % HALF;
+    const i64 yo = static_cast<i64>(t) * y_row_stride + static_cast<i64>(h) * y_head_stride;
+    const int oa = INTERLEAVED ? 2 * i : i, ob = INTERLEAVED ? 2 * i + 1 : i + HALF;
+    store<Y_DT>(y, yo + oa, out_a[p]);
+    store<Y_DT>(y, yo + ob, out_b[p]);
+  }
+}
+
+}  // namespace kp

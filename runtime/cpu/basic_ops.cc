@@ -1,0 +1,122 @@
+#include "runtime/cpu/basic_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "ir/error.h"
+
+namespace kplan::cpu {
+
+Matrix embedding(const Matrix& table, std::span<const int32_t> ids) {
+  Matrix out(static_cast<int64_t>(ids.size()), table.cols);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (ids[t] < 0 || ids[t] >= table.rows)
+      throw Error("token id " + std::to_string(ids[t]) + " is outside the vocabulary [0, " +
+                  std::to_string(table.rows) + ")");
+    std::copy_n(table.row(ids[t]), table.cols, out.row(static_cast<int64_t>(t)));
+  }
+  return out;
+}
+
+void rms_norm_row(const float* x, int64_t n, const float* weight, float eps, float* out) {
+  double sum_sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  // transformers: variance in fp32, rsqrt(variance + eps), x * r, then weight * (that).
+  const float variance = static_cast<float>(sum_sq / static_cast<double>(n));
+  const float r = static_cast<float>(1.0 / std::sqrt(static_cast<double>(variance + eps)));
+  for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (x[i] * r);
+}
+
+Matrix rms_norm(const Matrix& x, std::span<const float> weight, float eps) {
+  if (static_cast<int64_t>(weight.size()) != x.cols)
+    throw Error("rms_norm: weight has " + std::to_string(weight.size()) + " values for rows of " +
+                std::to_string(x.cols));
+  Matrix out(x.rows, x.cols);
+  for (int64_t r = 0; r < x.rows; ++r) rms_norm_row(x.row(r), x.cols, weight.data(), eps, out.row(r));
+  return out;
+}
+
+void matvec(const float* x, const Matrix& w, float* out) {
+  for (int64_t o = 0; o < w.rows; ++o) {
+    const float* wr = w.row(o);
+    double acc = 0.0;
+    for (int64_t i = 0; i < w.cols; ++i) acc += static_cast<double>(x[i]) * wr[i];
+    out[o] = static_cast<float>(acc);
+  }
+}
+
+Matrix matmul(const Matrix& x, const Matrix& w) {
+  if (x.cols != w.cols)
+    throw Error("matmul: input has " + std::to_string(x.cols) + " columns, weight expects " +
+                std::to_string(w.cols));
+  Matrix out(x.rows, w.rows);
+  for (int64_t t = 0; t < x.rows; ++t) matvec(x.row(t), w, out.row(t));
+  return out;
+}
+
+Matrix add(const Matrix& a, const Matrix& b) {
+  Matrix out = a;
+  add_inplace(out, b);
+  return out;
+}
+
+void add_inplace(Matrix& a, const Matrix& b) {
+  if (a.rows != b.rows || a.cols != b.cols) throw Error("add: shapes differ");
+  for (size_t i = 0; i < a.data.size(); ++i) a.data[i] += b.data[i];
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+Matrix swiglu(const Matrix& gate, const Matrix& up) {
+  if (gate.rows != up.rows || gate.cols != up.cols) throw Error("swiglu: shapes differ");
+  Matrix out(gate.rows, gate.cols);
+  for (size_t i = 0; i < out.data.size(); ++i) out.data[i] = silu(gate.data[i]) * up.data[i];
+  return out;
+}
+
+Matrix swiglu_mlp(const Matrix& x, const Matrix& gate_w, const Matrix& up_w,
+                  const Matrix& down_w) {
+  return matmul(swiglu(matmul(x, gate_w), matmul(x, up_w)), down_w);
+}
+
+void softmax_inplace(float* x, int64_t n) {
+  const float m = *std::max_element(x, x + n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - m);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - m) / sum);
+}
+
+void log_softmax_inplace(float* x, int64_t n) {
+  const float m = *std::max_element(x, x + n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - m);
+  const double log_z = m + std::log(sum);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] - log_z);
+}
+
+Matrix log_softmax(const Matrix& logits) {
+  Matrix out = logits;
+  for (int64_t r = 0; r < out.rows; ++r) log_softmax_inplace(out.row(r), out.cols);
+  return out;
+}
+
+int64_t argmax(const float* x, int64_t n) {
+  return std::max_element(x, x + n) - x;  // first maximum, as torch.argmax
+}
+
+std::vector<int64_t> top_k(const float* x, int64_t n, int64_t k) {
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  k = std::min(k, n);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [x](int64_t a, int64_t b) {
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+  });
+  idx.resize(static_cast<size_t>(k));
+  return idx;
+}
+
+}  // namespace kplan::cpu

@@ -1,0 +1,48 @@
+#pragma once
+// Elementwise and row-wise fp32 ops of the CPU reference backend. Matrices are row-major
+// [rows, cols] (kplan::Matrix); a weight W of a Linear layer is [out, in] as in the checkpoint,
+// so a projection is x @ W^T. Dot products accumulate in double so the reference is at least as
+// exact as the fp32 implementations it is compared against.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/step_model.h"
+
+namespace kplan::cpu {
+
+// Rows of `table` [vocab, hidden] picked by token id. Throws kplan::Error for an id out of range.
+Matrix embedding(const Matrix& table, std::span<const int32_t> ids);
+
+// RMSNorm as transformers computes it: x * rsqrt(mean(x^2) + eps) in fp32, then times weight.
+void rms_norm_row(const float* x, int64_t n, const float* weight, float eps, float* out);
+// Row-wise RMSNorm of x [rows, n] with weight [n].
+Matrix rms_norm(const Matrix& x, std::span<const float> weight, float eps);
+
+// x [T, in] @ W^T with W [out, in] -> [T, out].
+Matrix matmul(const Matrix& x, const Matrix& w);
+// One row: out[o] = sum_i x[i] * w[o, i].
+void matvec(const float* x, const Matrix& w, float* out);
+
+// a + b, same shape.
+Matrix add(const Matrix& a, const Matrix& b);
+void add_inplace(Matrix& a, const Matrix& b);
+
+float silu(float x);
+// silu(gate) * up, elementwise (same shape).
+Matrix swiglu(const Matrix& gate, const Matrix& up);
+// down(silu(gate(x)) * up(x)): the SwiGLU MLP of DeepSeek-V3 and Qwen3 (no biases).
+Matrix swiglu_mlp(const Matrix& x, const Matrix& gate_w, const Matrix& up_w,
+                  const Matrix& down_w);
+
+// Numerically stable softmax / log-softmax of one row, in place.
+void softmax_inplace(float* x, int64_t n);
+void log_softmax_inplace(float* x, int64_t n);
+Matrix log_softmax(const Matrix& logits);
+
+// Index of the largest value (the first one on ties, like torch.argmax).
+int64_t argmax(const float* x, int64_t n);
+// Indices of the k largest values, largest first (ties: lower index first).
+std::vector<int64_t> top_k(const float* x, int64_t n, int64_t k);
+
+}  // namespace kplan::cpu

@@ -1,0 +1,15 @@
+#pragma once
+// The DFlash drafter's attention core: every query attends every key (non-causal), grouped-query
+// (query head h reads kv head h / (q_heads / kv_heads)), scale head_dim^-0.5, as z-lab's
+// Qwen3DFlashAttention runs it with is_causal=False and no mask.
+#include <cstdint>
+
+#include "runtime/step_model.h"
+
+namespace kplan::cpu {
+
+// q [T, Hq*D], k and v [S, Hkv*D] -> [T, Hq*D].
+Matrix gqa_attention_full(const Matrix& q, const Matrix& k, const Matrix& v, int64_t q_heads,
+                          int64_t kv_heads, int64_t head_dim, float scale);
+
+}  // namespace kplan::cpu

@@ -1,0 +1,83 @@
+#include "runtime/cpu/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "ir/error.h"
+#include "runtime/cpu/basic_ops.h"
+
+namespace kplan::cpu {
+
+Routing moe_route(const Matrix& x, const Matrix& gate, std::span<const float> bias,
+                  const RouterParams& p) {
+  const int64_t E = p.n_experts;
+  if (gate.rows != E || static_cast<int64_t>(bias.size()) != E)
+    throw Error("moe router: gate or correction bias does not have " + std::to_string(E) + " experts");
+  if (p.n_group <= 0 || E % p.n_group != 0 || p.topk_group > p.n_group || p.top_k > E)
+    throw Error("moe router: bad grouping (n_group " + std::to_string(p.n_group) + ", topk_group " +
+                std::to_string(p.topk_group) + ", top_k " + std::to_string(p.top_k) + ")");
+  const int64_t per_group = E / p.n_group;
+  Routing r;
+  r.top_k = p.top_k;
+  r.experts.resize(static_cast<size_t>(x.rows * p.top_k));
+  r.weights.resize(static_cast<size_t>(x.rows * p.top_k));
+  std::vector<float> logits(static_cast<size_t>(E)), scores(E), choice(E), group_score(p.n_group);
+  for (int64_t t = 0; t < x.rows; ++t) {
+    matvec(x.row(t), gate, logits.data());
+    for (int64_t e = 0; e < E; ++e) {
+      scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+      choice[e] = scores[e] + bias[e];
+    }
+    // Group score: sum of the two best biased scores in the group (one when a group has one).
+    for (int64_t g = 0; g < p.n_group; ++g) {
+      auto best = top_k(choice.data() + g * per_group, per_group, std::min<int64_t>(2, per_group));
+      float s = 0.0f;
+      for (int64_t i : best) s += choice[g * per_group + i];
+      group_score[g] = s;
+    }
+    auto groups = top_k(group_score.data(), p.n_group, p.topk_group);
+    std::vector<bool> kept(static_cast<size_t>(p.n_group), false);
+    for (int64_t g : groups) kept[g] = true;
+    for (int64_t e = 0; e < E; ++e)
+      if (!kept[e / per_group]) choice[e] = 0.0f;  // transformers: masked_fill(..., 0.0)
+    auto chosen = top_k(choice.data(), E, p.top_k);
+    double sum = 0.0;
+    for (int64_t k = 0; k < p.top_k; ++k) sum += scores[chosen[k]];
+    for (int64_t k = 0; k < p.top_k; ++k) {
+      float w = scores[chosen[k]];
+      if (p.norm_topk_prob) w = static_cast<float>(w / (sum + 1e-20));
+      r.experts[t * p.top_k + k] = static_cast<int32_t>(chosen[k]);
+      r.weights[t * p.top_k + k] = w * p.routed_scaling_factor;
+    }
+  }
+  return r;
+}
+
+Matrix moe_experts(const Matrix& x, const Routing& routing,
+                   const std::vector<ExpertWeights>& experts) {
+  Matrix out(x.rows, x.cols);
+  for (int64_t e = 0; e < static_cast<int64_t>(experts.size()); ++e) {
+    // The tokens routed to expert e, and their weights.
+    std::vector<int64_t> tokens;
+    std::vector<float> weights;
+    for (int64_t t = 0; t < x.rows; ++t)
+      for (int64_t k = 0; k < routing.top_k; ++k)
+        if (routing.experts[t * routing.top_k + k] == e) {
+          tokens.push_back(t);
+          weights.push_back(routing.weights[t * routing.top_k + k]);
+        }
+    if (tokens.empty()) continue;
+    Matrix in(static_cast<int64_t>(tokens.size()), x.cols);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      std::copy_n(x.row(tokens[i]), x.cols, in.row(static_cast<int64_t>(i)));
+    const ExpertWeights& w = experts[e];
+    Matrix y = swiglu_mlp(in, *w.gate, *w.up, *w.down);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      for (int64_t c = 0; c < x.cols; ++c)
+        out.row(tokens[i])[c] += y.row(static_cast<int64_t>(i))[c] * weights[i];
+  }
+  return out;
+}
+
+}  // namespace kplan::cpu

@@ -1,0 +1,48 @@
+#pragma once
+// DeepSeek-V3 mixture of experts as transformers' DeepseekV3MoE computes it:
+// router: scores = sigmoid(x @ gate^T) in fp32; e_score_correction_bias is added for CHOOSING
+// experts only; group-limited choice (each group scored by the sum of its top-2 biased scores,
+// the best topk_group groups kept, the other experts' biased scores set to 0.0 — transformers
+// masks with 0, not -inf, and so do we); top_k experts by biased score; their weights are the
+// UNBIASED scores, divided by (sum + 1e-20) when norm_topk_prob, then ALWAYS times
+// routed_scaling_factor. Output = sum_k weight_k * expert_k(x) + shared_experts(x) (unscaled).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/step_model.h"
+
+namespace kplan::cpu {
+
+struct RouterParams {
+  int64_t n_experts = 0;
+  int64_t top_k = 0;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  bool norm_topk_prob = true;
+  float routed_scaling_factor = 1.0f;
+};
+
+struct Routing {
+  int64_t top_k = 0;
+  std::vector<int32_t> experts;  // [T, top_k]
+  std::vector<float> weights;    // [T, top_k]
+};
+
+// x [T, hidden], gate [n_experts, hidden], bias [n_experts].
+Routing moe_route(const Matrix& x, const Matrix& gate, std::span<const float> bias,
+                  const RouterParams& p);
+
+// One SwiGLU expert's weights: gate/up [inter, hidden], down [hidden, inter].
+struct ExpertWeights {
+  const Matrix* gate = nullptr;
+  const Matrix* up = nullptr;
+  const Matrix* down = nullptr;
+};
+
+// sum over each token's chosen experts of weight * expert(x) -> [T, hidden]. Experts are
+// visited in index order, as transformers' loop does.
+Matrix moe_experts(const Matrix& x, const Routing& routing,
+                   const std::vector<ExpertWeights>& experts);
+
+}  // namespace kplan::cpu

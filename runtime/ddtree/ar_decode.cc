@@ -1,0 +1,55 @@
+// Plain autoregressive decoding: one target step per token.
+#include <vector>
+
+#include "runtime/ddtree/decode.h"
+#include "runtime/ddtree/prefill.h"
+#include "runtime/ddtree/token_sampler.h"
+#include "runtime/ddtree/token_sink.h"
+
+namespace kplan {
+
+DecodeResult decode_autoregressive(TargetModel& target, std::span<const int32_t> prompt,
+                                   const DecodeOptions& options) {
+  DecodeResult result;
+  DecodeStats& stats = result.stats;
+  stats.prompt_tokens = static_cast<int64_t>(prompt.size());
+  TokenSampler sampler(options.temperature, options.seed);
+  TokenSink sink(options.max_new, options.eos_ids);
+  const int64_t vocab = target.config().vocab_size;
+
+  double t0 = seconds_now();
+  target.set_capture_layers({});
+  StepOutput out = prefill(target, prompt);
+  stats.target_forwards = 1;
+  int32_t next = sampler.pick(out.logits.row(out.logits.rows - 1), vocab);
+  stats.seconds.prefill = seconds_now() - t0;
+  sink.push(next);
+
+  while (!sink.done()) {
+    if (target.cache_length() + 1 > target.max_context()) {
+      stats.stopped_at_context = true;
+      break;
+    }
+    t0 = seconds_now();
+    StepInput in;
+    in.tokens = {next};
+    in.positions = {static_cast<int32_t>(target.cache_length())};
+    out = target.forward(in);
+    const double t1 = seconds_now();
+    const int32_t keep[] = {0};
+    target.commit(keep);
+    next = sampler.pick(out.logits.row(0), vocab);
+    stats.seconds.verify += t1 - t0;
+    stats.seconds.walk_commit += seconds_now() - t1;
+    ++stats.rounds;
+    ++stats.target_forwards;
+    ++stats.committed_in_rounds;
+    ++stats.tree_nodes;
+    sink.push(next);
+  }
+  result.tokens = sink.tokens();
+  stats.generated_tokens = static_cast<int64_t>(result.tokens.size());
+  return result;
+}
+
+}  // namespace kplan

@@ -1,0 +1,41 @@
+#pragma once
+// The decoding loops: plain AR, DFlash (one draft path: the drafter's argmax chain) and DDTree
+// (a best-first tree of `budget` nodes), each over any TargetModel / Drafter.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/ddtree/decode_stats.h"
+#include "runtime/step_model.h"
+
+namespace kplan {
+
+enum class SpecMode { kNone, kDFlash, kDDTree };
+
+struct DecodeOptions {
+  SpecMode spec = SpecMode::kNone;
+  int64_t budget = 0;  // DDTree: tree nodes per round (the verify step has 1 + budget tokens)
+  int64_t max_new = 16;
+  std::vector<int64_t> eos_ids;  // stop after emitting one of these
+  double temperature = 0.0;      // 0: greedy
+  uint64_t seed = 0;             // sampling at temperature > 0
+};
+
+struct DecodeResult {
+  std::vector<int32_t> tokens;  // the new tokens (EOS included when it ended the decode)
+  DecodeStats stats;
+};
+
+// Resets the target (and drafter), prefills the prompt and decodes. Throws kplan::Error on bad
+// input: an empty prompt, ids outside the vocabulary, a prompt longer than the context, budget
+// below 1 for DDTree, a speculative mode without a drafter.
+DecodeResult decode(TargetModel& target, Drafter* drafter, std::span<const int32_t> prompt,
+                    const DecodeOptions& options);
+
+// The loops themselves, for callers that validated their input already.
+DecodeResult decode_autoregressive(TargetModel& target, std::span<const int32_t> prompt,
+                                   const DecodeOptions& options);
+DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
+                                std::span<const int32_t> prompt, const DecodeOptions& options);
+
+}  // namespace kplan

@@ -1,0 +1,111 @@
+// Speculative decoding rounds (DFlash's single path and DDTree's tree): draft from the bonus
+// token, build the tree, verify it in one target step, walk it, commit the accepted path, feed
+// the drafter the committed tokens, carry the target's next token as the new bonus.
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+#include "runtime/ddtree/decode.h"
+#include "runtime/ddtree/draft_tree.h"
+#include "runtime/ddtree/prefill.h"
+#include "runtime/ddtree/token_sampler.h"
+#include "runtime/ddtree/token_sink.h"
+#include "runtime/ddtree/tree_walk.h"
+
+namespace kplan {
+namespace {
+
+std::vector<Matrix> select_rows(const std::vector<Matrix>& matrices, std::span<const int32_t> rows) {
+  std::vector<Matrix> selected;
+  for (const Matrix& m : matrices) {
+    Matrix s(static_cast<int64_t>(rows.size()), m.cols);
+    for (size_t r = 0; r < rows.size(); ++r)
+      std::copy(m.row(rows[r]), m.row(rows[r]) + m.cols, s.row(static_cast<int64_t>(r)));
+    selected.push_back(std::move(s));
+  }
+  return selected;
+}
+
+}  // namespace
+
+DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
+                                std::span<const int32_t> prompt, const DecodeOptions& options) {
+  DecodeResult result;
+  DecodeStats& stats = result.stats;
+  stats.prompt_tokens = static_cast<int64_t>(prompt.size());
+  TokenSampler sampler(options.temperature, options.seed);
+  TokenSink sink(options.max_new, options.eos_ids);
+  const int64_t vocab = target.config().vocab_size;
+  const bool single_path = options.spec == SpecMode::kDFlash;
+
+  double t0 = seconds_now();
+  target.set_capture_layers(drafter.capture_layers());
+  std::vector<int32_t> prompt_positions(prompt.size());
+  std::iota(prompt_positions.begin(), prompt_positions.end(),
+            static_cast<int32_t>(target.cache_length()));
+  StepOutput out = prefill(target, prompt);
+  stats.target_forwards = 1;
+  drafter.observe(prompt, prompt_positions, out.captured);
+  int32_t bonus = sampler.pick(out.logits.row(out.logits.rows - 1), vocab);
+  stats.seconds.prefill = seconds_now() - t0;
+  sink.push(bonus);
+
+  while (!sink.done()) {
+    const int64_t root_position = target.cache_length();
+    const int64_t room = target.max_context() - root_position;  // verify tokens that still fit
+    if (room < 1) {
+      stats.stopped_at_context = true;
+      break;
+    }
+    // A path of L nodes yields L + 1 tokens (with the next bonus): deeper nodes than the tokens
+    // still wanted, or than the context holds, could never be used.
+    const int64_t depth = std::min({drafter.max_depth(), sink.remaining() - 1, room - 1});
+    TreeShape shape;
+    shape.max_depth = depth;
+    shape.budget = single_path ? depth : std::min(options.budget, room - 1);
+    shape.top_k = single_path ? 1 : 0;
+
+    t0 = seconds_now();
+    Matrix draft(0, vocab);
+    if (depth > 0) draft = drafter.propose(bonus, static_cast<int32_t>(root_position));
+    if (draft.cols != vocab)
+      throw Error("drafter: proposed " + std::to_string(draft.cols) +
+                  " log-probs per position, the target's vocabulary has " + std::to_string(vocab));
+    double t1 = seconds_now();
+    stats.seconds.draft += t1 - t0;
+
+    const DraftTree tree = build_draft_tree(bonus, draft, shape);
+    t0 = seconds_now();
+    stats.seconds.tree_build += t0 - t1;
+
+    const StepOutput verified =
+        target.forward(tree_step_input(tree, static_cast<int32_t>(root_position)));
+    t1 = seconds_now();
+    stats.seconds.verify += t1 - t0;
+
+    const WalkResult walk = walk_tree(tree, verified.logits, sampler);
+    target.commit(walk.accepted);
+    std::vector<int32_t> tokens, positions;
+    for (int32_t index : walk.accepted) {
+      tokens.push_back(tree.tokens[index]);
+      positions.push_back(static_cast<int32_t>(root_position) + tree.depths[index]);
+    }
+    drafter.observe(tokens, positions, select_rows(verified.captured, walk.accepted));
+    stats.seconds.walk_commit += seconds_now() - t1;
+
+    ++stats.rounds;
+    ++stats.target_forwards;
+    stats.committed_in_rounds += static_cast<int64_t>(walk.accepted.size());
+    stats.tree_nodes += tree.size();
+    for (size_t i = 1; i < tokens.size(); ++i) sink.push(tokens[i]);
+    sink.push(walk.next_token);
+    bonus = walk.next_token;
+  }
+  result.tokens = sink.tokens();
+  stats.generated_tokens = static_cast<int64_t>(result.tokens.size());
+  return result;
+}
+
+}  // namespace kplan

@@ -1,0 +1,32 @@
+#include "runtime/ddtree/tree_walk.h"
+
+namespace kplan {
+
+WalkResult walk_tree(const DraftTree& tree, const Matrix& logits, TokenSampler& sampler) {
+  const int64_t n = tree.size();
+  // Children of each node as a CSR list (parents precede children, so one pass fills it).
+  std::vector<int32_t> child_start(static_cast<size_t>(n + 1), 0), children(static_cast<size_t>(n));
+  for (int64_t i = 1; i < n; ++i) ++child_start[tree.parents[i] + 1];
+  for (int64_t i = 0; i < n; ++i) child_start[i + 1] += child_start[i];
+  std::vector<int32_t> fill(child_start.begin(), child_start.end() - 1);
+  for (int32_t i = 1; i < n; ++i) children[fill[tree.parents[i]]++] = i;
+
+  WalkResult result;
+  int32_t node = 0;
+  result.accepted.push_back(node);
+  for (;;) {
+    // One pick per visited node, drawn only when the walk reaches it.
+    const int32_t pick = sampler.pick(logits.row(node), logits.cols);
+    int32_t next = -1;
+    for (int32_t c = child_start[node]; c < child_start[node + 1]; ++c)
+      if (tree.tokens[children[c]] == pick) next = children[c];
+    if (next < 0) {
+      result.next_token = pick;
+      return result;
+    }
+    node = next;
+    result.accepted.push_back(node);
+  }
+}
+
+}  // namespace kplan

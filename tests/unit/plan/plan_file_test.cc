@@ -1,0 +1,266 @@
+// The .kplan file: write -> read round trip, and each kind of damaged or unusable plan refused
+// with its own message.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <xxhash.h>
+
+#include "compiler/plan/plan_arch.h"
+#include "compiler/plan/plan_file_format.h"
+#include "compiler/plan/plan_reader.h"
+#include "compiler/plan/plan_writer.h"
+#include "ir/error.h"
+#include "tests/unit/plan/sample_plan.h"
+
+namespace kplan::plan {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_path(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("kplan_plan_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+std::vector<uint8_t> read_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+void write_bytes(const fs::path& p, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The message read_plan throws for the file, or "" when it reads.
+std::string read_error(const fs::path& p) {
+  try {
+    read_plan(p);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+FilePrefix prefix_of(const std::vector<uint8_t>& bytes) {
+  FilePrefix prefix;
+  std::memcpy(&prefix, bytes.data(), sizeof prefix);
+  return prefix;
+}
+
+void store_prefix(std::vector<uint8_t>& bytes, FilePrefix prefix, bool fix_checksums) {
+  if (fix_checksums) {
+    prefix.flatbuffer_checksum = XXH3_64bits(bytes.data() + kPrefixSize, prefix.flatbuffer_size);
+    prefix.prefix_checksum = XXH3_64bits(&prefix, offsetof(FilePrefix, prefix_checksum));
+  }
+  std::memcpy(bytes.data(), &prefix, sizeof prefix);
+}
+
+class PlanFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    original = testing::sample_plan();
+    path = temp_path("sample.kplan");
+    write_plan(original, path);
+    bytes = read_bytes(path);
+  }
+  Plan original;
+  fs::path path;
+  std::vector<uint8_t> bytes;
+};
+
+TEST_F(PlanFileTest, RoundTripKeepsEveryField) {
+  Plan back = read_plan(path);
+  EXPECT_EQ(back.header, original.header);
+  EXPECT_EQ(back.model_config_json, original.model_config_json);
+  EXPECT_EQ(back.draft_config_json, original.draft_config_json);
+  EXPECT_EQ(back.tokenizer, original.tokenizer);
+  EXPECT_EQ(back.ir_text, original.ir_text);
+  EXPECT_EQ(back.kernels, original.kernels);
+  EXPECT_EQ(back.buffers, original.buffers);
+  EXPECT_EQ(back.step_inputs, original.step_inputs);
+  EXPECT_EQ(back.kv_caches, original.kv_caches);
+  EXPECT_EQ(back.buckets, original.buckets);
+  ASSERT_EQ(back.weights.size(), original.weights.size());
+  for (size_t i = 0; i < back.weights.size(); ++i) {
+    const Weight& a = back.weights[i];
+    const Weight& b = original.weights[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.dtype, b.dtype);
+    EXPECT_EQ(a.shape, b.shape);
+    EXPECT_EQ(a.layout, b.layout);
+    EXPECT_EQ(a.offset, b.offset);
+    EXPECT_EQ(a.size, b.owned.size());
+    EXPECT_EQ(a.checksum, b.checksum);
+    EXPECT_TRUE(a.owned.empty()) << "weights of a read plan are views into the mapping";
+    ASSERT_EQ(a.data().size(), b.owned.size());
+    EXPECT_EQ(0, std::memcmp(a.data().data(), b.owned.data(), b.owned.size())) << a.name;
+  }
+}
+
+TEST_F(PlanFileTest, WeightsAreAlignedForZeroCopyUpload) {
+  FilePrefix prefix = prefix_of(bytes);
+  EXPECT_EQ(prefix.data_offset % kDataAlignment, 0u);
+  Plan back = read_plan(path);
+  for (const Weight& w : back.weights) {
+    EXPECT_EQ(w.offset % kWeightAlignment, 0u) << w.name;
+    // The mapping is page aligned, so the view's address is too, modulo the weight alignment.
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w.view.data()) % kWeightAlignment, 0u) << w.name;
+  }
+}
+
+TEST_F(PlanFileTest, RewritingAReadPlanGivesTheSameBytes) {
+  Plan back = read_plan(path);
+  fs::path again = temp_path("again.kplan");
+  write_plan(back, again);
+  EXPECT_EQ(read_bytes(again), bytes);
+}
+
+TEST_F(PlanFileTest, RefusesAFileThatIsNotAPlan) {
+  std::vector<uint8_t> bad = bytes;
+  bad[0] = 'X';
+  write_bytes(path, bad);
+  EXPECT_NE(read_error(path).find("not a kplan plan"), std::string::npos) << read_error(path);
+}
+
+TEST_F(PlanFileTest, RefusesAMissingFile) {
+  EXPECT_NE(read_error(temp_path("absent.kplan")).find("cannot open plan"), std::string::npos);
+}
+
+TEST_F(PlanFileTest, RefusesANewerFormatVersion) {
+  std::vector<uint8_t> bad = bytes;
+  FilePrefix prefix = prefix_of(bad);
+  prefix.format_version = kFormatVersion + 1;
+  store_prefix(bad, prefix, true);
+  write_bytes(path, bad);
+  std::string msg = read_error(path);
+  EXPECT_NE(msg.find("format version " + std::to_string(kFormatVersion + 1) + " is newer"), std::string::npos)
+      << msg;
+}
+
+TEST_F(PlanFileTest, RefusesAFileCutShortInTheHeader) {
+  write_bytes(path, std::vector<uint8_t>(bytes.begin(), bytes.begin() + 40));
+  EXPECT_NE(read_error(path).find("damaged plan: truncated"), std::string::npos) << read_error(path);
+}
+
+TEST_F(PlanFileTest, RefusesAFileCutShortInTheWeights) {
+  write_bytes(path, std::vector<uint8_t>(bytes.begin(), bytes.end() - 100));
+  std::string msg = read_error(path);
+  EXPECT_NE(msg.find("damaged plan: truncated"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::to_string(bytes.size())), std::string::npos) << "names the expected size: " << msg;
+}
+
+TEST_F(PlanFileTest, RefusesAChangedHeader) {
+  std::vector<uint8_t> bad = bytes;
+  bad[offsetof(FilePrefix, data_size)] ^= 1;
+  write_bytes(path, bad);
+  EXPECT_NE(read_error(path).find("damaged plan: header checksum mismatch"), std::string::npos)
+      << read_error(path);
+}
+
+TEST_F(PlanFileTest, RefusesChangedMetadata) {
+  std::vector<uint8_t> bad = bytes;
+  bad[kPrefixSize + 100] ^= 0x40;
+  write_bytes(path, bad);
+  EXPECT_NE(read_error(path).find("damaged plan: metadata checksum mismatch"), std::string::npos)
+      << read_error(path);
+}
+
+TEST_F(PlanFileTest, RefusesMetadataTheVerifierRejects) {
+  // Point the root table offset past the buffer, then make the checksums agree, as a buggy
+  // writer would: only the FlatBuffer verifier can catch it.
+  std::vector<uint8_t> bad = bytes;
+  uint32_t root = 0x7ffffff0;
+  std::memcpy(bad.data() + kPrefixSize, &root, 4);
+  store_prefix(bad, prefix_of(bad), true);
+  write_bytes(path, bad);
+  EXPECT_NE(read_error(path).find("fails FlatBuffer verification"), std::string::npos) << read_error(path);
+}
+
+TEST_F(PlanFileTest, RefusesAChangedWeight) {
+  std::vector<uint8_t> bad = bytes;
+  FilePrefix prefix = prefix_of(bad);
+  const Weight& w = original.weights[2];
+  bad[prefix.data_offset + w.offset + w.size / 2] ^= 0x01;
+  write_bytes(path, bad);
+  std::string msg = read_error(path);
+  EXPECT_NE(msg.find("damaged plan: checksum mismatch in weight " + w.name), std::string::npos) << msg;
+  // Skipping the weight hashes (a fast load) still reads the plan.
+  EXPECT_NO_THROW(read_plan(path, ReadOptions{.verify_weights = false}));
+}
+
+TEST(PlanArch, PicksTheExactArch) {
+  Plan p = testing::sample_plan({"sm_90", "sm_120"});
+  EXPECT_EQ(select_arch(p, "sm_90", "m.kplan"), "sm_90");
+  EXPECT_EQ(select_arch(p, "sm_120", "m.kplan"), "sm_120");
+}
+
+TEST(PlanArch, UsesAnOlderMinorOfTheSameMajor) {
+  Plan p = testing::sample_plan({"sm_80"});
+  EXPECT_EQ(select_arch(p, "sm_86", "m.kplan"), "sm_80");
+  Plan q = testing::sample_plan({"sm_90a"});
+  EXPECT_THROW(select_arch(q, "sm_91", "m.kplan"), Error);
+}
+
+TEST(PlanArch, RefusesAPlanWithoutThisGpusArch) {
+  Plan p = testing::sample_plan({"sm_120"});
+  try {
+    select_arch(p, "sm_90", "model.kplan");
+    FAIL() << "an sm_120 plan was accepted on sm_90";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "model.kplan: plan has sm_120 kernels only; this GPU is sm_90: recompile with --arch sm_90");
+  }
+}
+
+TEST(PlanValidate, RefusesAnArgumentOfTheWrongKind) {
+  Plan p = testing::sample_plan();
+  p.buckets[0].launches[0].args[3] = LaunchArg::f32(1.0f);
+  try {
+    validate_plan(p, "m.kplan");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 3 is a f32 for a i32 parameter"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlanValidate, RefusesAKernelWithoutACubinForAHeaderArch) {
+  Plan p = testing::sample_plan();
+  p.kernels[1].binaries.pop_back();
+  try {
+    validate_plan(p, "m.kplan");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no cubin for sm_120"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlanValidate, RefusesASlotOutsideTheArena) {
+  Plan p = testing::sample_plan();
+  p.buffers.slots[5].size = p.buffers.arena_size;
+  EXPECT_THROW(validate_plan(p, "m.kplan"), Error);
+}
+
+TEST(PlanValidate, RefusesAStepInputSlotTooSmallForTheLargestBucket) {
+  Plan p = testing::sample_plan();
+  p.buffers.slots[1].size = 8;  // positions for 2 tokens; the largest bucket has 4
+  EXPECT_THROW(validate_plan(p, "m.kplan"), Error);
+}
+
+TEST(PlanModel, BucketForPicksTheSmallestThatFits) {
+  Plan p = testing::sample_plan();
+  EXPECT_EQ(p.bucket_for("target", 1)->tokens, 1u);
+  EXPECT_EQ(p.bucket_for("target", 2)->tokens, 4u);
+  EXPECT_EQ(p.bucket_for("target", 4)->tokens, 4u);
+  EXPECT_EQ(p.bucket_for("target", 5), nullptr);
+  EXPECT_EQ(p.bucket_for("draft", 1), nullptr);
+}
+
+}  // namespace
+}  // namespace kplan::plan
