@@ -24,10 +24,32 @@ std::string op_head(const Function& fn, const Op& op) {
   return s + ")";
 }
 
+// Symbols are bound by argument dims that are one symbol alone ("T", not "S+T").
+void check_symbols(const Function& fn, std::vector<std::string>& out) {
+  std::set<std::string> bound;
+  for (const Value* a : fn.args())
+    for (const Dim& d : a->type().shape)
+      if (d.symbols.size() == 1 && d.constant == 0) bound.insert(d.symbols[0]);
+  auto check = [&](const Type& t, const std::string& where) {
+    for (const Dim& d : t.shape)
+      for (const auto& s : d.symbols)
+        if (!bound.count(s)) {
+          out.push_back("@" + fn.name() + ": " + where + " has type " + t.str() + ": symbol " +
+                        s + " is not bound by any argument dim");
+          return;
+        }
+  };
+  for (const Value* a : fn.args()) check(a->type(), "argument %" + a->name());
+  for (const Op* op : fn.ops())
+    for (size_t i = 0; i < op->num_results(); ++i)
+      check(op->result(i)->type(), op_head(fn, *op) + " result " + std::to_string(i));
+}
+
 void verify_function(const Function& fn, std::vector<std::string>& out) {
   std::unordered_set<const Value*> defined;
   std::set<std::string> output_names;
   for (const Value* a : fn.args()) defined.insert(a);
+  check_symbols(fn, out);
   std::unordered_set<const Value*> later;
   for (const Op* op : fn.ops())
     for (size_t i = 0; i < op->num_results(); ++i) later.insert(op->result(i));

@@ -71,7 +71,7 @@ std::vector<std::string> nvrtc_options(const std::string& arch) {
 }
 
 std::vector<uint8_t> nvrtc_compile(const KernelSource& source, const std::vector<HeaderFile>& headers,
-                                   const std::vector<std::string>& options) {
+                                   const std::vector<std::string>& options, std::string* log_out) {
   std::vector<const char*> header_texts, header_names, option_ptrs;
   for (const auto& [name, text] : headers) {
     header_names.push_back(name.c_str());
@@ -95,6 +95,7 @@ std::vector<uint8_t> nvrtc_compile(const KernelSource& source, const std::vector
     throw Error("codegen: NVRTC failed to compile kernel " + source.id + " (options:" + opts + "): " +
                 nvrtcGetErrorString(result) + "\n" + log + "\n--- generated source ---\n" + source.source);
   }
+  if (log_out) *log_out = log;
   size_t size = 0;
   check(nvrtcGetCUBINSize(prog.handle, &size), "cubin size of " + source.id);
   if (size == 0) throw Error("codegen: NVRTC produced no cubin for " + source.id + " (was a virtual arch compute_XX given?)");

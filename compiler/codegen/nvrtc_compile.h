@@ -22,9 +22,10 @@ std::string canonical_arch(std::string_view arch);
 std::vector<std::string> nvrtc_options(const std::string& arch);
 
 // Compiles `source` (whose headers are `headers`, passed in memory) with `options`. Returns the
-// cubin; throws kplan::Error with the kernel id and NVRTC's log on failure.
+// cubin; throws kplan::Error with the kernel id and NVRTC's log on failure. `log` (optional)
+// receives NVRTC's log of a successful compile (warnings, ptxas -v output).
 std::vector<uint8_t> nvrtc_compile(const KernelSource& source, const std::vector<HeaderFile>& headers,
-                                   const std::vector<std::string>& options);
+                                   const std::vector<std::string>& options, std::string* log = nullptr);
 
 // True when `cubin` starts with the ELF magic and contains `entry` as a symbol name.
 bool cubin_has_entry(const std::vector<uint8_t>& cubin, const std::string& entry);

@@ -38,9 +38,10 @@ void build_context(const DraftConfig& d, const WeightTable& w, ir::Module& m) {
     hiddens.push_back(fn.add_arg("hidden." + std::to_string(id), Type{DType::F32, {C, Dim(h)}}));
   Value* positions = fn.add_arg("ctx_positions", Type{DType::I32, {C}});
   std::vector<std::pair<Value*, Value*>> caches;
-  for (int64_t l = 0; l < d.num_hidden_layers; ++l)
-    caches.emplace_back(fn.add_arg("dk." + std::to_string(l), draft_cache_type(d)),
-                        fn.add_arg("dv." + std::to_string(l), draft_cache_type(d)));
+  for (int64_t l = 0; l < d.num_hidden_layers; ++l) {
+    Value* dk = fn.add_arg("dk." + std::to_string(l), draft_cache_type(d));
+    caches.emplace_back(dk, fn.add_arg("dv." + std::to_string(l), draft_cache_type(d)));
+  }
 
   Value* feats = hiddens.size() == 1 ? hiddens[0] : b.concat(hiddens, 1);
   Value* ctx = b.rms_norm(w.linear(b, feats, "fc"), w.weight(b, "hidden_norm.weight"),
@@ -68,9 +69,10 @@ void build_propose(const DraftConfig& d, const ModelConfig& target, const Weight
   Value* tokens = fn.add_arg("block_tokens", Type{DType::I32, {B}});
   Value* positions = fn.add_arg("block_positions", Type{DType::I32, {B}});
   std::vector<std::pair<Value*, Value*>> caches;
-  for (int64_t l = 0; l < d.num_hidden_layers; ++l)
-    caches.emplace_back(fn.add_arg("dk." + std::to_string(l), draft_cache_type(d)),
-                        fn.add_arg("dv." + std::to_string(l), draft_cache_type(d)));
+  for (int64_t l = 0; l < d.num_hidden_layers; ++l) {
+    Value* dk = fn.add_arg("dk." + std::to_string(l), draft_cache_type(d));
+    caches.emplace_back(dk, fn.add_arg("dv." + std::to_string(l), draft_cache_type(d)));
+  }
 
   const std::string& p = target.tensor_prefix;
   Value* h = b.embedding(tokens, tw.weight(b, p + "model.embed_tokens.weight"));

@@ -1,5 +1,6 @@
 #include "compiler/driver/build_ir.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "compiler/driver/build_parts.h"

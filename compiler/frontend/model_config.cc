@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <regex>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -202,12 +203,22 @@ ModelConfig parse_text_model(const JsonFields& t, const JsonFields& root) {
 
 }  // namespace
 
+namespace {
+// Compiling a std::regex is slow and K2.6 asks about ~70k modules; keep each pattern compiled.
+const std::regex& compiled_ignore_pattern(const std::string& pattern) {
+  thread_local std::unordered_map<std::string, std::regex> cache;
+  auto it = cache.find(pattern);
+  if (it == cache.end()) it = cache.emplace(pattern, std::regex(pattern, std::regex::ECMAScript)).first;
+  return it->second;
+}
+}  // namespace
+
 bool QuantConfig::is_quantized(const std::string& module_name) const {
   if (!enabled) return false;
   for (const auto& pattern : ignore) {
     if (pattern.rfind("re:", 0) == 0) {
       // compressed-tensors matches "re:" patterns with Python's re.match: anchored at the start.
-      std::regex re(pattern.substr(3), std::regex::ECMAScript);
+      const std::regex& re = compiled_ignore_pattern(pattern.substr(3));
       if (std::regex_search(module_name, re, std::regex_constants::match_continuous)) return false;
     } else if (pattern == module_name) {
       return false;

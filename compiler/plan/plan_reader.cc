@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include <xxhash.h>
+#include "compiler/plan/checksum.h"
 
 #include "compiler/plan/plan_file_format.h"
 #include "ir/error.h"
@@ -154,7 +154,7 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
     throw Error(src + ": damaged plan: truncated (" + std::to_string(file_size) +
                 " bytes, shorter than the 64-byte header)");
   std::memcpy(&prefix, base, sizeof prefix);
-  if (XXH3_64bits(&prefix, offsetof(FilePrefix, prefix_checksum)) != prefix.prefix_checksum)
+  if (checksum64(&prefix, offsetof(FilePrefix, prefix_checksum)) != prefix.prefix_checksum)
     throw Error(src + ": damaged plan: header checksum mismatch");
   if (version != kFormatVersion)
     throw Error(src + ": plan format version " + std::to_string(version) +
@@ -168,7 +168,7 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
                 std::to_string(expected) + ")");
 
   const uint8_t* fb_bytes = base + kPrefixSize;
-  if (XXH3_64bits(fb_bytes, prefix.flatbuffer_size) != prefix.flatbuffer_checksum)
+  if (checksum64(fb_bytes, prefix.flatbuffer_size) != prefix.flatbuffer_checksum)
     throw Error(src + ": damaged plan: metadata checksum mismatch");
   flatbuffers::Verifier::Options vopts;
   vopts.max_tables = 1u << 30;
@@ -206,7 +206,7 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
       if (out.offset > prefix.data_size || out.size > prefix.data_size - out.offset)
         throw Error(src + ": damaged plan: weight " + out.name + " lies outside the data section");
       out.view = std::span<const uint8_t>(data + out.offset, out.size);
-      if (options.verify_weights && XXH3_64bits(out.view.data(), out.size) != out.checksum)
+      if (options.verify_weights && checksum64(out.view.data(), out.size) != out.checksum)
         throw Error(src + ": damaged plan: checksum mismatch in weight " + out.name);
       plan.weights.push_back(std::move(out));
     }

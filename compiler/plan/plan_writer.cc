@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <xxhash.h>
+#include "compiler/plan/checksum.h"
 
 #include "compiler/plan/plan_file_format.h"
 #include "ir/error.h"
@@ -140,7 +140,7 @@ void write_plan(Plan& plan, const std::filesystem::path& path) {
     std::span<const uint8_t> bytes = w.data();
     w.offset = align_up(data_size, kWeightAlignment);
     w.size = bytes.size();
-    w.checksum = XXH3_64bits(bytes.data(), bytes.size());
+    w.checksum = checksum64(bytes.data(), bytes.size());
     data_size = w.offset + w.size;
   }
   validate_plan(plan, path.string());
@@ -156,8 +156,8 @@ void write_plan(Plan& plan, const std::filesystem::path& path) {
   prefix.flatbuffer_size = builder.GetSize();
   prefix.data_offset = align_up(kPrefixSize + prefix.flatbuffer_size, kDataAlignment);
   prefix.data_size = data_size;
-  prefix.flatbuffer_checksum = XXH3_64bits(builder.GetBufferPointer(), builder.GetSize());
-  prefix.prefix_checksum = XXH3_64bits(&prefix, offsetof(FilePrefix, prefix_checksum));
+  prefix.flatbuffer_checksum = checksum64(builder.GetBufferPointer(), builder.GetSize());
+  prefix.prefix_checksum = checksum64(&prefix, offsetof(FilePrefix, prefix_checksum));
 
   std::filesystem::path tmp = path;
   tmp += ".tmp";

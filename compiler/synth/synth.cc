@@ -56,19 +56,16 @@ std::string mib(uint64_t bytes) {
 class SpecProducer {
  public:
   SpecProducer(const std::vector<TensorSpec>& specs, uint64_t seed, int64_t group_size)
-      : specs_(specs), seed_(seed), group_size_(group_size) {
-    for (const TensorSpec& s : specs)
-      if (s.role == TensorRole::PackedInt4) packed_dims_[s.module] = {s.shape.at(0), s.shape.at(1) * 8};
-  }
+      : specs_(specs), seed_(seed), group_size_(group_size) {}
 
   std::vector<uint8_t> operator()(size_t i) {
     const TensorSpec& s = specs_[i];
     if (s.role == TensorRole::Plain) return encode(synth_values(seed_, s.name, s.shape), s.dtype, s.name);
-    auto dims = packed_dims_.find(s.module);
-    if (dims == packed_dims_.end())
-      throw Error("synth: tensor " + s.name + " belongs to module " + s.module + ", which has no weight_packed");
-    const auto [out, in] = dims->second;
-    if (s.role == TensorRole::PackedShape) return as_bytes(std::vector<int32_t>{static_cast<int32_t>(out), static_cast<int32_t>(in)});
+    if (s.module_shape.size() != 2)
+      throw Error("synth: packed tensor " + s.name + " does not say its module's [out, in] shape");
+    const int64_t out = s.module_shape[0], in = s.module_shape[1];
+    if (s.role == TensorRole::PackedShape)
+      return as_bytes(std::vector<int32_t>{static_cast<int32_t>(out), static_cast<int32_t>(in)});
     const PackedInt4& p = packed(s.module, out, in);
     return s.role == TensorRole::PackedInt4 ? as_bytes(p.packed) : as_bytes(p.scale);
   }
@@ -85,7 +82,6 @@ class SpecProducer {
   const std::vector<TensorSpec>& specs_;
   uint64_t seed_;
   int64_t group_size_;
-  std::map<std::string, std::pair<int64_t, int64_t>> packed_dims_;
   std::string cached_module_;
   PackedInt4 cached_;
 };

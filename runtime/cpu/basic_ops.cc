@@ -39,13 +39,17 @@ Matrix rms_norm(const Matrix& x, std::span<const float> weight, float eps) {
   return out;
 }
 
-void matvec(const float* x, const Matrix& w, float* out) {
-  for (int64_t o = 0; o < w.rows; ++o) {
-    const float* wr = w.row(o);
+void matvec(const float* x, const float* w, int64_t rows, int64_t cols, float* out) {
+  for (int64_t o = 0; o < rows; ++o) {
+    const float* wr = w + o * cols;
     double acc = 0.0;
-    for (int64_t i = 0; i < w.cols; ++i) acc += static_cast<double>(x[i]) * wr[i];
+    for (int64_t i = 0; i < cols; ++i) acc += static_cast<double>(x[i]) * wr[i];
     out[o] = static_cast<float>(acc);
   }
+}
+
+void matvec(const float* x, const Matrix& w, float* out) {
+  matvec(x, w.data.data(), w.rows, w.cols, out);
 }
 
 Matrix matmul(const Matrix& x, const Matrix& w) {

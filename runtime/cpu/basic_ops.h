@@ -21,7 +21,8 @@ Matrix rms_norm(const Matrix& x, std::span<const float> weight, float eps);
 
 // x [T, in] @ W^T with W [out, in] -> [T, out].
 Matrix matmul(const Matrix& x, const Matrix& w);
-// One row: out[o] = sum_i x[i] * w[o, i].
+// One row: out[o] = sum_i x[i] * w[o, i], w [rows, cols] row-major.
+void matvec(const float* x, const float* w, int64_t rows, int64_t cols, float* out);
 void matvec(const float* x, const Matrix& w, float* out);
 
 // a + b, same shape.

@@ -1,47 +1,45 @@
 #pragma once
-// The target model (DeepSeek-V3 / Kimi K2.x) on the CPU in fp32, over an MLA latent KV cache.
-// Matches transformers' DeepseekV3ForCausalLM; where implementations differ we follow
-// transformers and say so beside the code.
+// The target model (DeepSeek-V3 / Kimi K2.x) on the CPU: the compiled IR's @target run by the
+// interpreter for every step, and @target_commit for every commit. The KV state is what the IR
+// says it is: per layer, committed rows [S, kv_lora + rope] (normed latent | roped k) and the
+// last step's pending rows [T, kv_lora + rope].
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
-#include "compiler/frontend/model_config.h"
-#include "runtime/cpu/mla_attention.h"
-#include "runtime/cpu/mla_kv_cache.h"
-#include "runtime/cpu/rope.h"
-#include "runtime/cpu/target_weights.h"
+#include "compiler/driver/compile.h"
+#include "runtime/cpu/interpreter.h"
 #include "runtime/step_model.h"
 
 namespace kplan::cpu {
 
 class CpuTarget final : public TargetModel {
  public:
-  // `max_context` <= 0: the config's max_position_embeddings.
-  CpuTarget(ModelConfig config, std::shared_ptr<const TargetWeights> weights, int64_t max_context);
+  // Compiles the checkpoint (every tensor validated, the pass pipeline run, so attention runs
+  // in the absorbed form). `max_context` <= 0: the config's max_position_embeddings.
+  CpuTarget(const std::filesystem::path& checkpoint_dir, int64_t max_context);
 
-  const ModelConfig& config() const override { return config_; }
+  const ModelConfig& config() const override { return compiled_.target->config(); }
   StepOutput forward(const StepInput& in) override;
   void commit(std::span<const int32_t> keep) override;
-  int64_t cache_length() const override { return cache_.committed(); }
-  int64_t max_context() const override { return cache_.capacity(); }
-  void reset() override { cache_.reset(); }
+  int64_t cache_length() const override { return committed_; }
+  int64_t max_context() const override { return max_context_; }
+  void reset() override;
   void set_capture_layers(std::vector<int64_t> layer_ids) override;
 
-  // Shared with the DFlash drafter (it has no embedding or lm_head of its own).
-  const std::shared_ptr<const TargetWeights>& weights() const { return weights_; }
+  const std::filesystem::path& checkpoint_dir() const { return checkpoint_dir_; }
+  // The compiled module (after the pass pipeline): @target and @target_commit.
+  const ir::Module& module() const { return *compiled_.module; }
 
  private:
-  Matrix attention(int64_t layer, const Matrix& x, const StepInput& in);
-  Matrix mlp(int64_t layer, const Matrix& x) const;
-  void check_step(const StepInput& in) const;
-
-  ModelConfig config_;
-  std::shared_ptr<const TargetWeights> weights_;
-  MlaDims dims_;
-  Rope rope_;
-  float softmax_scale_;
-  MlaKvCache cache_;
+  std::filesystem::path checkpoint_dir_;
+  CompileResult compiled_;
+  std::unique_ptr<Interpreter> step_, commit_;
+  int64_t max_context_;
+  int64_t committed_ = 0;
+  int64_t pending_ = 0;
+  std::vector<TensorPtr> kv_, kv_step_;  // per layer
   std::vector<int64_t> capture_layers_;
 };
 

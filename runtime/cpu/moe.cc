@@ -11,20 +11,28 @@ namespace kplan::cpu {
 
 Routing moe_route(const Matrix& x, const Matrix& gate, std::span<const float> bias,
                   const RouterParams& p) {
+  if (gate.rows != p.n_experts)
+    throw Error("moe router: gate does not have " + std::to_string(p.n_experts) + " experts");
+  return moe_route_logits(matmul(x, gate), bias, p);
+}
+
+Routing moe_route_logits(const Matrix& router_logits, std::span<const float> bias,
+                         const RouterParams& p) {
   const int64_t E = p.n_experts;
-  if (gate.rows != E || static_cast<int64_t>(bias.size()) != E)
-    throw Error("moe router: gate or correction bias does not have " + std::to_string(E) + " experts");
+  if (router_logits.cols != E || static_cast<int64_t>(bias.size()) != E)
+    throw Error("moe router: logits or correction bias do not have " + std::to_string(E) + " experts");
   if (p.n_group <= 0 || E % p.n_group != 0 || p.topk_group > p.n_group || p.top_k > E)
     throw Error("moe router: bad grouping (n_group " + std::to_string(p.n_group) + ", topk_group " +
                 std::to_string(p.topk_group) + ", top_k " + std::to_string(p.top_k) + ")");
   const int64_t per_group = E / p.n_group;
   Routing r;
   r.top_k = p.top_k;
-  r.experts.resize(static_cast<size_t>(x.rows * p.top_k));
-  r.weights.resize(static_cast<size_t>(x.rows * p.top_k));
-  std::vector<float> logits(static_cast<size_t>(E)), scores(E), choice(E), group_score(p.n_group);
-  for (int64_t t = 0; t < x.rows; ++t) {
-    matvec(x.row(t), gate, logits.data());
+  const int64_t T = router_logits.rows;
+  r.experts.resize(static_cast<size_t>(T * p.top_k));
+  r.weights.resize(static_cast<size_t>(T * p.top_k));
+  std::vector<float> scores(static_cast<size_t>(E)), choice(E), group_score(p.n_group);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* logits = router_logits.row(t);
     for (int64_t e = 0; e < E; ++e) {
       scores[e] = 1.0f / (1.0f + std::exp(-logits[e]));
       choice[e] = scores[e] + bias[e];
@@ -68,14 +76,15 @@ Matrix moe_experts(const Matrix& x, const Routing& routing,
           weights.push_back(routing.weights[t * routing.top_k + k]);
         }
     if (tokens.empty()) continue;
-    Matrix in(static_cast<int64_t>(tokens.size()), x.cols);
-    for (size_t i = 0; i < tokens.size(); ++i)
-      std::copy_n(x.row(tokens[i]), x.cols, in.row(static_cast<int64_t>(i)));
     const ExpertWeights& w = experts[e];
-    Matrix y = swiglu_mlp(in, *w.gate, *w.up, *w.down);
-    for (size_t i = 0; i < tokens.size(); ++i)
-      for (int64_t c = 0; c < x.cols; ++c)
-        out.row(tokens[i])[c] += y.row(static_cast<int64_t>(i))[c] * weights[i];
+    std::vector<float> g(static_cast<size_t>(w.inter)), u(g.size()), y(static_cast<size_t>(x.cols));
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      matvec(x.row(tokens[i]), w.gate, w.inter, x.cols, g.data());
+      matvec(x.row(tokens[i]), w.up, w.inter, x.cols, u.data());
+      for (int64_t j = 0; j < w.inter; ++j) g[j] = silu(g[j]) * u[j];
+      matvec(g.data(), w.down, x.cols, w.inter, y.data());
+      for (int64_t c = 0; c < x.cols; ++c) out.row(tokens[i])[c] += y[c] * weights[i];
+    }
   }
   return out;
 }

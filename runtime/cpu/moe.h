@@ -29,15 +29,18 @@ struct Routing {
   std::vector<float> weights;    // [T, top_k]
 };
 
+// logits [T, n_experts] (x @ gate^T, fp32), bias [n_experts].
+Routing moe_route_logits(const Matrix& logits, std::span<const float> bias, const RouterParams& p);
 // x [T, hidden], gate [n_experts, hidden], bias [n_experts].
 Routing moe_route(const Matrix& x, const Matrix& gate, std::span<const float> bias,
                   const RouterParams& p);
 
-// One SwiGLU expert's weights: gate/up [inter, hidden], down [hidden, inter].
+// One SwiGLU expert's weights, row-major: gate/up [inter, hidden], down [hidden, inter].
 struct ExpertWeights {
-  const Matrix* gate = nullptr;
-  const Matrix* up = nullptr;
-  const Matrix* down = nullptr;
+  const float* gate = nullptr;
+  const float* up = nullptr;
+  const float* down = nullptr;
+  int64_t inter = 0;
 };
 
 // sum over each token's chosen experts of weight * expert(x) -> [T, hidden]. Experts are

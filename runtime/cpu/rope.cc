@@ -26,8 +26,14 @@ double correction_dim(double rotations, int64_t dim, double base, double max_pos
 }  // namespace
 
 Rope::Rope(int64_t dim, double theta, const RopeScaling& scaling,
-           int64_t max_position_embeddings)
+           int64_t max_position_embeddings, std::optional<double> attention_factor)
     : dim_(dim) {
+  init(theta, scaling, max_position_embeddings);
+  if (attention_factor) attention_factor_ = static_cast<float>(*attention_factor);
+}
+
+void Rope::init(double theta, const RopeScaling& scaling, int64_t max_position_embeddings) {
+  const int64_t dim = dim_;
   if (dim <= 0 || dim % 2 != 0)
     throw Error("rope: rotated dimension must be even and positive, got " + std::to_string(dim));
   const int64_t half = dim / 2;

@@ -9,6 +9,7 @@
 //   differs (ours keeps the checkpoint's).
 // - rotate_half (GPT-NeoX, pairs (x[i], x[i + dim/2])): Qwen3, hence the DFlash drafter.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "compiler/frontend/model_config.h"
@@ -21,8 +22,10 @@ double yarn_get_mscale(double scale, double mscale);
 class Rope {
  public:
   // `dim`: rotated width (DeepSeek: qk_rope_head_dim; Qwen3: head_dim). `max_position_embeddings`
-  // is only a fallback for YaRN's original length when the config lacks it.
-  Rope(int64_t dim, double theta, const RopeScaling& scaling, int64_t max_position_embeddings);
+  // is only a fallback for YaRN's original length when the config lacks it. `attention_factor`
+  // overrides the one derived from the scaling (the IR's rope op carries it precomputed).
+  Rope(int64_t dim, double theta, const RopeScaling& scaling, int64_t max_position_embeddings,
+       std::optional<double> attention_factor = std::nullopt);
 
   int64_t dim() const { return dim_; }
   const std::vector<float>& inv_freq() const { return inv_freq_; }
@@ -36,6 +39,7 @@ class Rope {
   void apply_rotate_half(float* x, int64_t position) const;
 
  private:
+  void init(double theta, const RopeScaling& scaling, int64_t max_position_embeddings);
   int64_t dim_;
   std::vector<float> inv_freq_;
   float attention_factor_ = 1.0f;

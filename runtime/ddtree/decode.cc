@@ -6,7 +6,6 @@
 #include "ir/error.h"
 
 namespace kplan {
-namespace {
 
 void check_prompt(const TargetModel& target, std::span<const int32_t> prompt) {
   if (prompt.empty()) throw Error("the prompt is empty: give at least one token id");
@@ -20,8 +19,6 @@ void check_prompt(const TargetModel& target, std::span<const int32_t> prompt) {
     throw Error("the prompt has " + std::to_string(prompt.size()) +
                 " tokens, longer than the context of " + std::to_string(target.max_context()));
 }
-
-}  // namespace
 
 DecodeResult decode(TargetModel& target, Drafter* drafter, std::span<const int32_t> prompt,
                     const DecodeOptions& options) {

@@ -32,6 +32,10 @@ struct DecodeResult {
 DecodeResult decode(TargetModel& target, Drafter* drafter, std::span<const int32_t> prompt,
                     const DecodeOptions& options);
 
+// The prompt checks decode() makes (empty, ids outside the vocabulary, longer than the context),
+// for callers that want them before other work.
+void check_prompt(const TargetModel& target, std::span<const int32_t> prompt);
+
 // The loops themselves, for callers that validated their input already.
 DecodeResult decode_autoregressive(TargetModel& target, std::span<const int32_t> prompt,
                                    const DecodeOptions& options);

@@ -26,9 +26,9 @@ synth_all() {
     rm -rf "$root/$name" "$root/$name-draft"
     # shellcheck disable=SC2086
     if [[ $draft == yes ]]; then
-      "$kplan" synth $args -o "$root/$name" --draft "$root/$name-draft" || return 1
+      "$kplan" synth $args --out "$root/$name" --draft "$root/$name-draft" || return 1
     else
-      "$kplan" synth $args -o "$root/$name" || return 1
+      "$kplan" synth $args --out "$root/$name" || return 1
     fi
   done
   du -sh "$root"
@@ -42,7 +42,7 @@ run_all() {
   for entry in "${cases[@]}"; do
     IFS='|' read -r name args draft <<<"$entry"
     local draft_flags=()
-    local synth="kplan synth $args -o $name"
+    local synth="kplan synth $args --out $name"
     if [[ $draft == yes ]]; then
       draft_flags=(--draft "$root/$name-draft" --draft-synth-args "$args")
       synth="$synth --draft $name-draft"

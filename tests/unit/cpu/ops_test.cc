@@ -236,7 +236,7 @@ TEST(CpuOps, MoeExpertsWeightedSum) {
     dn.push_back(random_matrix(H, I, rng));
   }
   std::vector<ExpertWeights> experts;
-  for (int64_t e = 0; e < E; ++e) experts.push_back({&g[e], &u[e], &dn[e]});
+  for (int64_t e = 0; e < E; ++e) experts.push_back({g[e].data.data(), u[e].data.data(), dn[e].data.data(), I});
   Matrix x = random_matrix(2, H, rng);
   Routing r;
   r.top_k = 2;

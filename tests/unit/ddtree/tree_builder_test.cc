@@ -26,6 +26,12 @@ Matrix random_log_probs(int64_t depth, int64_t vocab, uint64_t seed) {
   return m;
 }
 
+// The builder normalises its input once more; score against exactly what it sees.
+Matrix as_builder_sees(Matrix m) {
+  log_softmax_rows(m);
+  return m;
+}
+
 // Every path of length 1..depth over the whole vocabulary, with its log-probability summed in
 // depth order (as the builder sums it), best first.
 std::vector<std::pair<double, std::vector<int32_t>>> all_paths(const Matrix& lp) {
@@ -61,7 +67,7 @@ TEST(TreeBuilder, HeapPicksTopBudgetNodesLikeBruteForce) {
     for (int64_t vocab : {2, 3, 5, 8})
       for (int64_t depth : {1, 2, 3, 4}) {
         const Matrix lp = random_log_probs(depth, vocab, seed * 100 + vocab * 10 + depth);
-        const auto brute = all_paths(lp);
+        const auto brute = all_paths(as_builder_sees(lp));
         for (int64_t budget : {1, 2, 3, 5, 7, 16, 40, 10000}) {
           const DraftTree tree = build_draft_tree(9, lp, {budget, 0, 0});
           const int64_t expect = std::min<int64_t>(budget, static_cast<int64_t>(brute.size()));
@@ -88,8 +94,9 @@ TEST(TreeBuilder, HeapPicksTopBudgetNodesLikeBruteForce) {
 }
 
 TEST(TreeBuilder, NodesAreConsistent) {
-  const Matrix lp = random_log_probs(7, 50, 42);
-  const DraftTree tree = build_draft_tree(17, lp, {64, 0, 0});
+  const Matrix raw = random_log_probs(7, 50, 42);
+  const DraftTree tree = build_draft_tree(17, raw, {64, 0, 0});
+  const Matrix lp = as_builder_sees(raw);
   ASSERT_EQ(tree.size(), 65);
   EXPECT_EQ(tree.tokens[0], 17);
   EXPECT_EQ(tree.parents[0], -1);
@@ -102,9 +109,11 @@ TEST(TreeBuilder, NodesAreConsistent) {
     EXPECT_EQ(tree.depths[i], tree.depths[p] + 1);
     EXPECT_EQ(tree.path_log_probs[i],
               tree.path_log_probs[p] + static_cast<double>(lp.row(tree.depths[i] - 1)[tree.tokens[i]]));
-    EXPECT_EQ(++siblings[{p, tree.tokens[i]}], 1) << "two children of one node share a token";
+    EXPECT_EQ(++siblings[std::make_pair(p, tree.tokens[i])], 1) << "two children of one node share a token";
     // Picked in best-first order: no node scores above an earlier one.
-    if (i >= 2) EXPECT_LE(tree.path_log_probs[i], tree.path_log_probs[i - 1]);
+    if (i >= 2) {
+      EXPECT_LE(tree.path_log_probs[i], tree.path_log_probs[i - 1]);
+    }
   }
 }
 

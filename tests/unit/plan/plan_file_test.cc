@@ -9,7 +9,7 @@
 #include <iterator>
 #include <string>
 
-#include <xxhash.h>
+#include "compiler/plan/checksum.h"
 
 #include "compiler/plan/plan_arch.h"
 #include "compiler/plan/plan_file_format.h"
@@ -57,8 +57,8 @@ FilePrefix prefix_of(const std::vector<uint8_t>& bytes) {
 
 void store_prefix(std::vector<uint8_t>& bytes, FilePrefix prefix, bool fix_checksums) {
   if (fix_checksums) {
-    prefix.flatbuffer_checksum = XXH3_64bits(bytes.data() + kPrefixSize, prefix.flatbuffer_size);
-    prefix.prefix_checksum = XXH3_64bits(&prefix, offsetof(FilePrefix, prefix_checksum));
+    prefix.flatbuffer_checksum = checksum64(bytes.data() + kPrefixSize, prefix.flatbuffer_size);
+    prefix.prefix_checksum = checksum64(&prefix, offsetof(FilePrefix, prefix_checksum));
   }
   std::memcpy(bytes.data(), &prefix, sizeof prefix);
 }

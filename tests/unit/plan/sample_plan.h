@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "compiler/plan/plan_model.h"
+#include "compiler/synth/presets.h"
 
 namespace kplan::plan::testing {
 
@@ -29,7 +32,7 @@ inline Plan sample_plan(std::vector<std::string> archs = {"sm_90", "sm_120"}) {
   p.header.nvrtc_version = "13.0";
   p.header.archs = archs;
   p.header.limits = {4, 4, 64};
-  p.model_config_json = R"({"model_type": "deepseek_v3", "vocab_size": 16})";
+  p.model_config_json = model_config_to_json(preset_config("tiny")).dump(2);
   p.tokenizer = {'{', '}'};
   p.ir_text = "func @target(%tokens: i32[T]) {\n  %0 = embedding(%tokens)\n}\n";
 

@@ -1,0 +1,23 @@
+#include "compiler/driver/compile.h"
+
+#include "compiler/passes/pipeline.h"
+
+namespace kplan {
+
+CompileResult compile_to_ir(const CompileOptions& options) {
+  CompileResult r;
+  const WeightsMode mode = options.load_weights ? WeightsMode::Load : WeightsMode::None;
+  if (!options.stop_after.empty()) passes::find_pass(options.stop_after);  // fail fast on typos
+  r.target = TargetCheckpoint::open(options.model, mode);
+  if (options.draft) {
+    r.draft = DraftCheckpoint::open(*options.draft, mode);
+    check_draft_fits_target(r.draft->config(), r.target->config());
+  }
+  DraftInput draft;
+  if (r.draft) draft = DraftInput{&r.draft->config(), &r.draft->specs()};
+  r.module = build_module(r.target->config(), r.target->specs(), draft, options.build);
+  passes::run_pipeline(*r.module, options.stop_after);
+  return r;
+}
+
+}  // namespace kplan

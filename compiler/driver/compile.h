@@ -1,0 +1,32 @@
+#pragma once
+// The compile pipeline up to the IR: open the checkpoint(s) (config, and unless structure-only
+// the safetensors, every tensor validated), build the naive IR, run the pass pipeline.
+// `kplan compile` and the plan writer start from here.
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "compiler/driver/build_ir.h"
+#include "compiler/frontend/checkpoint.h"
+#include "ir/ir.h"
+
+namespace kplan {
+
+struct CompileOptions {
+  std::filesystem::path model;                // checkpoint directory (or its config.json)
+  std::optional<std::filesystem::path> draft;  // DFlash drafter directory
+  bool load_weights = true;                   // false: --no-weights (config only)
+  std::string stop_after;                     // pass name; empty: the whole pipeline
+  BuildOptions build;
+};
+
+struct CompileResult {
+  std::optional<TargetCheckpoint> target;
+  std::optional<DraftCheckpoint> draft;
+  std::unique_ptr<ir::Module> module;  // after the pipeline (or after stop_after)
+};
+
+CompileResult compile_to_ir(const CompileOptions& options);
+
+}  // namespace kplan

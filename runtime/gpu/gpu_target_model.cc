@@ -1,0 +1,135 @@
+#include "runtime/gpu/gpu_target_model.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "ir/error.h"
+
+namespace kplan::gpu {
+
+GpuTargetModel::GpuTargetModel(std::shared_ptr<const plan::Plan> plan, std::string source,
+                               GpuExecutor::Options options)
+    : executor_(plan, source, options), source_(std::move(source)) {
+  const plan::Plan& p = executor_.plan();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(p.model_config_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(source_ + ": the plan's model config is not valid JSON: " + e.what());
+  }
+  config_ = parse_model_config(j, source_ + " (model config)");
+  max_context_ = p.header.limits.max_context;
+  for (const plan::KvCache& kv : p.kv_caches) max_context_ = std::min<int64_t>(max_context_, kv.rows);
+  if (!p.bucket_for("target", 1))
+    throw Error(source_ + ": the plan has no target bucket to run (recompile it)");
+}
+
+StepInputs GpuTargetModel::step_inputs_for(const StepInput& in, const plan::Bucket& bucket) const {
+  const int64_t t = static_cast<int64_t>(in.tokens.size());
+  const int64_t bt = bucket.tokens;
+  const int64_t words = (bt + 31) / 32;
+  const int64_t in_words = (t + 31) / 32;
+  StepInputs s;
+  s.tokens.assign(static_cast<size_t>(bt), 0);
+  s.positions.assign(static_cast<size_t>(bt), 0);
+  std::copy(in.tokens.begin(), in.tokens.end(), s.tokens.begin());
+  std::copy(in.positions.begin(), in.positions.end(), s.positions.begin());
+  // Padding rows repeat the last real position and attend only themselves, so every softmax row
+  // has at least one key and padded work stays finite.
+  for (int64_t i = t; i < bt; ++i) s.positions[static_cast<size_t>(i)] = t ? in.positions[static_cast<size_t>(t - 1)] : 0;
+  s.tree_mask.assign(static_cast<size_t>(bt * words), 0u);
+  for (int64_t i = 0; i < bt; ++i) {
+    uint32_t* row = s.tree_mask.data() + i * words;
+    if (i >= t) {
+      row[i / 32] |= 1u << (i % 32);
+    } else if (in.tree_mask.empty()) {
+      for (int64_t j = 0; j <= i; ++j) row[j / 32] |= 1u << (j % 32);
+    } else {
+      for (int64_t w = 0; w < in_words; ++w) row[w] = in.tree_mask[static_cast<size_t>(i * in_words + w)];
+    }
+  }
+  s.cache_length = static_cast<int32_t>(cache_length_);
+  s.token_count = static_cast<int32_t>(t);
+  return s;
+}
+
+StepOutput GpuTargetModel::forward(const StepInput& in) {
+  const int64_t t = static_cast<int64_t>(in.tokens.size());
+  if (t == 0) throw Error(source_ + ": a step needs at least one token");
+  if (in.positions.size() != in.tokens.size())
+    throw Error(source_ + ": a step has " + std::to_string(in.tokens.size()) + " tokens but " +
+                std::to_string(in.positions.size()) + " positions");
+  if (!in.tree_mask.empty() && in.tree_mask.size() != static_cast<size_t>(t * ((t + 31) / 32)))
+    throw Error(source_ + ": the tree mask has " + std::to_string(in.tree_mask.size()) + " words for " +
+                std::to_string(t) + " tokens");
+  const plan::Plan& p = executor_.plan();
+  const plan::Bucket* bucket = p.bucket_for("target", t);
+  if (!bucket)
+    throw Error(source_ + ": a step of " + std::to_string(t) + " tokens exceeds the plan's largest bucket (" +
+                std::to_string(p.header.limits.max_tokens_per_step) + " tokens)");
+  if (cache_length_ + t > max_context_)
+    throw Error(source_ + ": the context would reach " + std::to_string(cache_length_ + t) +
+                " positions; the plan holds " + std::to_string(max_context_));
+  for (int32_t tok : in.tokens)
+    if (tok < 0 || tok >= config_.vocab_size)
+      throw Error(source_ + ": token id " + std::to_string(tok) + " is outside the vocabulary");
+
+  executor_.run(*bucket, step_inputs_for(in, *bucket));
+  pending_ = t;
+
+  StepOutput out;
+  const plan::StepOutput* logits = nullptr;
+  for (const plan::StepOutput& o : bucket->outputs)
+    if (o.kind == plan::OutputKind::Logits) logits = &o;
+  if (!logits) throw Error(source_ + ": bucket target/" + std::to_string(bucket->tokens) + " has no logits output");
+  out.logits = Matrix(t, logits->cols);
+  executor_.read_output(*logits, t, out.logits.data.data());
+  for (int64_t layer : capture_layers_) {
+    for (const plan::StepOutput& o : bucket->outputs) {
+      if (o.kind != plan::OutputKind::Hidden || o.layer != layer) continue;
+      Matrix m(t, o.cols);
+      executor_.read_output(o, t, m.data.data());
+      out.captured.push_back(std::move(m));
+    }
+  }
+  return out;
+}
+
+void GpuTargetModel::commit(std::span<const int32_t> keep) {
+  if (static_cast<int64_t>(keep.size()) > pending_)
+    throw Error(source_ + ": commit keeps " + std::to_string(keep.size()) + " entries of a " +
+                std::to_string(pending_) + "-token step");
+  std::vector<int64_t> from, to;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (keep[i] < 0 || keep[i] >= pending_ || (i && keep[i] <= keep[i - 1]))
+      throw Error(source_ + ": commit indices must be increasing step indices below " + std::to_string(pending_));
+    from.push_back(cache_length_ + keep[i]);
+    to.push_back(cache_length_ + static_cast<int64_t>(i));
+  }
+  // Kept indices increase, so each row moves down onto a row already read: in-order copies are safe.
+  executor_.move_kv_rows(from, to);
+  cache_length_ += static_cast<int64_t>(keep.size());
+  pending_ = 0;
+}
+
+void GpuTargetModel::reset() {
+  cache_length_ = 0;
+  pending_ = 0;
+}
+
+void GpuTargetModel::set_capture_layers(std::vector<int64_t> layer_ids) {
+  const plan::Plan& p = executor_.plan();
+  for (int64_t layer : layer_ids)
+    for (const plan::Bucket& b : p.buckets) {
+      if (b.program != "target") continue;
+      bool found = false;
+      for (const plan::StepOutput& o : b.outputs) found |= o.kind == plan::OutputKind::Hidden && o.layer == layer;
+      if (!found)
+        throw Error(source_ + ": the plan does not capture the output of layer " + std::to_string(layer) +
+                    " (compile it with the drafter that needs it: --draft DIR)");
+    }
+  capture_layers_ = std::move(layer_ids);
+}
+
+}  // namespace kplan::gpu

@@ -1,0 +1,40 @@
+#pragma once
+// The target model over a plan on the GPU: a TargetModel (runtime/step_model.h) the AR, DFlash
+// and DDTree loops drive, with the KV cache state (committed length, pending step) on the host
+// and the caches themselves in the executor's arena.
+#include <memory>
+#include <string>
+
+#include "runtime/gpu/gpu_executor.h"
+#include "runtime/step_model.h"
+
+namespace kplan::gpu {
+
+class GpuTargetModel : public TargetModel {
+ public:
+  GpuTargetModel(std::shared_ptr<const plan::Plan> plan, std::string source,
+                 GpuExecutor::Options options = {});
+
+  const ModelConfig& config() const override { return config_; }
+  StepOutput forward(const StepInput& in) override;
+  void commit(std::span<const int32_t> keep) override;
+  int64_t cache_length() const override { return cache_length_; }
+  int64_t max_context() const override { return max_context_; }
+  void reset() override;
+  void set_capture_layers(std::vector<int64_t> layer_ids) override;
+
+  GpuExecutor& executor() { return executor_; }
+  // Inputs of a step of `tokens` tokens at the current cache length (for benchmarks).
+  StepInputs step_inputs_for(const StepInput& in, const plan::Bucket& bucket) const;
+
+ private:
+  GpuExecutor executor_;
+  std::string source_;
+  ModelConfig config_;
+  int64_t max_context_ = 0;
+  int64_t cache_length_ = 0;
+  int64_t pending_ = 0;  // tokens of the last forward, not yet committed
+  std::vector<int64_t> capture_layers_;
+};
+
+}  // namespace kplan::gpu

@@ -1,0 +1,118 @@
+// NVRTC compiles every kernel template family, for every arch kplan ships (sm_90 Hopper, sm_120
+// Blackwell), at the widths of the test checkpoints (tiny, tiny2: odd dims) and of Kimi K2.6.
+// Each cubin must be an ELF image holding the instance's entry symbol. CI has no GPU: numerical
+// checks of these kernels against the CPU reference run on the device machine (runtime tests).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "codegen_test_util.h"
+#include "compiler/codegen/compile_kernels.h"
+#include "compiler/codegen/kernel_families.h"
+#include "compiler/codegen/model_kernels.h"
+#include "compiler/codegen/nvrtc_compile.h"
+
+namespace kplan::codegen {
+namespace {
+
+using testing_util::TempDir;
+using testing_util::test_config;
+using testing_util::test_draft_config;
+
+const std::vector<std::string> kArchs = {"sm_90", "sm_120"};
+
+// Compiles with a fresh cache (so NVRTC really runs) and checks every cubin.
+void compile_and_check(const std::vector<KernelSource>& sources) {
+  TempDir cache;
+  CompileOptions options;
+  options.archs = kArchs;
+  options.cache_dir = cache.path();
+  options.progress = [](const std::string&) {};
+  CompileStats stats;
+  const std::vector<KernelInstance> out = compile_kernels(sources, options, &stats);
+  ASSERT_EQ(out.size(), sources.size() * kArchs.size());
+  EXPECT_EQ(stats.misses, static_cast<int>(out.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const KernelInstance& k = out[i];
+    EXPECT_EQ(k.src.id, sources[i / kArchs.size()].id);
+    EXPECT_EQ(k.arch, kArchs[i % kArchs.size()]);
+    EXPECT_EQ(k.id, k.src.id + (k.arch == "sm_90" ? "_sm90" : "_sm120"));
+    ASSERT_GT(k.cubin.size(), 64u) << k.id;
+    EXPECT_EQ(k.cubin[0], 0x7f) << k.id;
+    EXPECT_EQ(k.cubin[1], 'E') << k.id;
+    EXPECT_EQ(k.cubin[2], 'L') << k.id;
+    EXPECT_EQ(k.cubin[3], 'F') << k.id;
+    EXPECT_TRUE(cubin_has_entry(k.cubin, k.entry())) << k.id;
+    EXPECT_EQ(k.cache_key.size(), 16u);
+  }
+}
+
+std::set<std::string> families_of(const std::vector<KernelSource>& sources) {
+  std::set<std::string> f;
+  for (const KernelSource& k : sources) f.insert(k.family);
+  return f;
+}
+
+// The tiny checkpoint's whole target program, its drafter, and its INT4-experts variant.
+TEST(CodegenCompile, TinyTargetAndDrafterAllKernels) {
+  ModelConfig c = test_config("tiny");
+  std::vector<KernelSource> sources = target_model_kernels(c, {});
+  for (KernelSource& k : draft_model_kernels(test_draft_config("draft-tiny"), {}, 4)) sources.push_back(std::move(k));
+  compile_and_check(sources);
+}
+
+TEST(CodegenCompile, TinyInt4Experts) {
+  ModelConfig c = test_config("tiny");
+  compile_and_check({moe_gate_up_kernel(c.hidden_size, c.moe_intermediate_size, c.num_experts_per_tok, true, ElemType::F32),
+                     moe_down_kernel(c.hidden_size, c.moe_intermediate_size, c.num_experts_per_tok, true, ElemType::F32, true),
+                     matmul_int4_kernel(c.hidden_size, c.moe_intermediate_size, ElemType::F32, ElemType::F32)});
+}
+
+// tiny2: every dim odd or unaligned where the architecture allows (intermediate 333, v_head 20,
+// 6 heads, no q_lora): the scalar (non-vector) paths of the templates.
+TEST(CodegenCompile, Tiny2OddWidths) {
+  const std::vector<KernelSource> sources = target_model_kernels(test_config("tiny2"), {});
+  EXPECT_TRUE(families_of(sources).count("mla_attention"));
+  compile_and_check(sources);
+}
+
+// tiny-yarn: group-limited routing (n_group 4).
+TEST(CodegenCompile, TinyYarnGroupRouter) {
+  ModelConfig c = test_config("tiny-yarn-rope-parameters");
+  c.n_routed_experts = 16;
+  c.num_experts_per_tok = 4;
+  c.n_group = 4;
+  c.topk_group = 2;
+  compile_and_check({moe_router_kernel(c)});
+}
+
+// Kimi K2.6 widths with bf16 storage: one instance per family (the rest differ only in
+// constants), including the ones whose register / shared-memory use grows with width.
+TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
+  ModelConfig c = test_config("kimi-k2.6");
+  c.quant.enabled = true;
+  const StorageChoice bf16{ElemType::BF16, ElemType::BF16};
+  std::vector<KernelSource> sources;
+  std::set<std::string> seen;
+  for (KernelSource& k : target_model_kernels(c, bf16)) {
+    if (seen.insert(k.family).second || k.family == "rope") sources.push_back(std::move(k));
+  }
+  DraftConfig d = test_draft_config("draft-tiny");
+  d.hidden_size = c.hidden_size;
+  d.num_attention_heads = 32;
+  d.num_key_value_heads = 8;
+  d.head_dim = 128;
+  d.vocab_size = c.vocab_size;
+  for (KernelSource& k : draft_model_kernels(d, bf16, 8)) {
+    if (seen.insert(k.family).second) sources.push_back(std::move(k));
+  }
+  sources.push_back(matmul_int4_kernel(c.hidden_size, c.moe_intermediate_size, ElemType::BF16, ElemType::BF16));
+  sources.push_back(matmul_kernel(c.qk_nope_head_dim, c.kv_lora_rank, ElemType::BF16, ElemType::BF16, true));
+  std::set<std::string> all;
+  for (const FamilySpec& f : kernel_families()) all.insert(f.name);
+  EXPECT_EQ(families_of(sources), all);
+  compile_and_check(sources);
+}
+
+}  // namespace
+}  // namespace kplan::codegen

@@ -1,0 +1,170 @@
+// Instantiation: readable ids, generated sources, parameter checks, launch geometry, arch names.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "codegen_test_util.h"
+#include "compiler/codegen/instantiate.h"
+#include "compiler/codegen/kernel_families.h"
+#include "compiler/codegen/launch_geometry.h"
+#include "compiler/codegen/model_kernels.h"
+#include "compiler/codegen/nvrtc_compile.h"
+#include "compiler/codegen/template_library.h"
+#include "ir/error.h"
+
+namespace kplan::codegen {
+namespace {
+
+using testing_util::test_config;
+using testing_util::test_draft_config;
+
+TEST(CodegenInstantiate, ReadableIdSpellsEveryParameter) {
+  const KernelSource k = mla_attention_kernel(64, 512, 64, ElemType::BF16, ElemType::BF16, ElemType::F32);
+  EXPECT_EQ(k.id, "mla_attention_h64_c512_r64_qbf16_kvbf16_of32_w4");
+  EXPECT_EQ(k.entry, "kplan_" + k.id);
+  EXPECT_EQ(k.family, "mla_attention");
+  EXPECT_EQ(k.header, "mla_attention.cuh");
+  EXPECT_EQ(k.block_threads, 128);
+  ASSERT_EQ(k.params.size(), 7u);
+  EXPECT_EQ(k.params[0].name, "HEADS");
+  EXPECT_EQ(k.params[0].value, 64);
+  EXPECT_EQ(k.params[6].name, "WARPS");
+}
+
+TEST(CodegenInstantiate, GeneratedSourceIsOneWrapperAroundOneInstance) {
+  const KernelSource k = rms_norm_kernel(256, ElemType::F32, ElemType::BF16);
+  EXPECT_NE(k.source.find("#include \"rms_norm.cuh\""), std::string::npos);
+  EXPECT_NE(k.source.find("extern \"C\" __global__ void __launch_bounds__(128) " + k.entry +
+                          "(void* x, void* weight, void* y, int n_rows, int x_stride, int y_stride, float eps)"),
+            std::string::npos)
+      << k.source;
+  EXPECT_NE(k.source.find("kp::rms_norm<256, 0, 1, 128>(x, weight, y, n_rows, x_stride, y_stride, eps);"),
+            std::string::npos)
+      << k.source;
+  // A handful of lines: the template does the work.
+  EXPECT_LT(std::count(k.source.begin(), k.source.end(), '\n'), 8);
+  ASSERT_EQ(k.signature.size(), 7u);
+  EXPECT_EQ(k.signature[0].kind, ArgKind::DevicePtr);
+  EXPECT_EQ(k.signature[3].kind, ArgKind::I32);
+  EXPECT_EQ(k.signature[6].kind, ArgKind::F32);
+}
+
+TEST(CodegenInstantiate, TuningParametersCanBeGiven) {
+  const KernelSource a = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}});
+  const KernelSource b = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0},
+                                                {"WARPS", 8}, {"TOK_TILE", 2}});
+  EXPECT_NE(a.id, b.id);
+  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_w8_tt2");
+  EXPECT_EQ(b.block_threads, 256);
+}
+
+TEST(CodegenInstantiate, BadParametersAreClearErrors) {
+  auto message = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { instantiate("no_such_family", {}); }).find("unknown kernel family 'no_such_family'"), std::string::npos);
+  EXPECT_NE(message([] { instantiate("rms_norm", {{"D", 8}, {"X_DT", 0}}); }).find("missing parameter Y_DT"), std::string::npos);
+  EXPECT_NE(message([] { instantiate("rms_norm", {{"D", 8}, {"X_DT", 0}, {"Y_DT", 0}, {"Q", 1}}); }).find("unknown parameter Q"),
+            std::string::npos);
+  EXPECT_NE(message([] { instantiate("rms_norm", {{"D", 8}, {"X_DT", 7}, {"Y_DT", 0}}); }).find("X_DT must be 0 (f32) or 1 (bf16)"),
+            std::string::npos);
+  EXPECT_NE(message([] { matmul_int4_kernel(48, 16, ElemType::F32, ElemType::F32); }).find("multiple of the INT4 group"),
+            std::string::npos);
+  EXPECT_NE(message([] { instantiate("rms_norm", {{"D", 8}, {"X_DT", 0}, {"Y_DT", 0}, {"THREADS", 48}}); }).find("block size"),
+            std::string::npos);
+  EXPECT_NE(message([] { gqa_attention_kernel(6, 4, 40, ElemType::F32, ElemType::F32, ElemType::F32); }).find("HEADS % KV_HEADS"),
+            std::string::npos);
+}
+
+TEST(CodegenInstantiate, EveryFamilySignatureMatchesItsHeaderDoc) {
+  // Each argument name appears in the template header (its doc block and parameter list), so the
+  // registry and the headers cannot drift apart silently.
+  const TemplateLibrary& lib = TemplateLibrary::embedded();
+  for (const FamilySpec& f : kernel_families()) {
+    const std::string& text = lib.header(f.header);
+    EXPECT_NE(text.find("void " + f.function.substr(4) + "("), std::string::npos) << f.name;
+    for (const KernelArg& a : f.signature) EXPECT_NE(text.find(a.name), std::string::npos) << f.name << " " << a.name;
+    for (const ParamSpec& p : f.params) EXPECT_NE(text.find("int " + p.name), std::string::npos) << f.name << " " << p.name;
+  }
+}
+
+TEST(CodegenInstantiate, EmbeddedTemplatesMatchTheSourceTree) {
+  const TemplateLibrary tree = TemplateLibrary::from_directory(std::string(KPLAN_SOURCE_DIR) + "/kernels_templates");
+  EXPECT_EQ(tree.headers(), TemplateLibrary::embedded().headers()) << "rebuild kplan_codegen after editing kernels_templates/";
+  const auto inc = tree.includes_of(matmul_kernel(64, 64, ElemType::F32, ElemType::F32).source);
+  std::set<std::string> names;
+  for (const auto& [name, text] : inc) names.insert(name);
+  EXPECT_EQ(names, (std::set<std::string>{"common.cuh", "matmul.cuh", "weight_dot.cuh"}));
+}
+
+TEST(CodegenInstantiate, ModelKernelSetsCoverEveryFamily) {
+  std::set<std::string> families;
+  ModelConfig tiny = test_config("tiny");
+  for (const KernelSource& k : target_model_kernels(tiny, {})) families.insert(k.family);
+  for (const KernelSource& k : draft_model_kernels(test_draft_config("draft-tiny"), {}, 4)) families.insert(k.family);
+  families.insert(matmul_int4_kernel(256, 128, ElemType::F32, ElemType::F32).family);  // quantized dense Linears
+  families.insert(topk_kernel(1024, 4, ElemType::F32, true).family);
+  for (const FamilySpec& f : kernel_families()) EXPECT_TRUE(families.count(f.name)) << f.name;
+  // Instances are unique.
+  std::set<std::string> ids;
+  for (const KernelSource& k : target_model_kernels(tiny, {})) EXPECT_TRUE(ids.insert(k.id).second) << k.id;
+}
+
+TEST(CodegenInstantiate, Int4CheckpointsUseInt4Experts) {
+  ModelConfig c = test_config("tiny");
+  c.quant.enabled = true;
+  bool int4_gate_up = false;
+  for (const KernelSource& k : target_model_kernels(c, {})) {
+    if (k.family == "moe_gate_up") int4_gate_up = kernel_param(k, "W_FMT") == 1;
+  }
+  EXPECT_TRUE(int4_gate_up);
+}
+
+TEST(CodegenLaunchGeometry, GridsFollowTheTemplateDocs) {
+  const KernelSource mm = matmul_kernel(256, 1030, ElemType::F32, ElemType::F32);
+  LaunchDims d = launch_dims(mm, 17);
+  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{258, 3, 1}));  // 4 rows per block, 8 tokens per block
+  EXPECT_EQ(d.block, (std::array<uint32_t, 3>{128, 1, 1}));
+  const KernelSource kn = matmul_kernel(32, 64, ElemType::F32, ElemType::F32, /*weight_kn=*/true);
+  d = launch_dims(kn, 1, /*batch=*/4);
+  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{1, 1, 4}));
+  const KernelSource mla = mla_attention_kernel(4, 64, 16, ElemType::F32, ElemType::F32, ElemType::F32);
+  d = launch_dims(mla, 32);
+  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{4, 32, 1}));
+  const KernelSource up = moe_gate_up_kernel(256, 128, 2, false, ElemType::F32);
+  d = launch_dims(up, 5);
+  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{32, 10, 1}));
+  const KernelSource norm = rms_norm_kernel(256, ElemType::F32, ElemType::F32);
+  d = launch_dims(norm, 7);
+  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{7, 1, 1}));
+  EXPECT_EQ(d.smem_bytes, 0u);
+  const KernelSource compact = kv_compact_kernel(64, 16, ElemType::F32);
+  EXPECT_EQ(launch_dims(compact, 123).grid, (std::array<uint32_t, 3>{1, 1, 1}));
+}
+
+TEST(CodegenArch, CanonicalNamesAndClearRefusals) {
+  EXPECT_EQ(canonical_arch("sm_90"), "sm_90");
+  EXPECT_EQ(canonical_arch("sm90"), "sm_90");
+  EXPECT_EQ(canonical_arch("120"), "sm_120");
+  EXPECT_EQ(canonical_arch("sm_90a"), "sm_90a");
+  EXPECT_THROW(canonical_arch("sm_1"), Error);
+  EXPECT_THROW(canonical_arch("hopper"), Error);
+  EXPECT_THROW(canonical_arch(""), Error);
+  try {
+    canonical_arch("sm_37");
+    FAIL() << "sm_37 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("supported: "), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("sm_90"), std::string::npos);
+  }
+  const auto archs = nvrtc_supported_archs();
+  EXPECT_NE(std::find(archs.begin(), archs.end(), "sm_120"), archs.end()) << "this NVRTC cannot target Blackwell";
+}
+
+}  // namespace
+}  // namespace kplan::codegen

@@ -1,0 +1,99 @@
+// The CPU DFlash drafter: shapes and normalisation of its proposals, the context cache
+// (incremental observe == observe at once), and refusals of a drafter that does not fit.
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "compiler/frontend/draft_config.h"
+#include "ir/error.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/dflash_drafter.h"
+#include "tests/unit/cpu/cpu_test_util.h"
+
+namespace kplan {
+namespace {
+
+using cpu_test::causal_step;
+using cpu_test::relative_error;
+using cpu_test::synth_preset;
+
+std::vector<int32_t> iota_positions(int32_t from, size_t n) {
+  std::vector<int32_t> p(n);
+  for (size_t i = 0; i < n; ++i) p[i] = from + static_cast<int32_t>(i);
+  return p;
+}
+
+class CpuDrafterTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CpuDrafterTest, ProposesNormalisedLogProbsPerDepth) {
+  const auto& dirs = synth_preset(GetParam());
+  auto target = make_cpu_target(dirs.target, 64);
+  auto drafter = make_cpu_dflash_drafter(dirs.draft, *target);
+  const DraftConfig draft = load_draft_config(dirs.draft / "config.json");
+  EXPECT_EQ(drafter->max_depth(), draft.block_size - 1);
+  EXPECT_EQ(drafter->capture_layers(), draft.target_layer_ids);
+  target->set_capture_layers(drafter->capture_layers());
+  const std::vector<int32_t> prompt = {7, 8, 9, 10, 11};
+  StepOutput out = target->forward(causal_step(prompt, 0));
+  drafter->observe(prompt, iota_positions(0, prompt.size()), out.captured);
+  Matrix lp = drafter->propose(12, 5);
+  ASSERT_EQ(lp.rows, draft.block_size - 1);
+  ASSERT_EQ(lp.cols, target->config().vocab_size);
+  for (int64_t r = 0; r < lp.rows; ++r) {
+    double z = 0.0;
+    for (int64_t c = 0; c < lp.cols; ++c) z += std::exp(static_cast<double>(lp.row(r)[c]));
+    EXPECT_NEAR(z, 1.0, 1e-4);
+  }
+  // propose does not change the context: asking again gives the same answer.
+  EXPECT_EQ(drafter->propose(12, 5).data, lp.data);
+}
+
+TEST_P(CpuDrafterTest, IncrementalObserveEqualsObserveAtOnce) {
+  const auto& dirs = synth_preset(GetParam());
+  auto target = make_cpu_target(dirs.target, 64);
+  auto a = make_cpu_dflash_drafter(dirs.draft, *target);
+  auto b = make_cpu_dflash_drafter(dirs.draft, *target);
+  target->set_capture_layers(a->capture_layers());
+  const std::vector<int32_t> prompt = {20, 21, 22, 23, 24, 25, 26};
+  StepOutput out = target->forward(causal_step(prompt, 0));
+  a->observe(prompt, iota_positions(0, prompt.size()), out.captured);
+  // b sees the same rows in two parts.
+  std::vector<Matrix> first, second;
+  for (const Matrix& m : out.captured) {
+    Matrix f(3, m.cols), s(4, m.cols);
+    std::copy(m.data.begin(), m.data.begin() + 3 * m.cols, f.data.begin());
+    std::copy(m.data.begin() + 3 * m.cols, m.data.end(), s.data.begin());
+    first.push_back(f);
+    second.push_back(s);
+  }
+  b->observe(std::vector<int32_t>(prompt.begin(), prompt.begin() + 3), iota_positions(0, 3), first);
+  b->observe(std::vector<int32_t>(prompt.begin() + 3, prompt.end()), iota_positions(3, 4), second);
+  Matrix pa = a->propose(30, 7), pb = b->propose(30, 7);
+  for (int64_t r = 0; r < pa.rows; ++r) EXPECT_LT(relative_error(pb.row(r), pa.row(r), pa.cols), 1e-6);
+  // reset forgets the context.
+  b->reset();
+  b->observe(prompt, iota_positions(0, prompt.size()), out.captured);
+  EXPECT_EQ(b->propose(30, 7).data, pa.data);
+}
+
+TEST_P(CpuDrafterTest, ObserveRejectsWrongCaptures) {
+  const auto& dirs = synth_preset(GetParam());
+  auto target = make_cpu_target(dirs.target, 64);
+  auto drafter = make_cpu_dflash_drafter(dirs.draft, *target);
+  std::vector<int32_t> tokens = {1, 2};
+  EXPECT_THROW(drafter->observe(tokens, iota_positions(0, 2), {}), Error);
+  std::vector<Matrix> wrong(drafter->capture_layers().size(), Matrix(2, 3));
+  EXPECT_THROW(drafter->observe(tokens, iota_positions(0, 2), wrong), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, CpuDrafterTest, ::testing::Values("tiny", "tiny2"));
+
+TEST(CpuDrafter, RefusesADrafterThatDoesNotFitTheTarget) {
+  // tiny2's drafter (hidden 192, layers 1/3/5) against the tiny target (hidden 256, 4 layers).
+  auto target = make_cpu_target(synth_preset("tiny").target, 16);
+  EXPECT_THROW(make_cpu_dflash_drafter(synth_preset("tiny2").draft, *target), Error);
+}
+
+}  // namespace
+}  // namespace kplan

@@ -1,0 +1,174 @@
+// The CPU backend against HuggingFace transformers: every tests/data/goldens/*.json (made by
+// tools/device/make_goldens.py on the GPU machine) names the `kplan synth` arguments of its
+// checkpoint; the test re-synthesises it, checks the files' sha256, and compares logits,
+// greedy continuations, hidden states and the drafter's logits (fp32: ||ours - ref|| / ||ref||
+// <= 1e-4 per row; token ids identical). No golden files at all is a failure.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "compiler/synth/synth.h"
+#include "runtime/cpu/basic_ops.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/dflash_drafter.h"
+#include "tests/unit/cpu/cpu_test_util.h"
+#include "tests/unit/cpu/sha256.h"
+
+namespace kplan {
+namespace {
+
+namespace fs = std::filesystem;
+using cpu_test::causal_step;
+using cpu_test::relative_error;
+
+constexpr double kRelTol = 1e-4;
+
+std::vector<fs::path> golden_files() {
+  std::vector<fs::path> files;
+  const fs::path dir = fs::path(KPLAN_TEST_DATA_DIR) / "goldens";
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The `kplan synth` arguments ("tiny --seed 1 --int4", as a list or one string).
+struct SynthArgs {
+  std::string preset;
+  uint64_t seed = 0;
+  bool int4 = false;
+};
+
+SynthArgs parse_synth_args(const nlohmann::json& j) {
+  std::vector<std::string> words;
+  if (j.is_string()) {
+    std::istringstream in(j.get<std::string>());
+    for (std::string w; in >> w;) words.push_back(w);
+  } else {
+    words = j.get<std::vector<std::string>>();
+  }
+  SynthArgs a;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == "--seed" && i + 1 < words.size()) {
+      a.seed = std::stoull(words[++i]);
+    } else if (words[i] == "--int4") {
+      a.int4 = true;
+    } else if (words[i].rfind("--", 0) != 0 && a.preset.empty()) {
+      a.preset = words[i];
+    } else {
+      throw std::runtime_error("synth_args: unsupported word '" + words[i] + "'");
+    }
+  }
+  if (a.preset.empty()) throw std::runtime_error("synth_args: no preset");
+  return a;
+}
+
+Matrix row_matrix(const nlohmann::json& rows) {
+  Matrix m(static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows.at(0).size()));
+  for (int64_t r = 0; r < m.rows; ++r)
+    for (int64_t c = 0; c < m.cols; ++c) m.row(r)[c] = rows[r][c].get<float>();
+  return m;
+}
+
+void check_golden(const fs::path& file) {
+  SCOPED_TRACE(file.filename().string());
+  nlohmann::json g;
+  std::ifstream(file) >> g;
+  const SynthArgs args = parse_synth_args(g.at("synth_args"));
+  const fs::path root = cpu_test::make_temp_dir("golden-" + g.value("case", std::string("case")));
+  ModelConfig config = preset_config(args.preset);
+  if (args.int4) config.quant = k26_int4_quant_config();
+  SynthOptions options;
+  options.seed = args.seed;
+  synthesize_target(config, root / "target", options);
+  if (g.contains("checkpoint_sha256"))
+    for (const auto& [name, hex] : g["checkpoint_sha256"].items())
+      EXPECT_EQ(cpu_test::sha256_file(root / "target" / name), hex.get<std::string>())
+          << name << ": the synthesiser no longer reproduces the golden's checkpoint";
+
+  auto model = make_cpu_target(root / "target", 0);
+  const int64_t vocab = model->config().vocab_size, hidden = model->config().hidden_size;
+  for (const auto& p : g.at("prompts")) {
+    const auto ids = p.at("ids").get<std::vector<int32_t>>();
+    SCOPED_TRACE("prompt of " + std::to_string(ids.size()) + " tokens");
+    const auto hidden_layers = p.value("hidden_layers", std::vector<int64_t>{});
+    model->reset();
+    model->set_capture_layers(hidden_layers);
+    StepOutput out = model->forward(causal_step(ids, 0));
+    const auto positions = p.at("logits_positions").get<std::vector<int64_t>>();
+    Matrix ref = row_matrix(p.at("logits"));
+    ASSERT_EQ(ref.cols, vocab);
+    for (size_t i = 0; i < positions.size(); ++i)
+      EXPECT_LE(relative_error(out.logits.row(positions[i]), ref.row(static_cast<int64_t>(i)), vocab), kRelTol)
+          << "logits at position " << positions[i];
+    if (!hidden_layers.empty()) {
+      Matrix ref_hidden = row_matrix(p.at("hidden"));
+      const int64_t at = p.at("hidden_position").get<int64_t>();
+      for (size_t l = 0; l < hidden_layers.size(); ++l)
+        EXPECT_LE(relative_error(out.captured[l].row(at), ref_hidden.row(static_cast<int64_t>(l)), hidden), kRelTol)
+            << "output of decoder layer " << hidden_layers[l];
+    }
+    // Greedy continuation through the KV cache (prefill, then one token per step).
+    std::vector<int32_t> all(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) all[i] = static_cast<int32_t>(i);
+    model->commit(all);
+    std::vector<int32_t> greedy;
+    int32_t next = static_cast<int32_t>(cpu::argmax(out.logits.row(out.logits.rows - 1), vocab));
+    const int64_t n_new = p.at("greedy_new").get<int64_t>();
+    for (int64_t i = 0; i < n_new; ++i) {
+      greedy.push_back(next);
+      if (i + 1 == n_new) break;
+      StepOutput step = model->forward(causal_step({next}, static_cast<int32_t>(model->cache_length())));
+      model->commit(std::vector<int32_t>{0});
+      next = static_cast<int32_t>(cpu::argmax(step.logits.row(0), vocab));
+    }
+    EXPECT_EQ(greedy, p.at("greedy_ids").get<std::vector<int32_t>>()) << "greedy continuation";
+  }
+
+  if (!g.contains("draft")) return;
+  const auto& d = g["draft"];
+  const SynthArgs dargs = parse_synth_args(d.at("synth_args"));
+  SynthOptions doptions;
+  doptions.seed = dargs.seed;
+  synthesize_draft(preset_draft_config(dargs.preset), root / "draft", doptions);
+  auto drafter_base = make_cpu_dflash_drafter(root / "draft", *model);
+  auto* drafter = dynamic_cast<cpu::CpuDFlashDrafter*>(drafter_base.get());
+  ASSERT_NE(drafter, nullptr);
+  const auto ctx = d.at("context_ids").get<std::vector<int32_t>>();
+  model->reset();
+  model->set_capture_layers(drafter->capture_layers());
+  StepOutput out = model->forward(causal_step(ctx, 0));
+  const int32_t bonus = d.at("bonus_token").get<int32_t>();
+  EXPECT_EQ(cpu::argmax(out.logits.row(out.logits.rows - 1), vocab), bonus) << "drafter bonus token";
+  std::vector<int32_t> positions(ctx.size());
+  for (size_t i = 0; i < ctx.size(); ++i) positions[i] = static_cast<int32_t>(i);
+  drafter->observe(ctx, positions, out.captured);
+  Matrix logits = drafter->depth_logits(bonus, d.at("bonus_position").get<int32_t>());
+  Matrix ref = row_matrix(d.at("logits"));
+  ASSERT_EQ(ref.rows, logits.rows);
+  for (int64_t r = 0; r < ref.rows; ++r)
+    EXPECT_LE(relative_error(logits.row(r), ref.row(r), vocab), kRelTol) << "drafter depth " << r + 1;
+}
+
+TEST(CpuGolden, Sha256KnownAnswer) {
+  cpu_test::Sha256 sha;
+  sha.update(reinterpret_cast<const uint8_t*>("abc"), 3);
+  EXPECT_EQ(sha.hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(CpuGolden, EveryGoldenFileMatches) {
+  const auto files = golden_files();
+  ASSERT_FALSE(files.empty()) << "no golden files in " << KPLAN_TEST_DATA_DIR
+                              << "/goldens (tools/device/goldens.sh makes them on the GPU machine)";
+  for (const auto& f : files) check_golden(f);
+}
+
+}  // namespace
+}  // namespace kplan

@@ -1,0 +1,83 @@
+// DDTree and DFlash on the CPU reference backend (synthesised tiny and tiny2 checkpoints):
+// greedy speculative output equals greedy AR output token for token, with the oracle, random
+// and DFlash drafters, for budgets 1, 3, block_size - 1 and larger than the block (20).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ir/error.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/ddtree/decode.h"
+#include "runtime/ddtree/oracle_drafter.h"
+#include "runtime/ddtree/random_drafter.h"
+#include "tests/unit/ddtree/synth_checkpoints.h"
+
+namespace kplan {
+namespace {
+
+constexpr int64_t kMaxNew = 24;
+
+std::vector<int32_t> prompt_for(const std::string& preset) {
+  return preset == "tiny" ? std::vector<int32_t>{5, 17, 42, 99, 7, 300, 12}
+                          : std::vector<int32_t>{2, 811, 64, 5, 999, 123};
+}
+
+DecodeOptions greedy(SpecMode spec, int64_t budget) {
+  DecodeOptions o;
+  o.spec = spec;
+  o.budget = budget;
+  o.max_new = kMaxNew;  // no EOS: every run makes kMaxNew tokens
+  return o;
+}
+
+enum class DrafterKind { kOracle, kRandom, kDFlash };
+
+void expect_lossless(const std::string& preset, DrafterKind kind) {
+  const auto& ckpt = test::synth_checkpoint(preset);
+  std::unique_ptr<TargetModel> target = make_cpu_target(ckpt.target);
+  const std::vector<int32_t> prompt = prompt_for(preset);
+  const DecodeResult ar = decode(*target, nullptr, prompt, greedy(SpecMode::kNone, 0));
+  ASSERT_EQ(ar.tokens.size(), static_cast<size_t>(kMaxNew));
+
+  const int64_t vocab = target->config().vocab_size;
+  const int64_t block = preset_draft_config(preset).block_size;
+  std::vector<int32_t> truth = prompt;
+  truth.insert(truth.end(), ar.tokens.begin(), ar.tokens.end());
+  std::unique_ptr<Drafter> drafter;
+  switch (kind) {
+    case DrafterKind::kOracle:
+      drafter = std::make_unique<OracleDrafter>(truth, vocab, block - 1, 0.7, 11);
+      break;
+    case DrafterKind::kRandom:
+      drafter = std::make_unique<RandomDrafter>(vocab, block - 1, 11);
+      break;
+    case DrafterKind::kDFlash:
+      drafter = make_cpu_dflash_drafter(ckpt.draft, *target);
+      break;
+  }
+  for (int64_t budget : {int64_t{1}, int64_t{3}, block - 1, int64_t{20}}) {
+    const DecodeResult r = decode(*target, drafter.get(), prompt, greedy(SpecMode::kDDTree, budget));
+    EXPECT_EQ(r.tokens, ar.tokens) << preset << " ddtree budget " << budget;
+    EXPECT_EQ(r.stats.target_forwards, 1 + r.stats.rounds);
+    if (kind == DrafterKind::kOracle) EXPECT_GT(r.stats.mean_acceptance_length(), 1.2);
+  }
+  const DecodeResult chain = decode(*target, drafter.get(), prompt, greedy(SpecMode::kDFlash, 0));
+  EXPECT_EQ(chain.tokens, ar.tokens) << preset << " dflash";
+}
+
+TEST(CpuDDTree, TinyOracle) { expect_lossless("tiny", DrafterKind::kOracle); }
+TEST(CpuDDTree, TinyRandom) { expect_lossless("tiny", DrafterKind::kRandom); }
+TEST(CpuDDTree, TinyDFlash) { expect_lossless("tiny", DrafterKind::kDFlash); }
+TEST(CpuDDTree, Tiny2Oracle) { expect_lossless("tiny2", DrafterKind::kOracle); }
+TEST(CpuDDTree, Tiny2Random) { expect_lossless("tiny2", DrafterKind::kRandom); }
+TEST(CpuDDTree, Tiny2DFlash) { expect_lossless("tiny2", DrafterKind::kDFlash); }
+
+TEST(CpuDDTree, RefusesADrafterForAnotherTarget) {
+  std::unique_ptr<TargetModel> tiny = make_cpu_target(test::synth_checkpoint("tiny").target);
+  EXPECT_THROW(make_cpu_dflash_drafter(test::synth_checkpoint("tiny2").draft, *tiny), Error);
+}
+
+}  // namespace
+}  // namespace kplan

@@ -1,0 +1,134 @@
+// The GPU runtime's mechanics on a toy plan of real NVRTC cubins: weights upload, step inputs,
+// one CUDA graph per bucket (and plain launches), bucket choice with padding, tree masks and the
+// KV commit, checked exactly against a host model. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "compiler/plan/plan_reader.h"
+#include "compiler/plan/plan_writer.h"
+#include "ir/error.h"
+#include "kplan/kplan.h"
+#include "runtime/gpu/gpu_executor.h"
+#include "runtime/gpu/gpu_target_model.h"
+#include "tests/unit/runtime/toy_plan.h"
+
+namespace kplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The GPU's arch, or "" (and the test skips) when there is none.
+std::string gpu_arch() {
+  gpu::DeviceInfo info;
+  std::string why;
+  if (!gpu::probe_device(&info, &why)) return "";
+  return info.arch;
+}
+
+#define REQUIRE_GPU()                                    \
+  const std::string arch = gpu_arch();                   \
+  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine"
+
+fs::path toy_plan_file(const std::string& arch, const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("kplan_gpu_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  plan::Plan p = testing::toy_plan({arch});
+  write_plan(p, dir / name);
+  return dir / name;
+}
+
+void expect_same(const Matrix& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.data.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got.data[i], want[i]) << what << " at " << i;
+}
+
+// Prefill (padded into the 4-token bucket), decode steps, a tree step with a partial commit.
+void run_sequence(gpu::GpuTargetModel& model) {
+  testing::ToyReference ref;
+  StepInput prefill{{5, 9, 2}, {0, 1, 2}, {}};
+  expect_same(model.forward(prefill).logits, ref.forward(prefill.tokens, prefill.positions, {}), "prefill");
+  model.commit(std::vector<int32_t>{0, 1, 2});
+  ref.commit({0, 1, 2});
+  for (int step = 0; step < 3; ++step) {
+    StepInput d{{11 + step}, {static_cast<int32_t>(model.cache_length())}, {}};
+    expect_same(model.forward(d).logits, ref.forward(d.tokens, d.positions, {}), "decode " + std::to_string(step));
+    model.commit(std::vector<int32_t>{0});
+    ref.commit({0});
+  }
+  // Tree: root 20, children 21 (depth 1) and 22 (depth 1), grandchild 23 under 22.
+  int32_t s = static_cast<int32_t>(model.cache_length());
+  StepInput tree{{20, 21, 22, 23}, {s, s + 1, s + 1, s + 2}, {0b0001, 0b0011, 0b0101, 0b1101}};
+  expect_same(model.forward(tree).logits, ref.forward(tree.tokens, tree.positions, tree.tree_mask), "tree");
+  model.commit(std::vector<int32_t>{0, 2, 3});
+  ref.commit({0, 2, 3});
+  EXPECT_EQ(model.cache_length(), 9);
+  StepInput after{{30}, {static_cast<int32_t>(model.cache_length())}, {}};
+  expect_same(model.forward(after).logits, ref.forward(after.tokens, after.positions, {}), "after the tree commit");
+}
+
+TEST(GpuRuntime, ToyPlanMatchesTheHostModelWithGraphs) {
+  REQUIRE_GPU();
+  auto p = std::make_shared<const plan::Plan>(plan::read_plan(toy_plan_file(arch, "graphs.kplan")));
+  gpu::GpuTargetModel model(p, "toy.kplan", {.use_graphs = true});
+  EXPECT_TRUE(model.executor().uses_graphs() || std::getenv("KPLAN_NO_GRAPHS"));
+  run_sequence(model);
+}
+
+TEST(GpuRuntime, ToyPlanMatchesTheHostModelWithPlainLaunches) {
+  REQUIRE_GPU();
+  auto p = std::make_shared<const plan::Plan>(plan::read_plan(toy_plan_file(arch, "plain.kplan")));
+  gpu::GpuTargetModel model(p, "toy.kplan", {.use_graphs = false});
+  EXPECT_FALSE(model.executor().uses_graphs());
+  run_sequence(model);
+}
+
+TEST(GpuRuntime, ResetStartsAnEmptyCache) {
+  REQUIRE_GPU();
+  auto p = std::make_shared<const plan::Plan>(plan::read_plan(toy_plan_file(arch, "reset.kplan")));
+  gpu::GpuTargetModel model(p, "toy.kplan");
+  run_sequence(model);
+  model.reset();
+  EXPECT_EQ(model.cache_length(), 0);
+  run_sequence(model);
+}
+
+TEST(GpuRuntime, RefusesAPlanForAnotherArch) {
+  REQUIRE_GPU();
+  const std::string other = arch == "sm_90" ? "sm_120" : "sm_90";
+  auto p = std::make_shared<const plan::Plan>(plan::read_plan(toy_plan_file(other, "other.kplan")));
+  try {
+    gpu::GpuTargetModel model(p, "other.kplan");
+    FAIL() << "a plan with only " << other << " cubins loaded on " << arch;
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "other.kplan: plan has " + other + " kernels only; this GPU is " + arch +
+                                         ": recompile with --arch " + arch);
+  }
+}
+
+TEST(GpuRuntime, CApiStepsAndBenchmarksTheToyPlan) {
+  REQUIRE_GPU();
+  fs::path file = toy_plan_file(arch, "capi.kplan");
+  kplan_plan* plan = nullptr;
+  ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &plan), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_session* s = nullptr;
+  ASSERT_EQ(kplan_session_create(plan, nullptr, &s), KPLAN_STATUS_OK) << kplan_error_last();
+  EXPECT_EQ(kplan_session_device(s), KPLAN_DEVICE_GPU);
+  int32_t tok[2] = {3, 4}, pos[2] = {0, 1};
+  std::vector<float> logits(2 * testing::kToyVocab);
+  ASSERT_EQ(kplan_session_step(s, tok, pos, 2, nullptr, logits.data()), KPLAN_STATUS_OK) << kplan_error_last();
+  testing::ToyReference ref;
+  std::vector<float> want = ref.forward({3, 4}, {0, 1}, {});
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(logits[i], want[i]) << i;
+  kplan_bench_result r{};
+  ASSERT_EQ(kplan_session_bench_decode(s, 50, 8, &r), KPLAN_STATUS_OK) << kplan_error_last();
+  EXPECT_GT(r.step_ms_median, 0.0);
+  EXPECT_LE(r.step_ms_min, r.step_ms_median);
+  EXPECT_EQ(r.context, 8);
+  kplan_session_destroy(s);
+  kplan_plan_close(plan);
+}
+
+}  // namespace
+}  // namespace kplan
