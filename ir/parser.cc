@@ -23,7 +23,7 @@ class Parser {
     expect('{');
     while (true) {
       skip();
-      if (peek() == '}') break;
+      if (peek() == '}' || pos_ >= s_.size()) break;
       function(*m);
     }
     expect('}');
@@ -161,10 +161,13 @@ class Parser {
     skip();
     char c = peek();
     if (c == '"') {
-      ++pos_;
+      size_t open = pos_++;
       std::string out;
       while (true) {
-        if (pos_ >= s_.size() || s_[pos_] == '\n') error("unterminated string");
+        if (pos_ >= s_.size() || s_[pos_] == '\n') {
+          pos_ = open;
+          error("unterminated string");
+        }
         char ch = s_[pos_++];
         if (ch == '"') break;
         if (ch == '\\') {
@@ -275,9 +278,13 @@ class Parser {
 
   void op(Function& fn) {
     std::vector<std::string> results;
+    std::vector<size_t> result_pos;
     skip();
+    const size_t op_start = pos_;
     if (peek() == '%') {
       while (true) {
+        skip();
+        result_pos.push_back(pos_);
         results.push_back(value_name());
         if (!accept(',')) break;
       }
@@ -321,13 +328,20 @@ class Parser {
         types.push_back(type());
         if (!accept(',')) break;
       }
-      if (types.size() != results.size())
+      if (types.size() != results.size()) {
+        pos_ = op_start;
         error(std::to_string(results.size()) + " results named but " +
               std::to_string(types.size()) + " types given");
+      }
     }
+    const size_t end = pos_;
     Op* o = fn.append(std::make_unique<Op>(*kind, std::move(operands), std::move(types),
                                            std::move(a)));
-    for (size_t i = 0; i < results.size(); ++i) define(results[i], o->result(i));
+    for (size_t i = 0; i < results.size(); ++i) {
+      pos_ = result_pos[i];  // errors point at the name
+      define(results[i], o->result(i));
+    }
+    pos_ = end;
   }
 };
 

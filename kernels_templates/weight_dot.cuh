@@ -43,11 +43,11 @@ __device__ __forceinline__ void dot_bf16(const void* w_row, const void* x, i64 x
   }
 }
 
-// compressed-tensors pack-quantized INT4 row, group 32, symmetric:
+// compressed-tensors pack-quantized INT4 row, group 32, symmetric (OPS matmul_int4):
 //   w_packed int32 [K/8]: weight k is nibble (k % 8) of word k / 8, low nibble first, value q
-//   in [0, 15] meaning q - 8; w_scale bf16 [K/32]. Dequantised weight = bf16((q - 8) * scale),
-// rounded to bf16 as compressed-tensors' dequantisation does (its result has the scale's dtype).
-// Each lane takes whole groups (4 words = one 16-byte load).
+//   in [0, 15] meaning q - 8; w_scale bf16 [K/32]. Dequantised weight = (q - 8) * scale in f32
+// (exact, as the CPU reference computes it), so each group's dot product is taken with the
+// integers and scaled once. Each lane takes whole groups (4 words = one 16-byte load).
 template <int K, int X_DT, int NT>
 __device__ __forceinline__ void dot_int4(const void* w_packed, const void* w_scale, const void* x,
                                          i64 x_stride, int nt, float acc[NT]) {
@@ -61,10 +61,7 @@ __device__ __forceinline__ void dot_int4(const void* w_packed, const void* w_sca
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int v = static_cast<int>((words[i] >> (4 * j)) & 15u) - 8;
-        w[i * 8 + j] = round_to_bf16(static_cast<float>(v) * scale);
-      }
+      for (int j = 0; j < 8; ++j) w[i * 8 + j] = static_cast<float>(static_cast<int>((words[i] >> (4 * j)) & 15u) - 8);
     }
 #pragma unroll
     for (int r = 0; r < NT; ++r) {
@@ -72,7 +69,7 @@ __device__ __forceinline__ void dot_int4(const void* w_packed, const void* w_sca
         float s = 0.f;
 #pragma unroll
         for (int j = 0; j < 32; ++j) s += w[j] * load<X_DT>(x, r * x_stride + g * 32 + j);
-        acc[r] += s;
+        acc[r] += s * scale;
       }
     }
   }

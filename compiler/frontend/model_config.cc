@@ -1,8 +1,11 @@
 #include "compiler/frontend/model_config.h"
 
 #include <cmath>
-#include <regex>
+#include <memory>
 #include <unordered_map>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +21,47 @@ namespace {
 bool is_text_model_type(const std::string& t) { return t == "deepseek_v3" || t == "kimi_k2"; }
 constexpr const char* kWrapperType = "kimi_k25";
 constexpr const char* kWrapperTensorPrefix = "language_model.";
+
+// One compiled "re:" ignore pattern. PCRE2 reads Python's regex syntax and, with the JIT, keeps
+// K2.6's ~70k module lookups fast (std::regex took over a second).
+class IgnorePattern {
+ public:
+  explicit IgnorePattern(const std::string& pattern) {
+    int err = 0;
+    PCRE2_SIZE offset = 0;
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_ANCHORED, &err,
+                          &offset, nullptr);
+    if (code_) {
+      pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // falls back to the interpreter on failure
+      match_ = pcre2_match_data_create_from_pattern(code_, nullptr);
+    }
+  }
+  ~IgnorePattern() {
+    pcre2_match_data_free(match_);
+    pcre2_code_free(code_);
+  }
+  IgnorePattern(const IgnorePattern&) = delete;
+  IgnorePattern& operator=(const IgnorePattern&) = delete;
+
+  bool valid() const { return code_ != nullptr; }
+  // Python re.match semantics (compressed-tensors' rule): anchored at the start, not the end.
+  bool matches_prefix(const std::string& s) const {
+    return code_ && pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, match_, nullptr) >= 0;
+  }
+
+ private:
+  pcre2_code* code_ = nullptr;
+  pcre2_match_data* match_ = nullptr;
+};
+
+// Compiled once per "re:<regex>" entry and thread (match data is per-thread state).
+const IgnorePattern& ignore_pattern(const std::string& entry) {
+  thread_local std::unordered_map<std::string, std::unique_ptr<IgnorePattern>> cache;
+  auto& slot = cache[entry];
+  if (!slot) slot = std::make_unique<IgnorePattern>(entry.substr(3));
+  return *slot;
+}
+
 
 void require_positive(const JsonFields& f, const std::string& key, int64_t v) {
   if (v <= 0) f.fail(key, "must be positive, got " + std::to_string(v));
@@ -68,11 +112,8 @@ QuantConfig parse_quant(const JsonFields& q) {
   c.ignore = q.opt_string_list("ignore");
   for (size_t i = 0; i < c.ignore.size(); ++i) {
     if (c.ignore[i].rfind("re:", 0) != 0) continue;
-    try {
-      std::regex re(c.ignore[i].substr(3), std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
+    if (!ignore_pattern(c.ignore[i]).valid())
       q.fail("ignore", "element " + std::to_string(i) + ": bad regular expression '" + c.ignore[i] + "'");
-    }
   }
   return c;
 }
@@ -203,23 +244,12 @@ ModelConfig parse_text_model(const JsonFields& t, const JsonFields& root) {
 
 }  // namespace
 
-namespace {
-// Compiling a std::regex is slow and K2.6 asks about ~70k modules; keep each pattern compiled.
-const std::regex& compiled_ignore_pattern(const std::string& pattern) {
-  thread_local std::unordered_map<std::string, std::regex> cache;
-  auto it = cache.find(pattern);
-  if (it == cache.end()) it = cache.emplace(pattern, std::regex(pattern, std::regex::ECMAScript)).first;
-  return it->second;
-}
-}  // namespace
-
 bool QuantConfig::is_quantized(const std::string& module_name) const {
   if (!enabled) return false;
   for (const auto& pattern : ignore) {
     if (pattern.rfind("re:", 0) == 0) {
       // compressed-tensors matches "re:" patterns with Python's re.match: anchored at the start.
-      const std::regex& re = compiled_ignore_pattern(pattern.substr(3));
-      if (std::regex_search(module_name, re, std::regex_constants::match_continuous)) return false;
+      if (ignore_pattern(pattern).matches_prefix(module_name)) return false;
     } else if (pattern == module_name) {
       return false;
     }

@@ -100,7 +100,8 @@ Matrix CpuDFlashDrafter::depth_logits(int32_t bonus_token, int32_t bonus_positio
     args["dk." + std::to_string(l)] = dk_[l];
     args["dv." + std::to_string(l)] = dv_[l];
   }
-  const Tensor& logits = *draft_->run(args).at("logits");
+  const TensorPtr out = draft_->run(args).at("logits");
+  const Tensor& logits = *out;
   Matrix m;
   m.rows = logits.shape.at(0);
   m.cols = logits.shape.at(1);

@@ -1,5 +1,8 @@
 #include "runtime/ddtree/oracle_drafter.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "runtime/ddtree/log_softmax.h"
 
 namespace kplan {
@@ -29,7 +32,13 @@ Matrix OracleDrafter::propose(int32_t, int32_t bonus_position) {
         proposed = static_cast<int32_t>(random_.uniform_int(vocab_));
       } while (proposed == truth && vocab_ > 1);
     }
-    row[proposed] += 6.0f;
+    // Calibrated: the proposed token gets probability p_correct (kept inside (0, 1)), so the
+    // tree builder weighs depth against breadth as it would for a drafter that good.
+    const double p = std::clamp(p_correct_, 1e-3, 0.999);
+    double others = 0.0;
+    for (int64_t v = 0; v < vocab_; ++v)
+      if (v != proposed) others += std::exp(static_cast<double>(row[v]));
+    row[proposed] = static_cast<float>(std::log(p / (1.0 - p) * others));
   }
   log_softmax_rows(logits);
   return logits;

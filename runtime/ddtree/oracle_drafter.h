@@ -1,8 +1,9 @@
 #pragma once
 // A drafter for tests and measurements that is told the target's true continuation (e.g. from a
 // greedy AR run first): at each depth it proposes the true token at that position with
-// probability `p_correct`, else a random other token. The proposed token gets most of the
-// probability mass; the rest get small random logits, so a tree still has branches below it.
+// probability `p_correct`, else a random other token. The proposed token gets probability
+// p_correct (calibrated); the rest share the remainder through small random logits, so a tree
+// still has branches beside it.
 #include <cstdint>
 #include <vector>
 

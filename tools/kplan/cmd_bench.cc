@@ -1,13 +1,99 @@
-// kplan bench: not implemented yet (its issue has not landed).
+// kplan bench: the GPU runtime's measured speed on a plan: plan load time, and the AR decode step
+// (graph replay of the 1-token bucket, GPU time by CUDA events, median of --steps replays) with
+// the bandwidth it achieves against the bytes the step must read (weights + KV cache).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "ir/error.h"
+#include "kplan/kplan.h"
+#include "kplan/session_target_model.h"
 #include "tools/kplan/commands.h"
 
 namespace kplan::cli {
 
+namespace {
+
+std::string mib(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f MiB", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+struct BenchArgs {
+  std::string plan, json_out;
+  int steps = 200;
+  int64_t context = 128;
+  bool no_graphs = false;
+};
+
+void run_bench(const BenchArgs& a) {
+  if (a.steps <= 0) throw Error("--steps must be positive");
+  kplan_device_info dev{};
+  api_check(kplan_device_probe(&dev));
+
+  auto t0 = std::chrono::steady_clock::now();
+  PlanHandle plan(a.plan, true);
+  double open_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  kplan_plan_info info{};
+  api_check(kplan_plan_info_get(plan.get(), &info));
+  int64_t context = std::min<int64_t>(a.context, info.max_context - 1);
+  SessionTargetModel session(plan, kplan_session_options{KPLAN_DEVICE_GPU, a.no_graphs ? 0 : 1, 0});
+  kplan_bench_result r{};
+  api_check(kplan_session_bench_decode(session.session(), a.steps, context, &r));
+
+  std::printf("device:            %s (%s, %d SMs)\n", dev.name, dev.arch, dev.sm_count);
+  std::printf("plan:              %s (%s of weights)\n", a.plan.c_str(), mib(static_cast<double>(info.weight_bytes)).c_str());
+  std::printf("plan open:         %.3f s (map + verify checksums)\n", open_s);
+  std::printf("session load:      %.3f s (cubins, weight upload, %s)\n", r.load_seconds,
+              a.no_graphs ? "no graphs" : "CUDA graphs");
+  std::printf("decode step:       median %.4f ms, min %.4f ms, p90 %.4f ms (%d replays, context %lld)\n",
+              r.step_ms_median, r.step_ms_min, r.step_ms_p90, r.steps, static_cast<long long>(r.context));
+  std::printf("bytes per step:    %s (decode weights %s + KV %s)\n", mib(r.read_bytes).c_str(),
+              mib(static_cast<double>(info.decode_read_bytes)).c_str(),
+              mib(r.read_bytes - static_cast<double>(info.decode_read_bytes)).c_str());
+  std::printf("achieved:          %.2f GB/s\n", r.achieved_gbps);
+
+  if (!a.json_out.empty()) {
+    nlohmann::json j = {{"plan", a.plan},
+                        {"device", dev.name},
+                        {"arch", dev.arch},
+                        {"graphs", !a.no_graphs},
+                        {"plan_open_s", open_s},
+                        {"session_load_s", r.load_seconds},
+                        {"steps", r.steps},
+                        {"context", r.context},
+                        {"decode_step_ms_median", r.step_ms_median},
+                        {"decode_step_ms_min", r.step_ms_min},
+                        {"decode_step_ms_p90", r.step_ms_p90},
+                        {"read_bytes_per_step", r.read_bytes},
+                        {"decode_weight_bytes", info.decode_read_bytes},
+                        {"kv_bytes_per_token", info.kv_bytes_per_token},
+                        {"achieved_gb_per_s", r.achieved_gbps},
+                        {"weight_bytes", info.weight_bytes}};
+    std::ofstream out(a.json_out);
+    if (!out) throw Error("cannot write " + a.json_out);
+    out << j.dump(2) << "\n";
+  }
+}
+
+}  // namespace
+
 void register_bench(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "(not yet implemented)");
-  cmd->allow_extras();
-  cmd->callback([] { throw Error("kplan bench: not yet implemented"); });
+  auto args = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Measure a plan on the GPU: load time and AR decode step time / bandwidth");
+  cmd->add_option("plan", args->plan, "the .kplan file")->required();
+  cmd->add_option("--steps", args->steps, "timed decode replays (median reported)")->capture_default_str();
+  cmd->add_option("--context", args->context, "cached positions the decode step attends (clamped to the plan)")
+      ->capture_default_str();
+  cmd->add_option("--json", args->json_out, "also write the figures as JSON to this file");
+  cmd->add_flag("--no-graphs", args->no_graphs, "plain launches instead of CUDA graph replay");
+  cmd->callback([args] { run_bench(*args); });
 }
 
 }  // namespace kplan::cli

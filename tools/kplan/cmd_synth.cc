@@ -1,6 +1,7 @@
 // kplan synth: writes a HuggingFace-format checkpoint with seeded random weights, from a named
 // preset or from any config.json, and optionally a matching DFlash drafter.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -38,7 +39,10 @@ nlohmann::json read_json(const std::string& file) {
 
 void run_synth(const SynthArgs& a) {
   if (a.preset.empty() == a.config_file.empty())
-    throw Error("kplan synth: give either a PRESET or --config FILE (presets: tiny, tiny2, tiny-yarn)");
+    throw Error("synth: give either a PRESET or --config FILE (presets: tiny, tiny2, tiny-yarn)");
+  if (!a.draft_dir.empty() &&
+      std::filesystem::weakly_canonical(a.draft_dir) == std::filesystem::weakly_canonical(a.out_dir))
+    throw Error("synth: --draft " + a.draft_dir + " is the --out directory; the drafter needs its own");
 
   SynthOptions options;
   options.seed = a.seed;

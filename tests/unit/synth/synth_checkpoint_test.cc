@@ -173,6 +173,20 @@ TEST(SynthPresets, NumbersAreTheSharedOnes) {
   EXPECT_NE(error_of([] { preset_config("huge"); }).find("unknown synth preset 'huge'"), std::string::npos);
 }
 
+TEST(SynthPresets, DrafterForAnyTarget) {
+  const ModelConfig k26 = load_model_config(fs::path(KPLAN_TEST_DATA_DIR) / "kimi-k2.6/config.json");
+  const DraftConfig d = draft_config_for(k26);
+  EXPECT_EQ(d.hidden_size, 7168);
+  EXPECT_EQ(d.intermediate_size, 2 * 7168);
+  EXPECT_EQ(d.vocab_size, k26.vocab_size);
+  EXPECT_EQ(d.mask_token_id, k26.vocab_size - 1);
+  EXPECT_EQ(d.num_target_layers, 61);
+  EXPECT_EQ(d.target_layer_ids, (std::vector<int64_t>{1, 20, 40, 60}));  // deep target: 4, spread
+  EXPECT_EQ(d.rope_scaling.type, "yarn");
+  EXPECT_EQ(d.rope_scaling.factor, k26.rope_scaling.factor);
+  check_draft_fits_target(d, k26);
+}
+
 TEST(SynthDeterminism, SameSeedSameBytesDifferentSeedDifferentBytes) {
   TempDir dir("determinism");
   synthesize_target(preset_config("tiny2"), dir.path() / "a", {.seed = 11});
@@ -191,7 +205,7 @@ TEST(SynthDeterminism, SameSeedSameBytesDifferentSeedDifferentBytes) {
 TEST(SynthDeterminism, KnownValues) {
   // Pinned values: if these change, every golden made from a synthetic checkpoint is stale.
   const std::vector<float> v = synth_values(1, "model.embed_tokens.weight", {4});
-  const uint16_t expected[4] = {0x3F08, 0xBFAD, 0xBEA7, 0xBFD1}  // 0.53, -1.35, -0.33, -1.63;
+  const uint16_t expected[4] = {0x3F08, 0xBFAD, 0xBEA7, 0xBFD1};  // 0.53, -1.35, -0.33, -1.63
   for (int i = 0; i < 4; ++i) EXPECT_EQ(float_to_bf16(v[i]), expected[i]) << i;
 }
 

@@ -4,7 +4,10 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "compiler/frontend/model_config.h"
 #include "compiler/frontend/safetensors.h"
@@ -76,6 +79,77 @@ TEST(SynthCli, FromConfigFileWritesItBackVerbatim) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(read_file(dir.path() / "src" / "config.json"), read_file(dir.path() / "copy" / "config.json"));
   EXPECT_EQ(read_file(dir.path() / "src" / "model.safetensors"), read_file(dir.path() / "copy" / "model.safetensors"));
+}
+
+std::string sha256_of(const fs::path& file) {
+  FILE* pipe = ::popen(("sha256sum '" + file.string() + "'").c_str(), "r");
+  if (!pipe) return "";
+  char buf[65] = {};
+  size_t n = std::fread(buf, 1, 64, pipe);
+  ::pclose(pipe);
+  return std::string(buf, n);
+}
+
+// The HuggingFace goldens were computed from checkpoints this CLI wrote; each golden records its
+// synth arguments and the files' sha256. Re-synthesising must give the very same bytes, or
+// every golden comparison downstream would be against a different model.
+TEST(SynthCli, ReproducesTheGoldenCheckpoints) {
+  const fs::path goldens = fs::path(KPLAN_TEST_DATA_DIR) / "goldens";
+  if (!fs::exists(goldens)) GTEST_SKIP() << "no goldens in " << goldens;
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(goldens)) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    const nlohmann::json golden = nlohmann::json::parse(in);
+    TempDir dir("golden");
+    auto synth_and_compare = [&](const nlohmann::json& part, const std::string& sub) {
+      std::string args;
+      for (const auto& a : part.at("synth_args")) args += " '" + a.get<std::string>() + "'";
+      const fs::path out = dir.path() / sub;
+      RunResult r = run_kplan("synth" + args + " --out " + out.string());
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      for (const auto& [file, sha] : part.at("checkpoint_sha256").items()) {
+        EXPECT_EQ(sha256_of(out / file), sha.get<std::string>()) << entry.path().filename() << " " << sub << "/" << file;
+        ++checked;
+      }
+    };
+    synth_and_compare(golden, "target");
+    // A drafter is written with --draft beside its target; the same arguments name it.
+    if (golden.contains("draft") && golden["draft"].contains("checkpoint_sha256")) {
+      std::string args;
+      for (const auto& a : golden["draft"].at("synth_args")) args += " '" + a.get<std::string>() + "'";
+      const fs::path draft = dir.path() / "draft";
+      RunResult r = run_kplan("synth" + args + " --out " + (dir.path() / "t2").string() + " --draft " + draft.string());
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      for (const auto& [file, sha] : golden["draft"]["checkpoint_sha256"].items()) {
+        EXPECT_EQ(sha256_of(draft / file), sha.get<std::string>()) << entry.path().filename() << " draft/" << file;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(SynthCli, MultimodalWrapperConfigGivesPrefixedTensors) {
+  // A K2.6-style kimi_k25 wrapper around a tiny text model: tensors carry "language_model.",
+  // and --int4 adds a K2.6-like quantization_config to the file, which is otherwise kept.
+  TempDir dir("cli_wrapper");
+  nlohmann::json text = model_config_to_json(preset_config("tiny"));
+  text["model_type"] = "kimi_k2";
+  const nlohmann::json wrapper = {{"model_type", "kimi_k25"}, {"text_config", text}, {"vision_config", nlohmann::json::object()}};
+  std::ofstream(dir.path() / "wrapper.json") << wrapper.dump(2);
+  RunResult r = run_kplan("synth --config " + (dir.path() / "wrapper.json").string() + " --int4 --out " +
+                          (dir.path() / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const ModelConfig c = load_model_config(dir.path() / "out" / "config.json");
+  EXPECT_EQ(c.tensor_prefix, "language_model.");
+  EXPECT_TRUE(c.quant.enabled);
+  std::ifstream in(dir.path() / "out" / "config.json");
+  EXPECT_EQ(nlohmann::json::parse(in)["text_config"], text);
+  auto ckpt = SafetensorsCheckpoint::open(dir.path() / "out");
+  EXPECT_TRUE(ckpt.contains("language_model.model.embed_tokens.weight"));
+  EXPECT_TRUE(ckpt.contains("language_model.model.layers.1.mlp.experts.7.down_proj.weight_packed"));
+  EXPECT_EQ(ckpt.names().size(), target_tensor_specs(c).size());
 }
 
 TEST(SynthCli, UnknownPresetIsOneClearLine) {

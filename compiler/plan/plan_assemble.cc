@@ -1,0 +1,109 @@
+#include "compiler/plan/plan_assemble.h"
+
+#include <cuda.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "compiler/codegen/nvrtc_compile.h"
+#include "compiler/plan/plan_writer.h"
+#include "ir/error.h"
+
+namespace kplan::plan {
+namespace {
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error("cannot read " + p.string());
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string config_text(const std::filesystem::path& dir) {
+  // Accept the directory or its config.json, as the frontend does.
+  return read_text(std::filesystem::is_directory(dir) ? dir / "config.json" : dir);
+}
+
+}  // namespace
+
+std::vector<Weight> checkpoint_weights(const SafetensorsCheckpoint& checkpoint, const std::vector<TensorSpec>& specs) {
+  std::vector<Weight> out;
+  out.reserve(specs.size());
+  for (const TensorSpec& spec : specs) {
+    const TensorView& t = checkpoint.get(spec.name);
+    Weight w;
+    w.name = t.name;
+    w.dtype = t.dtype;
+    w.shape = t.shape;
+    w.layout = spec.role == TensorRole::PackedInt4 ? "ct_pack_quantized_int4" : "row_major";
+    w.view = t.bytes;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const AssembleOptions& options,
+                   codegen::CompileStats* stats) {
+  if (options.archs.empty()) throw Error("kplan compile: no --arch given");
+  Plan p;
+  for (const std::string& a : options.archs) p.header.archs.push_back(codegen::canonical_arch(a));
+  p.header.compiler_version = "0.1.0";
+  p.header.cuda_version = std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
+  p.header.nvrtc_version = codegen::nvrtc_version();
+  p.header.limits = lowered.limits;
+
+  p.model_config_json = config_text(sources.model_dir);
+  if (sources.draft_dir) p.draft_config_json = config_text(*sources.draft_dir);
+  std::filesystem::path dir =
+      std::filesystem::is_directory(sources.model_dir) ? sources.model_dir : sources.model_dir.parent_path();
+  if (std::filesystem::exists(dir / "tokenizer.json")) {
+    std::string tok = read_text(dir / "tokenizer.json");
+    p.tokenizer.assign(tok.begin(), tok.end());
+  }
+  p.ir_text = sources.ir_text;
+
+  codegen::CompileOptions copt = options.kernels;
+  copt.archs = p.header.archs;
+  std::vector<codegen::KernelInstance> built = codegen::compile_kernels(lowered.kernels, copt, stats);
+  const size_t n_arch = p.header.archs.size();
+  for (size_t k = 0; k < lowered.kernels.size(); ++k) {
+    const codegen::KernelSource& src = lowered.kernels[k];
+    Kernel kern;
+    kern.id = src.id;
+    kern.entry = src.entry;
+    kern.family = src.family;
+    for (const codegen::KernelParam& c : src.params) kern.constants.push_back({c.name, c.value});
+    for (const codegen::KernelArg& a : src.signature) {
+      switch (a.kind) {
+        case codegen::ArgKind::DevicePtr: kern.params.push_back(ParamType::Pointer); break;
+        case codegen::ArgKind::I32: kern.params.push_back(ParamType::I32); break;
+        case codegen::ArgKind::F32: kern.params.push_back(ParamType::F32); break;
+      }
+      kern.param_names.push_back(a.name);
+    }
+    for (size_t a = 0; a < n_arch; ++a) {
+      codegen::KernelInstance& inst = built[k * n_arch + a];
+      if (a == 0) kern.cache_key = inst.cache_key;
+      kern.binaries.push_back({inst.arch, std::move(inst.cubin)});
+    }
+    p.kernels.push_back(std::move(kern));
+  }
+
+  p.weights = std::move(lowered.weights);
+  p.buffers = std::move(lowered.buffers);
+  bool placed = false;
+  for (const BufferSlot& s : p.buffers.slots) placed |= s.offset != 0;
+  if (!placed) assign_arena_offsets(p.buffers);
+  p.step_inputs = std::move(lowered.step_inputs);
+  p.kv_caches = std::move(lowered.kv_caches);
+  p.buckets = std::move(lowered.buckets);
+  return p;
+}
+
+Plan write_plan_from_compile(const PlanSources& sources, LoweredPlan lowered, const AssembleOptions& options,
+                             const std::filesystem::path& out, codegen::CompileStats* stats) {
+  Plan p = assemble_plan(sources, std::move(lowered), options, stats);
+  write_plan(p, out);
+  return p;
+}
+
+}  // namespace kplan::plan

@@ -1,0 +1,41 @@
+#pragma once
+// Assembling a Plan from a compile: the lowered launch program, its kernels compiled for every
+// requested arch (through the kernel cache), and what the runtime and `kplan inspect` read
+// beside them (config.json text, tokenizer.json, the final IR, tool versions).
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/compile_kernels.h"
+#include "compiler/frontend/safetensors.h"
+#include "compiler/frontend/tensor_spec.h"
+#include "compiler/plan/lowered_plan.h"
+#include "compiler/plan/plan_model.h"
+
+namespace kplan::plan {
+
+struct PlanSources {
+  std::filesystem::path model_dir;                 // config.json (+ tokenizer.json when present)
+  std::optional<std::filesystem::path> draft_dir;  // the drafter's config.json
+  std::string ir_text;                             // the final IR, printed
+};
+
+struct AssembleOptions {
+  std::vector<std::string> archs = {"sm_90"};
+  codegen::CompileOptions kernels;  // its archs are replaced by `archs`
+};
+
+// Throws kplan::Error (NVRTC failures carry the kernel id and log).
+Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const AssembleOptions& options,
+                   codegen::CompileStats* stats = nullptr);
+
+// Weight entries viewing a checkpoint's tensors for `specs`, in spec order (checkpoint names,
+// dtypes, shapes and bytes unchanged): what lowering starts from for weights used as they are.
+std::vector<Weight> checkpoint_weights(const SafetensorsCheckpoint& checkpoint, const std::vector<TensorSpec>& specs);
+
+// `kplan compile -o`: assemble and write in one call; prints nothing. Returns the plan written.
+Plan write_plan_from_compile(const PlanSources& sources, LoweredPlan lowered, const AssembleOptions& options,
+                             const std::filesystem::path& out, codegen::CompileStats* stats = nullptr);
+
+}  // namespace kplan::plan

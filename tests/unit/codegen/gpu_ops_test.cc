@@ -1,0 +1,563 @@
+// Every kernel template against the CPU reference ops (runtime/cpu), one op at a time, on the
+// GPU: odd and aligned widths, f32 and bf16 storage, tile edges, strided views, tree masks,
+// clamped indices. Skips where there is no GPU (CI); run on the device machine with
+//   codegen_tests --gtest_filter='GpuOps*'
+// Tolerances: f32 storage 1e-4 relative to the output's largest magnitude (only summation
+// order differs), bf16 storage 1e-2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "compiler/codegen/compile_kernels.h"
+#include "compiler/codegen/launch_geometry.h"
+#include "compiler/codegen/model_kernels.h"
+#include "compiler/codegen/rope_args.h"
+#include "compiler/frontend/int4_pack.h"
+#include "ir/dtype.h"
+#include "runtime/cpu/basic_ops.h"
+#include "runtime/cpu/dflash_attention.h"
+#include "runtime/cpu/mla_attention.h"
+#include "runtime/cpu/moe.h"
+#include "runtime/cpu/rope.h"
+#include "runtime/gpu/cuda_driver.h"
+
+namespace kplan::codegen {
+namespace {
+
+using gpu::CudaDriver;
+
+// ---------------------------------------------------------------------------------------------
+// A tiny harness: one context, device buffers, kernels compiled for this GPU's arch and launched
+// with the geometry launch_dims() gives.
+
+struct DevBuf {
+  CUdeviceptr ptr = 0;
+  size_t bytes = 0;
+};
+
+class Gpu {
+ public:
+  static Gpu* get() {
+    static std::string why;
+    static std::unique_ptr<Gpu> gpu = [] {
+      const CudaDriver* cu = gpu::cuda_driver(&why);
+      if (!cu) return std::unique_ptr<Gpu>();
+      int count = 0;
+      if (cu->cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) {
+        why = "no GPU: no CUDA device";
+        return std::unique_ptr<Gpu>();
+      }
+      return std::unique_ptr<Gpu>(new Gpu(*cu));
+    }();
+    if (!gpu) std::fprintf(stderr, "%s\n", why.c_str());
+    return gpu.get();
+  }
+
+  DevBuf alloc(size_t bytes) {
+    DevBuf b;
+    b.bytes = std::max<size_t>(bytes, 4);
+    gpu::cuda_check(cu_, cu_.cuMemAlloc(&b.ptr, b.bytes), "cuMemAlloc");
+    gpu::cuda_check(cu_, cu_.cuMemsetD8Async(b.ptr, 0, b.bytes, nullptr), "cuMemset");
+    owned_.push_back(b.ptr);
+    return b;
+  }
+  DevBuf upload(const void* data, size_t bytes) {
+    DevBuf b = alloc(bytes);
+    gpu::cuda_check(cu_, cu_.cuMemcpyHtoD(b.ptr, data, bytes), "cuMemcpyHtoD");
+    return b;
+  }
+  template <typename T>
+  DevBuf upload(const std::vector<T>& v) { return upload(v.data(), v.size() * sizeof(T)); }
+  // f32 values stored as `t` (bf16: rounded to nearest even).
+  DevBuf upload_as(const std::vector<float>& v, ElemType t) {
+    if (t == ElemType::F32) return upload(v);
+    std::vector<uint16_t> bits(v.size());
+    for (size_t i = 0; i < v.size(); ++i) bits[i] = float_to_bf16(v[i]);
+    return upload(bits);
+  }
+  template <typename T>
+  std::vector<T> download(const DevBuf& b, size_t n) {
+    sync();
+    std::vector<T> out(n);
+    gpu::cuda_check(cu_, cu_.cuMemcpyDtoH(out.data(), b.ptr, n * sizeof(T)), "cuMemcpyDtoH");
+    return out;
+  }
+  std::vector<float> download_as(const DevBuf& b, size_t n, ElemType t) {
+    if (t == ElemType::F32) return download<float>(b, n);
+    std::vector<float> out(n);
+    const std::vector<uint16_t> bits = download<uint16_t>(b, n);
+    for (size_t i = 0; i < n; ++i) out[i] = bf16_to_float(bits[i]);
+    return out;
+  }
+
+  struct Arg {
+    ArgKind kind;
+    uint64_t u = 0;
+    int32_t i = 0;
+    float f = 0;
+  };
+  static Arg ptr(const DevBuf& b, size_t byte_offset = 0) { return {ArgKind::DevicePtr, b.ptr + byte_offset}; }
+  static Arg null() { return {ArgKind::DevicePtr, 0}; }
+  static Arg i32(int64_t v) { return {ArgKind::I32, 0, static_cast<int32_t>(v)}; }
+  static Arg f32(float v) { return {ArgKind::F32, 0, 0, v}; }
+
+  void launch(const KernelSource& k, int64_t rows, const std::vector<Arg>& args, int64_t batch = 1) {
+    ASSERT_EQ(args.size(), k.signature.size()) << k.id;
+    std::vector<void*> params;
+    for (size_t a = 0; a < args.size(); ++a) {
+      ASSERT_EQ(args[a].kind, k.signature[a].kind) << k.id << " argument " << k.signature[a].name;
+      const Arg& arg = args[a];
+      params.push_back(arg.kind == ArgKind::DevicePtr ? const_cast<uint64_t*>(&arg.u)
+                       : arg.kind == ArgKind::I32   ? static_cast<void*>(const_cast<int32_t*>(&arg.i))
+                                                    : static_cast<void*>(const_cast<float*>(&arg.f)));
+    }
+    const LaunchDims d = launch_dims(k, rows, batch);
+    gpu::cuda_check(cu_, cu_.cuLaunchKernel(function(k), d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1],
+                                            d.block[2], d.smem_bytes, nullptr, params.data(), nullptr),
+                    "launch " + k.id);
+    sync();
+  }
+
+  void sync() { gpu::cuda_check(cu_, cu_.cuCtxSynchronize(), "kernel execution"); }
+
+ private:
+  explicit Gpu(const CudaDriver& cu) : cu_(cu) {
+    CUdevice dev;
+    gpu::cuda_check(cu_, cu_.cuDeviceGet(&dev, 0), "cuDeviceGet");
+    int major = 0, minor = 0;
+    cu_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    cu_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    arch_ = "sm_" + std::to_string(major * 10 + minor);
+    CUcontext ctx;
+    gpu::cuda_check(cu_, cu_.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    gpu::cuda_check(cu_, cu_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  }
+
+  CUfunction function(const KernelSource& k) {
+    auto it = functions_.find(k.id);
+    if (it != functions_.end()) return it->second;
+    CompileOptions o;
+    o.archs = {arch_};
+    o.progress = [](const std::string&) {};
+    const std::vector<KernelInstance> inst = compile_kernels({k}, o);
+    CUmodule module;
+    gpu::cuda_check(cu_, cu_.cuModuleLoadData(&module, inst[0].cubin.data()), "load " + k.id);
+    CUfunction f;
+    gpu::cuda_check(cu_, cu_.cuModuleGetFunction(&f, module, k.entry.c_str()), "entry " + k.entry);
+    functions_[k.id] = f;
+    return f;
+  }
+
+  const CudaDriver& cu_;
+  std::string arch_;
+  std::map<std::string, CUfunction> functions_;
+  std::vector<CUdeviceptr> owned_;  // freed with the process: a test binary
+};
+
+#define REQUIRE_GPU()                                     \
+  Gpu* gpu = Gpu::get();                                  \
+  if (!gpu) GTEST_SKIP() << "no GPU on this machine";
+
+// Deterministic values in [-scale, scale), rounded to bf16 when `bf16` (weights, and inputs
+// the GPU stores as bf16), so the CPU oracle sees exactly what the GPU reads.
+std::vector<float> random_values(size_t n, uint64_t seed, float scale = 1.f, bool bf16 = false) {
+  std::vector<float> v(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = (static_cast<float>((s >> 40) & 0xffffff) / 16777216.f * 2.f - 1.f) * scale;
+    if (bf16) x = bf16_to_float(float_to_bf16(x));
+  }
+  return v;
+}
+
+std::vector<uint16_t> to_bf16_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) bits[i] = float_to_bf16(v[i]);
+  return bits;
+}
+
+Matrix matrix(int64_t rows, int64_t cols, std::vector<float> data) {
+  Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = std::move(data);
+  return m;
+}
+
+// max |got - want| relative to max |want|.
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double err = 0, mag = 1e-12;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(got[i] - want[i])));
+    mag = std::max(mag, static_cast<double>(std::fabs(want[i])));
+  }
+  return err / mag;
+}
+
+double tolerance(ElemType storage) { return storage == ElemType::F32 ? 1e-4 : 1e-2; }
+
+const ElemType F32 = ElemType::F32, BF16 = ElemType::BF16;
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(GpuOps, EmbeddingClampsIds) {
+  REQUIRE_GPU();
+  for (auto [hidden, out_t] : {std::pair<int64_t, ElemType>{24, F32}, {64, BF16}}) {
+    const int64_t vocab = 50;
+    const std::vector<float> table = random_values(vocab * hidden, 1, 1.f, true);
+    const std::vector<int32_t> ids = {3, 0, 49, -5, 77};
+    DevBuf d_table = gpu->upload(to_bf16_bits(table)), d_ids = gpu->upload(ids);
+    DevBuf d_out = gpu->alloc(ids.size() * hidden * 4);
+    const KernelSource k = embedding_kernel(hidden, out_t);
+    gpu->launch(k, ids.size(), {Gpu::ptr(d_ids), Gpu::ptr(d_table), Gpu::ptr(d_out), Gpu::i32(ids.size()), Gpu::i32(vocab)});
+    const std::vector<float> got = gpu->download_as(d_out, ids.size() * hidden, out_t);
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const int64_t id = std::clamp<int64_t>(ids[t], 0, vocab - 1);
+      for (int64_t j = 0; j < hidden; ++j) ASSERT_EQ(got[t * hidden + j], table[id * hidden + j]) << k.id << " t=" << t;
+    }
+  }
+}
+
+TEST(GpuOps, RmsNormStridedRows) {
+  REQUIRE_GPU();
+  for (auto [d, out_t] : {std::pair<int64_t, ElemType>{333, F32}, {256, BF16}, {64, F32}}) {
+    const int64_t rows = 5, x_stride = d + 7, y_stride = d;
+    const std::vector<float> x = random_values(rows * x_stride, 2, 3.f), w = random_values(d, 3, 1.f, true);
+    DevBuf d_x = gpu->upload(x), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->alloc(rows * y_stride * 4);
+    const KernelSource k = rms_norm_kernel(d, F32, out_t);
+    gpu->launch(k, rows, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(rows), Gpu::i32(x_stride), Gpu::i32(y_stride), Gpu::f32(1e-6f)});
+    std::vector<float> want(rows * d);
+    for (int64_t r = 0; r < rows; ++r) cpu::rms_norm_row(x.data() + r * x_stride, d, w.data(), 1e-6f, want.data() + r * d);
+    EXPECT_LT(relative_error(gpu->download_as(d_y, rows * d, out_t), want), tolerance(out_t)) << k.id;
+  }
+}
+
+struct MatmulCase {
+  int64_t k, n, tokens;
+  ElemType x_t;
+  bool acc;
+};
+
+TEST(GpuOps, MatmulTokenTilesOddWidthsAccumulate) {
+  REQUIRE_GPU();
+  for (const MatmulCase& c : {MatmulCase{256, 1030, 17, F32, false}, MatmulCase{333, 20, 3, F32, true},
+                              MatmulCase{64, 48, 1, BF16, false}, MatmulCase{96, 8, 8, F32, true}}) {
+    const std::vector<float> x = random_values(c.tokens * c.k, 4, 1.f, c.x_t == BF16);
+    const std::vector<float> w = random_values(c.n * c.k, 5, 0.2f, true);
+    const std::vector<float> y0 = random_values(c.tokens * c.n, 6);
+    DevBuf d_x = gpu->upload_as(x, c.x_t), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->upload(y0);
+    const KernelSource k = matmul_kernel(c.k, c.n, c.x_t, F32, false, c.acc);
+    gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
+                              Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0)});
+    std::vector<float> want(c.tokens * c.n);
+    for (int64_t t = 0; t < c.tokens; ++t) cpu::matvec(x.data() + t * c.k, w.data(), c.n, c.k, want.data() + t * c.n);
+    if (c.acc) for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
+    EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id;
+  }
+}
+
+// The absorbed MLA projections as head_matmul launches over views of kv_b_proj: W_UK transposed
+// (W_LAYOUT 1) on the q_nope slices of q, and W_UV (W_LAYOUT 0) at an offset into kv_b.
+TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
+  REQUIRE_GPU();
+  for (const cpu::MlaDims d : {cpu::MlaDims{4, 64, 32, 16, 32}, cpu::MlaDims{6, 48, 24, 8, 20}}) {
+    const int64_t T = 3, qw = d.nope + d.rope;
+    const std::vector<float> q = random_values(T * d.heads * qw, 7);
+    const std::vector<float> kv_b = random_values(d.heads * (d.nope + d.v) * d.kv_lora, 8, 0.3f, true);
+    const std::vector<float> o_lat = random_values(T * d.heads * d.kv_lora, 9);
+    DevBuf d_q = gpu->upload(q), d_kvb = gpu->upload(to_bf16_bits(kv_b)), d_olat = gpu->upload(o_lat);
+    DevBuf d_qlat = gpu->alloc(T * d.heads * d.kv_lora * 4), d_v = gpu->alloc(T * d.heads * d.v * 4);
+    const int64_t w_batch = (d.nope + d.v) * d.kv_lora;
+    const KernelSource uk = matmul_kernel(d.nope, d.kv_lora, F32, F32, /*weight_kn=*/true);
+    gpu->launch(uk, T, {Gpu::ptr(d_q), Gpu::ptr(d_kvb), Gpu::ptr(d_qlat), Gpu::i32(T), Gpu::i32(d.heads * qw), Gpu::i32(qw),
+                        Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch)}, d.heads);
+    const KernelSource uv = matmul_kernel(d.kv_lora, d.v, F32, F32);
+    gpu->launch(uv, T, {Gpu::ptr(d_olat), Gpu::ptr(d_kvb, d.nope * d.kv_lora * 2), Gpu::ptr(d_v), Gpu::i32(T),
+                        Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(d.heads * d.v), Gpu::i32(d.v), Gpu::i32(w_batch)},
+                d.heads);
+    Matrix q_nope(T, d.heads * d.nope);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < d.heads; ++h)
+        for (int64_t n = 0; n < d.nope; ++n) q_nope.row(t)[h * d.nope + n] = q[(t * d.heads + h) * qw + n];
+    const Matrix kvb = matrix(d.heads * (d.nope + d.v), d.kv_lora, kv_b);
+    EXPECT_LT(relative_error(gpu->download<float>(d_qlat, T * d.heads * d.kv_lora), cpu::mla_absorb_query(q_nope, kvb, d).data), 1e-4) << uk.id;
+    EXPECT_LT(relative_error(gpu->download<float>(d_v, T * d.heads * d.v),
+                             cpu::mla_expand_value(matrix(T, d.heads * d.kv_lora, o_lat), kvb, d).data), 1e-4) << uv.id;
+  }
+}
+
+TEST(GpuOps, MatmulInt4MatchesDequantisedWeights) {
+  REQUIRE_GPU();
+  const int64_t K = 256, N = 40, T = 9;
+  const PackedInt4 p = pack_int4(random_values(N * K, 10, 0.5f), N, K, 32);
+  const std::vector<float> w = unpack_int4(p);
+  const std::vector<float> x = random_values(T * K, 11);
+  DevBuf d_x = gpu->upload(x), d_p = gpu->upload(p.packed), d_s = gpu->upload(p.scale), d_y = gpu->alloc(T * N * 4);
+  const KernelSource k = matmul_int4_kernel(K, N, F32, F32);
+  gpu->launch(k, T, {Gpu::ptr(d_x), Gpu::ptr(d_p), Gpu::ptr(d_s), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(K), Gpu::i32(N)});
+  std::vector<float> want(T * N);
+  for (int64_t t = 0; t < T; ++t) cpu::matvec(x.data() + t * K, w.data(), N, K, want.data() + t * N);
+  EXPECT_LT(relative_error(gpu->download<float>(d_y, T * N), want), 1e-4) << k.id;
+}
+
+TEST(GpuOps, RopeYarnInterleavedAndRotateHalf) {
+  REQUIRE_GPU();
+  const std::vector<int32_t> positions = {0, 5, 17, 300, 511};
+  const int64_t T = positions.size();
+  DevBuf d_pos = gpu->upload(positions);
+  {  // DeepSeek: YaRN, interleaved, in place on the rope slice of each head of q.
+    RopeScaling yarn;
+    yarn.type = "yarn";
+    yarn.factor = 4;
+    yarn.original_max_position_embeddings = 128;
+    yarn.mscale = 1;
+    yarn.mscale_all_dim = 1;
+    const int64_t H = 4, nope = 32, dim = 16, qw = nope + dim;
+    const cpu::Rope ref(dim, 10000.0, yarn, 512);
+    const RopeArgs a = rope_args(dim, 10000.0, "yarn", 4, 128, 32, 1, ref.attention_factor());
+    std::vector<float> q = random_values(T * H * qw, 12);
+    DevBuf d_q = gpu->upload(q);
+    const KernelSource k = rope_kernel(dim, H, true, F32, F32);
+    gpu->launch(k, T, {Gpu::ptr(d_q, nope * 4), Gpu::ptr(d_q, nope * 4), Gpu::ptr(d_pos), Gpu::i32(T), Gpu::i32(H * qw), Gpu::i32(qw),
+                       Gpu::i32(H * qw), Gpu::i32(qw), Gpu::f32(a.theta), Gpu::f32(a.yarn_factor), Gpu::f32(a.yarn_low),
+                       Gpu::f32(a.yarn_high), Gpu::f32(a.cos_sin_scale)});
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) ref.apply_interleaved(q.data() + (t * H + h) * qw + nope, positions[t]);
+    EXPECT_LT(relative_error(gpu->download<float>(d_q, q.size()), q), 2e-4) << k.id;
+  }
+  {  // Qwen3 drafter: plain, rotate_half, out of place into bf16.
+    const int64_t H = 3, dim = 40;
+    const cpu::Rope ref(dim, 5000.0, RopeScaling{}, 384);
+    const RopeArgs a = rope_args(dim, 5000.0, "none", 1, 0, 0, 0, 1.0);
+    std::vector<float> x = random_values(T * H * dim, 13);
+    DevBuf d_x = gpu->upload(x), d_y = gpu->alloc(x.size() * 2);
+    const KernelSource k = rope_kernel(dim, H, false, F32, BF16);
+    gpu->launch(k, T, {Gpu::ptr(d_x), Gpu::ptr(d_y), Gpu::ptr(d_pos), Gpu::i32(T), Gpu::i32(H * dim), Gpu::i32(dim), Gpu::i32(H * dim),
+                       Gpu::i32(dim), Gpu::f32(a.theta), Gpu::f32(a.yarn_factor), Gpu::f32(a.yarn_low), Gpu::f32(a.yarn_high),
+                       Gpu::f32(a.cos_sin_scale)});
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) ref.apply_rotate_half(x.data() + (t * H + h) * dim, positions[t]);
+    EXPECT_LT(relative_error(gpu->download_as(d_y, x.size(), BF16), x), 1e-2) << k.id;
+  }
+}
+
+// Ancestor-or-self mask of a random tree over T nodes (parent < child), [T, ceil(T/32)] words.
+std::vector<uint32_t> random_tree_mask(int64_t T, uint64_t seed) {
+  const int64_t words = (T + 31) / 32;
+  std::vector<uint32_t> mask(T * words, 0);
+  std::vector<int64_t> parent(T, -1);
+  const std::vector<float> r = random_values(T, seed);
+  for (int64_t i = 1; i < T; ++i) parent[i] = static_cast<int64_t>((r[i] * 0.5f + 0.5f) * i) % i;
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t a = i; a >= 0; a = parent[a]) mask[i * words + a / 32] |= 1u << (a % 32);
+  return mask;
+}
+
+TEST(GpuOps, MlaAttentionCausalAndTreeOverCommittedCache) {
+  REQUIRE_GPU();
+  struct Case { cpu::MlaDims d; int64_t past, T; bool tree; ElemType kv_t; };
+  for (const Case& c : {Case{{4, 64, 32, 16, 32}, 37, 5, false, F32}, Case{{4, 64, 32, 16, 32}, 11, 40, true, F32},
+                        Case{{6, 48, 24, 8, 20}, 0, 7, false, F32}, Case{{6, 48, 24, 8, 20}, 20, 9, true, BF16}}) {
+    const cpu::MlaDims& d = c.d;
+    const int64_t D = d.kv_lora + d.rope, max_slots = c.past + c.T + 3, words = (c.T + 31) / 32;
+    const std::vector<float> qlat = random_values(c.T * d.heads * d.kv_lora, 14);
+    const std::vector<float> qrope = random_values(c.T * d.heads * d.rope, 15);
+    const std::vector<float> cache = random_values(max_slots * D, 16, 1.f, c.kv_t == BF16);
+    const std::vector<uint32_t> mask = c.tree ? random_tree_mask(c.T, 17) : std::vector<uint32_t>();
+    const std::vector<int32_t> len = {static_cast<int32_t>(c.past)};
+    DevBuf d_ql = gpu->upload(qlat), d_qr = gpu->upload(qrope), d_cache = gpu->upload_as(cache, c.kv_t), d_len = gpu->upload(len);
+    DevBuf d_mask = gpu->upload(c.tree ? mask : std::vector<uint32_t>{0}), d_out = gpu->alloc(c.T * d.heads * d.kv_lora * 4);
+    const float scale = 0.125f;
+    const KernelSource k = mla_attention_kernel(d.heads, d.kv_lora, d.rope, F32, c.kv_t, F32);
+    gpu->launch(k, c.T, {Gpu::ptr(d_ql), Gpu::ptr(d_qr), Gpu::ptr(d_cache), Gpu::ptr(d_len), c.tree ? Gpu::ptr(d_mask) : Gpu::null(),
+                         Gpu::ptr(d_out), Gpu::i32(c.T), Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.heads * d.rope), Gpu::i32(d.rope),
+                         Gpu::i32(d.heads * d.kv_lora), Gpu::i32(words), Gpu::f32(scale)});
+    Matrix latent(c.past + c.T, d.kv_lora), krope(c.past + c.T, d.rope);
+    for (int64_t s = 0; s < c.past + c.T; ++s) {
+      for (int64_t j = 0; j < d.kv_lora; ++j) latent.row(s)[j] = cache[s * D + j];
+      for (int64_t j = 0; j < d.rope; ++j) krope.row(s)[j] = cache[s * D + d.kv_lora + j];
+    }
+    const Matrix want = cpu::mla_attention_absorbed(matrix(c.T, d.heads * d.kv_lora, qlat), matrix(c.T, d.heads * d.rope, qrope),
+                                                    latent, krope, c.past, mask, d, scale);
+    EXPECT_LT(relative_error(gpu->download<float>(d_out, want.data.size()), want.data), 1e-4) << k.id << " tree=" << c.tree;
+  }
+}
+
+TEST(GpuOps, KvAppendThenCompactKeepsThePath) {
+  REQUIRE_GPU();
+  const int64_t C = 48, R = 8, D = C + R, past = 10, T = 6, max_slots = 20, src_stride = D + 5;
+  const std::vector<float> cache0 = random_values(max_slots * D, 18);
+  const std::vector<float> src = random_values(T * src_stride, 19);
+  DevBuf d_cache = gpu->upload(cache0), d_src = gpu->upload(src), d_len = gpu->upload(std::vector<int32_t>{past});
+  const KernelSource append = kv_append_kernel(C, R, F32, F32);
+  // latent = columns [0, C) of src rows, rope = columns [C+2, C+2+R) (any strided views).
+  gpu->launch(append, T, {Gpu::ptr(d_src), Gpu::ptr(d_src, (C + 2) * 4), Gpu::ptr(d_cache), Gpu::ptr(d_len), Gpu::i32(T),
+                          Gpu::i32(src_stride), Gpu::i32(src_stride), Gpu::i32(max_slots)});
+  std::vector<float> want = cache0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < D; ++j) want[(past + t) * D + j] = src[t * src_stride + (j < C ? j : j + 2)];
+  ASSERT_EQ(gpu->download<float>(d_cache, want.size()), want);
+
+  const std::vector<int32_t> keep = {0, 2, 3, 5, 99, 99};  // entries past n_keep are ignored
+  DevBuf d_keep = gpu->upload(keep), d_n = gpu->upload(std::vector<int32_t>{4});
+  const KernelSource compact = kv_compact_kernel(C, R, F32);
+  gpu->launch(compact, T, {Gpu::ptr(d_cache), Gpu::ptr(d_len), Gpu::ptr(d_keep), Gpu::ptr(d_n), Gpu::i32(T), Gpu::i32(max_slots)});
+  std::vector<float> compacted = want;
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < D; ++j) compacted[(past + i) * D + j] = want[(past + keep[i]) * D + j];
+  ASSERT_EQ(gpu->download<float>(d_cache, want.size()), compacted);
+
+  // Garbage step inputs (graph warm-up) stay in bounds: rows clamp to the last slot.
+  DevBuf d_bad_len = gpu->upload(std::vector<int32_t>{100000}), d_bad_n = gpu->upload(std::vector<int32_t>{-7});
+  gpu->launch(append, T, {Gpu::ptr(d_src), Gpu::ptr(d_src), Gpu::ptr(d_cache), Gpu::ptr(d_bad_len), Gpu::i32(T), Gpu::i32(src_stride),
+                          Gpu::i32(src_stride), Gpu::i32(max_slots)});
+  gpu->launch(compact, T, {Gpu::ptr(d_cache), Gpu::ptr(d_bad_len), Gpu::ptr(d_keep), Gpu::ptr(d_bad_n), Gpu::i32(T), Gpu::i32(max_slots)});
+  const std::vector<float> after = gpu->download<float>(d_cache, want.size());
+  EXPECT_TRUE(std::equal(after.begin(), after.begin() + (max_slots - 1) * D, compacted.begin()));
+}
+
+TEST(GpuOps, MoeRouterPlainAndGroupLimited) {
+  REQUIRE_GPU();
+  struct Case { int64_t e, k, groups, topk_group; bool norm; float scaling; };
+  for (const Case& c : {Case{8, 2, 1, 1, true, 2.5f}, Case{16, 4, 4, 2, false, 1.5f}, Case{384, 8, 1, 1, true, 2.827f}}) {
+    const int64_t T = 7;
+    const std::vector<float> logits = random_values(T * c.e, 20, 4.f), bias = random_values(c.e, 21, 0.5f);
+    ModelConfig cfg;
+    cfg.n_routed_experts = c.e;
+    cfg.num_experts_per_tok = c.k;
+    cfg.n_group = c.groups;
+    cfg.topk_group = c.topk_group;
+    cfg.norm_topk_prob = c.norm;
+    DevBuf d_l = gpu->upload(logits), d_b = gpu->upload(bias), d_ids = gpu->alloc(T * c.k * 4), d_w = gpu->alloc(T * c.k * 4);
+    const KernelSource k = moe_router_kernel(cfg);
+    gpu->launch(k, T, {Gpu::ptr(d_l), Gpu::ptr(d_b), Gpu::ptr(d_ids), Gpu::ptr(d_w), Gpu::i32(T), Gpu::f32(c.scaling)});
+    cpu::RouterParams p{c.e, c.k, c.groups, c.topk_group, c.norm, c.scaling};
+    const cpu::Routing want = cpu::moe_route_logits(matrix(T, c.e, logits), bias, p);
+    EXPECT_EQ(gpu->download<int32_t>(d_ids, T * c.k), want.experts) << k.id;
+    EXPECT_LT(relative_error(gpu->download<float>(d_w, T * c.k), want.weights), 1e-5) << k.id;
+  }
+}
+
+TEST(GpuOps, MoeExpertsBf16AndInt4) {
+  REQUIRE_GPU();
+  const int64_t H = 64, I = 32, E = 6, K = 3, T = 5;
+  for (bool int4 : {false, true}) {
+    const std::vector<float> x = random_values(T * H, 22);
+    // Routing: distinct experts per token, arbitrary weights.
+    std::vector<int32_t> ids(T * K);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < K; ++j) ids[t * K + j] = static_cast<int32_t>((t + 2 * j) % E);
+    const std::vector<float> weights = random_values(T * K, 23);
+    std::vector<std::vector<float>> gate(E), up(E), down(E);
+    std::vector<int32_t> gp, upk, dp;
+    std::vector<uint16_t> gs, us, ds, gb, ub, db;
+    for (int64_t e = 0; e < E; ++e) {
+      auto make = [&](int64_t rows, int64_t cols, uint64_t seed, std::vector<int32_t>& packed, std::vector<uint16_t>& scales,
+                      std::vector<uint16_t>& bf16) {
+        std::vector<float> w = random_values(rows * cols, seed, 0.3f, true);
+        if (int4) {
+          const PackedInt4 p = pack_int4(w, rows, cols, 32);
+          packed.insert(packed.end(), p.packed.begin(), p.packed.end());
+          scales.insert(scales.end(), p.scale.begin(), p.scale.end());
+          w = unpack_int4(p);
+        } else {
+          const std::vector<uint16_t> b = to_bf16_bits(w);
+          bf16.insert(bf16.end(), b.begin(), b.end());
+        }
+        return w;
+      };
+      gate[e] = make(I, H, 100 + e, gp, gs, gb);
+      up[e] = make(I, H, 200 + e, upk, us, ub);
+      down[e] = make(H, I, 300 + e, dp, ds, db);
+    }
+    std::vector<cpu::ExpertWeights> experts(E);
+    for (int64_t e = 0; e < E; ++e) experts[e] = {gate[e].data(), up[e].data(), down[e].data(), I};
+    cpu::Routing routing;
+    routing.top_k = K;
+    routing.experts = ids;
+    routing.weights = weights;
+    const Matrix want_moe = cpu::moe_experts(matrix(T, H, x), routing, experts);
+    const std::vector<float> y0 = random_values(T * H, 24);
+    DevBuf d_x = gpu->upload(x), d_ids = gpu->upload(ids), d_wt = gpu->upload(weights), d_h = gpu->alloc(T * K * I * 4), d_y = gpu->upload(y0);
+    DevBuf d_g = int4 ? gpu->upload(gp) : gpu->upload(gb), d_u = int4 ? gpu->upload(upk) : gpu->upload(ub);
+    DevBuf d_d = int4 ? gpu->upload(dp) : gpu->upload(db);
+    DevBuf d_gs = gpu->upload(int4 ? gs : std::vector<uint16_t>{0}), d_us = gpu->upload(int4 ? us : std::vector<uint16_t>{0});
+    DevBuf d_ds = gpu->upload(int4 ? ds : std::vector<uint16_t>{0});
+    const KernelSource gu = moe_gate_up_kernel(H, I, K, int4, F32);
+    gpu->launch(gu, T, {Gpu::ptr(d_x), Gpu::ptr(d_ids), Gpu::ptr(d_g), Gpu::ptr(d_gs), Gpu::ptr(d_u), Gpu::ptr(d_us), Gpu::ptr(d_h),
+                        Gpu::i32(T), Gpu::i32(H), Gpu::i32(E)});
+    const KernelSource dn = moe_down_kernel(H, I, K, int4, F32, /*accumulate=*/true);
+    gpu->launch(dn, T, {Gpu::ptr(d_h), Gpu::ptr(d_ids), Gpu::ptr(d_wt), Gpu::ptr(d_d), Gpu::ptr(d_ds), Gpu::ptr(d_y), Gpu::i32(T),
+                        Gpu::i32(H), Gpu::i32(E)});
+    std::vector<float> want = want_moe.data;
+    for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
+    EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << dn.id;
+  }
+}
+
+TEST(GpuOps, SwigluAddCopyRows) {
+  REQUIRE_GPU();
+  const int64_t T = 4, I = 333;
+  const std::vector<float> gu = random_values(T * 2 * I, 25, 3.f), a = random_values(T * I, 26);
+  DevBuf d_gu = gpu->upload(gu), d_a = gpu->upload(a), d_s = gpu->alloc(T * I * 4), d_sum = gpu->alloc(T * I * 2), d_c = gpu->alloc(T * I * 4);
+  // gate and up: the two halves of a fused gate_up output.
+  gpu->launch(swiglu_kernel(I, F32, F32, F32), T, {Gpu::ptr(d_gu), Gpu::ptr(d_gu, I * 4), Gpu::ptr(d_s), Gpu::i32(T), Gpu::i32(2 * I),
+                                                   Gpu::i32(2 * I), Gpu::i32(I)});
+  gpu->launch(add_kernel(I, F32, F32, BF16), T, {Gpu::ptr(d_s), Gpu::ptr(d_a), Gpu::ptr(d_sum), Gpu::i32(T)});
+  gpu->launch(copy_rows_kernel(I, BF16, F32), T, {Gpu::ptr(d_sum), Gpu::ptr(d_c), Gpu::i32(T), Gpu::i32(I), Gpu::i32(I)});
+  std::vector<float> want_s(T * I), want_sum(T * I);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < I; ++i) {
+      want_s[t * I + i] = cpu::silu(gu[t * 2 * I + i]) * gu[t * 2 * I + I + i];
+      want_sum[t * I + i] = want_s[t * I + i] + a[t * I + i];
+    }
+  EXPECT_LT(relative_error(gpu->download<float>(d_s, T * I), want_s), 1e-5);
+  EXPECT_LT(relative_error(gpu->download<float>(d_c, T * I), want_sum), 1e-2);
+}
+
+TEST(GpuOps, ArgmaxAndTopkLogProbs) {
+  REQUIRE_GPU();
+  const int64_t V = 1001, rows = 3, K = 4;
+  std::vector<float> logits = random_values(rows * V, 27, 5.f);
+  logits[1 * V + 10] = logits[1 * V + 900] = 9.f;  // a tie: the lower index wins
+  DevBuf d_l = gpu->upload(logits), d_am = gpu->alloc(rows * 4), d_ids = gpu->alloc(rows * K * 4), d_v = gpu->alloc(rows * K * 4);
+  gpu->launch(argmax_kernel(V, F32), rows, {Gpu::ptr(d_l), Gpu::ptr(d_am), Gpu::i32(rows), Gpu::i32(V)});
+  gpu->launch(topk_kernel(V, K, F32, true), rows, {Gpu::ptr(d_l), Gpu::ptr(d_ids), Gpu::ptr(d_v), Gpu::i32(rows), Gpu::i32(V)});
+  const std::vector<int32_t> am = gpu->download<int32_t>(d_am, rows), ids = gpu->download<int32_t>(d_ids, rows * K);
+  const std::vector<float> vals = gpu->download<float>(d_v, rows * K);
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(am[r], cpu::argmax(logits.data() + r * V, V));
+    std::vector<float> lp(logits.begin() + r * V, logits.begin() + (r + 1) * V);
+    cpu::log_softmax_inplace(lp.data(), V);
+    const std::vector<int64_t> top = cpu::top_k(logits.data() + r * V, V, K);
+    for (int64_t j = 0; j < K; ++j) {
+      EXPECT_EQ(ids[r * K + j], top[j]) << "row " << r;
+      EXPECT_NEAR(vals[r * K + j], lp[top[j]], 1e-4);
+    }
+  }
+  EXPECT_EQ(am[1], 10);
+}
+
+TEST(GpuOps, GqaAttentionOverContextAndBlock) {
+  REQUIRE_GPU();
+  const int64_t Hq = 6, Hkv = 2, D = 40, Tq = 8, ctx = 13, S = ctx + Tq;
+  const std::vector<float> q = random_values(Tq * Hq * D, 28), k = random_values(S * Hkv * D, 29), v = random_values(S * Hkv * D, 30);
+  DevBuf d_q = gpu->upload(q), d_k = gpu->upload(k), d_v = gpu->upload(v), d_n = gpu->upload(std::vector<int32_t>{ctx});
+  DevBuf d_o = gpu->alloc(Tq * Hq * D * 4);
+  const float scale = 1.f / std::sqrt(static_cast<float>(D));
+  const KernelSource kern = gqa_attention_kernel(Hq, Hkv, D, F32, F32, F32);
+  gpu->launch(kern, Tq, {Gpu::ptr(d_q), Gpu::ptr(d_k), Gpu::ptr(d_v), Gpu::ptr(d_n), Gpu::ptr(d_o), Gpu::i32(Tq), Gpu::i32(Tq),
+                         Gpu::i32(Hq * D), Gpu::i32(Hkv * D), Gpu::i32(Hkv * D), Gpu::i32(Hq * D), Gpu::f32(scale)});
+  const Matrix want = cpu::gqa_attention_full(matrix(Tq, Hq * D, q), matrix(S, Hkv * D, k), matrix(S, Hkv * D, v), Hq, Hkv, D, scale);
+  EXPECT_LT(relative_error(gpu->download<float>(d_o, want.data.size()), want.data), 1e-4) << kern.id;
+}
+
+}  // namespace
+}  // namespace kplan::codegen

@@ -1,0 +1,28 @@
+// The toy plan the GPU tests run is itself sound without a GPU: NVRTC builds its kernel for both
+// archs and the plan survives a write/read round trip with its cubins intact.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "compiler/codegen/nvrtc_compile.h"
+#include "compiler/plan/plan_reader.h"
+#include "compiler/plan/plan_writer.h"
+#include "tests/unit/runtime/toy_plan.h"
+
+namespace kplan {
+namespace {
+
+TEST(ToyPlan, BuildsForBothArchsAndRoundTrips) {
+  plan::Plan p = testing::toy_plan({"sm_90", "sm_120"});
+  for (const plan::KernelBinary& b : p.kernels[0].binaries)
+    EXPECT_TRUE(codegen::cubin_has_entry(b.cubin, "toy_step")) << b.arch;
+  std::filesystem::path file = std::filesystem::temp_directory_path() / ("kplan_toy_" + std::to_string(::getpid()) + ".kplan");
+  plan::write_plan(p, file);
+  plan::Plan back = plan::read_plan(file);
+  EXPECT_EQ(back.kernels, p.kernels);
+  EXPECT_EQ(back.buckets, p.buckets);
+  std::filesystem::remove(file);
+}
+
+}  // namespace
+}  // namespace kplan

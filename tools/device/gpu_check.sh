@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The GPU check for issue 4, run on the GPU machine: GPU unit tests, `kplan run` on the GPU
+# against the CPU reference, and `kplan bench`, ending with a short table.
+#
+# The GPU machine has no FlatBuffers/CLI11/GTest packages, so the binaries are built on the CPU
+# machine (Debian 12 binaries run there; libcuda is dlopen-ed, libnvrtc comes from its CUDA 13)
+# and carried:   tools/device/gpu_check.sh --stage     (here: copies binaries + plans to .carry/gpu)
+# then on the device (device tool, carry [".carry/gpu"]):   tools/device/gpu_check.sh
+# Results land in $OUT (the device tool's folder) or /tmp/kplan-gpu-check.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+stage=$repo/.carry/gpu
+build=${KPLAN_BUILD_DIR:-/work/build-plan}
+
+if [ "${1:-}" = "--stage" ]; then
+  set -e
+  rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/plans"
+  for b in bin/kplan tests/runtime_tests tests/plan_tests; do
+    [ -x "$build/$b" ] && objcopy --strip-debug "$build/$b" "$stage/bin/$(basename "$b")"
+  done
+  # Plans compiled here, on the CPU-only machine (the point of AOT); KPLAN_STAGE_PLANS lists them.
+  for p in ${KPLAN_STAGE_PLANS:-}; do cp "$p" "$stage/plans/"; done
+  (cd "$repo" && git rev-parse --short HEAD) > "$stage/commit"
+  du -sh "$stage"
+  exit 0
+fi
+
+out=${OUT:-/tmp/kplan-gpu-check}
+mkdir -p "$out"
+bin=$stage/bin
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+# The test binaries carry the CPU machine's absolute paths (sources, test data, the kplan CLI).
+mkdir -p /work && { [ -e /work/main ] || ln -s "$repo" /work/main; }
+mkdir -p "$build/bin" && ln -sf "$bin/kplan" "$build/bin/kplan"
+
+echo "== device"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+echo "== commit $(cat "$stage/commit" 2>/dev/null)  date $(date -u +%FT%TZ)"
+ldd "$bin/kplan" | grep -E "not found|nvrtc|cuda" || true
+
+declare -A result
+run_tests() {  # name binary
+  local log=$out/tests_$1.log
+  "$bin/$2" --gtest_color=no > "$log" 2>&1
+  local rc=$?
+  result[$1]="rc=$rc $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \]|Failure|error" "$log" | head -20
+}
+echo "== runtime_tests"; run_tests runtime_tests runtime_tests
+echo "== plan_tests"; run_tests plan_tests plan_tests
+
+for p in "$stage"/plans/*.kplan; do
+  [ -e "$p" ] || continue
+  name=$(basename "$p" .kplan)
+  echo "== inspect $name"; "$bin/kplan" inspect "$p" | tee "$out/inspect_$name.txt"
+  echo "== bench $name"
+  "$bin/kplan" bench "$p" --steps 500 --json "$out/bench_$name.json" > "$out/bench_$name.txt" 2>&1
+  result[bench_$name]="rc=$? $(grep -E 'decode step|achieved|session load' "$out/bench_$name.txt" | tr -s ' ' | tr '\n' ';')"
+  cat "$out/bench_$name.txt"
+  "$bin/kplan" bench "$p" --steps 500 --no-graphs --json "$out/bench_${name}_nographs.json" > "$out/bench_${name}_nographs.txt" 2>&1
+  result[bench_${name}_nographs]="rc=$? $(grep -E 'decode step' "$out/bench_${name}_nographs.txt" | tr -s ' ')"
+done
+
+echo "== summary"
+for k in "${!result[@]}"; do printf '%-28s %s\n' "$k" "${result[$k]}"; done | sort
