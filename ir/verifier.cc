@@ -30,19 +30,22 @@ void check_symbols(const Function& fn, std::vector<std::string>& out) {
   for (const Value* a : fn.args())
     for (const Dim& d : a->type().shape)
       if (d.symbols.size() == 1 && d.constant == 0) bound.insert(d.symbols[0]);
-  auto check = [&](const Type& t, const std::string& where) {
+  // `where` is built only for a problem (op_head numbers the whole function).
+  auto check = [&](const Type& t, auto where) {
     for (const Dim& d : t.shape)
       for (const auto& s : d.symbols)
         if (!bound.count(s)) {
-          out.push_back("@" + fn.name() + ": " + where + " has type " + t.str() + ": symbol " +
+          out.push_back("@" + fn.name() + ": " + where() + " has type " + t.str() + ": symbol " +
                         s + " is not bound by any argument dim");
           return;
         }
   };
-  for (const Value* a : fn.args()) check(a->type(), "argument %" + a->name());
+  for (const Value* a : fn.args())
+    check(a->type(), [&] { return "argument %" + a->name(); });
   for (const Op* op : fn.ops())
     for (size_t i = 0; i < op->num_results(); ++i)
-      check(op->result(i)->type(), op_head(fn, *op) + " result " + std::to_string(i));
+      check(op->result(i)->type(),
+            [&] { return op_head(fn, *op) + " result " + std::to_string(i); });
 }
 
 void verify_function(const Function& fn, std::vector<std::string>& out) {

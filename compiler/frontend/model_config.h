@@ -37,7 +37,9 @@ struct QuantConfig {
 
 struct ModelConfig {
   std::string model_type;    // the text model's type: "deepseek_v3" or "kimi_k2"
-  std::string wrapper_type;  // "kimi_k25" when the text model sits in text_config, else ""
+  // "kimi_k25" when the text model sits in text_config, else "". kplan compiles the text model
+  // only: a wrapper's vision tower and projector are not compiled (their tensors are ignored).
+  std::string wrapper_type;
   std::string tensor_prefix; // "" or "language_model." (multimodal wrappers)
 
   int64_t vocab_size = 0;

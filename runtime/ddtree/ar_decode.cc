@@ -3,6 +3,7 @@
 
 #include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/prefill.h"
+#include "runtime/ddtree/stage_clock.h"
 #include "runtime/ddtree/token_sampler.h"
 #include "runtime/ddtree/token_sink.h"
 

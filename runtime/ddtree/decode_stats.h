@@ -6,8 +6,10 @@
 
 namespace kplan {
 
+// Seconds per stage. draft: the drafter's propose and observe (context features of the
+// committed tokens); walk_commit: the walk plus the target's cache compaction.
 struct StageTimes {
-  double prefill = 0, draft = 0, tree_build = 0, verify = 0, walk_commit = 0;  // seconds
+  double prefill = 0, draft = 0, tree_build = 0, verify = 0, walk_commit = 0;
 };
 
 struct DecodeStats {

@@ -1,6 +1,5 @@
 #include "runtime/ddtree/prefill.h"
 
-#include <chrono>
 #include <numeric>
 #include <vector>
 
@@ -16,10 +15,6 @@ StepOutput prefill(TargetModel& target, std::span<const int32_t> prompt) {
   std::iota(keep.begin(), keep.end(), 0);
   target.commit(keep);
   return out;
-}
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace kplan

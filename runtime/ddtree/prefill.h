@@ -10,7 +10,4 @@ namespace kplan {
 
 StepOutput prefill(TargetModel& target, std::span<const int32_t> prompt);
 
-// Seconds on a monotonic clock, for the per-stage timings.
-double seconds_now();
-
 }  // namespace kplan

@@ -13,6 +13,7 @@
 
 #include "compiler/frontend/draft_config.h"
 #include "ir/error.h"
+#include "kplan/session_target_model.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/oracle_drafter.h"
@@ -79,12 +80,17 @@ std::unique_ptr<TargetModel> open_target(const RunArgs& args) {
   const fs::path model(args.model);
   if (!fs::exists(model)) throw Error("MODEL '" + args.model + "' does not exist");
   const bool is_checkpoint = fs::is_directory(model);
-  if (args.device == "gpu" || !is_checkpoint)
-    throw Error("MODEL '" + args.model + "': " +
-                (is_checkpoint ? std::string("--device gpu needs a compiled .kplan plan")
-                               : std::string("running a .kplan plan needs the GPU runtime, which "
-                                             "this build does not have yet")) +
-                "; run a checkpoint directory with --device cpu");
+  if (!is_checkpoint) {
+    // A compiled plan, through the runtime's C API: the GPU when one is usable (auto, gpu), else
+    // the CPU reference over the plan's own tensors (auto, cpu).
+    kplan_session_options o{KPLAN_DEVICE_AUTO, 1, args.max_context};
+    if (args.device == "gpu") o.device = KPLAN_DEVICE_GPU;
+    if (args.device == "cpu") o.device = KPLAN_DEVICE_CPU;
+    return SessionTargetModel::open(args.model, o);
+  }
+  if (args.device == "gpu")
+    throw Error("MODEL '" + args.model + "': --device gpu needs a compiled .kplan plan; run a "
+                "checkpoint directory with --device cpu");
   return make_cpu_target(model, args.max_context);
 }
 
@@ -153,8 +159,9 @@ void run(const RunArgs& args) {
     std::string mode = args.spec;
     if (options.spec == SpecMode::kDDTree) mode += " budget " + std::to_string(args.budget);
     if (options.spec != SpecMode::kNone) mode += ", drafter " + args.drafter;
-    std::fprintf(stderr, "stats: mode                 %s, device cpu, temperature %g\n",
-                 mode.c_str(), args.temperature);
+    const auto* session = dynamic_cast<const SessionTargetModel*>(target.get());
+    std::fprintf(stderr, "stats: mode                 %s, device %s, temperature %g\n",
+                 mode.c_str(), session && session->on_gpu() ? "gpu" : "cpu", args.temperature);
     std::fputs(format_stats(result.stats).c_str(), stderr);
   }
 }

@@ -40,6 +40,13 @@ class PlanHandle {
 
 class SessionTargetModel final : public TargetModel {
  public:
+  // Opens the plan at `path` and keeps it open as long as the model lives.
+  static std::unique_ptr<SessionTargetModel> open(const std::string& path, kplan_session_options options) {
+    auto plan = std::make_shared<PlanHandle>(path);
+    auto model = std::make_unique<SessionTargetModel>(*plan, options);
+    model->owned_plan_ = std::move(plan);
+    return model;
+  }
   // `plan` must outlive the model.
   SessionTargetModel(const PlanHandle& plan, kplan_session_options options) {
     kplan_session* s = nullptr;
@@ -80,6 +87,7 @@ class SessionTargetModel final : public TargetModel {
   struct Destroy {
     void operator()(kplan_session* s) const { kplan_session_destroy(s); }
   };
+  std::shared_ptr<PlanHandle> owned_plan_;  // destroyed after session_ (declared first)
   std::unique_ptr<kplan_session, Destroy> session_;
   ModelConfig config_;
   std::vector<int64_t> capture_layers_;

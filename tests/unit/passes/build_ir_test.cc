@@ -71,7 +71,7 @@ TEST(BuildIr, TinyTargetStructure) {
     }
   ir::Function& commit = *m->function("target_commit");
   EXPECT_EQ(count(commit, OpKind::KvCompact), 4);
-  EXPECT_EQ(commit.output_value("kv.2")->type().str(), "f32[S+A, 80]");
+  EXPECT_EQ(commit.output_value("kv.2")->type().str(), "f32[A+S, 80]");
 }
 
 TEST(BuildIr, Tiny2HasNoQLoraAndTwoDenseLayers) {

@@ -1,0 +1,116 @@
+// The compiled model on the GPU against the HuggingFace goldens and the CPU reference: for each
+// golden checkpoint, `kplan synth` re-creates it, `kplan compile -o` builds a plan for this GPU's
+// arch, and the GPU session's logits (relative error max|a-b|/max|b| per row <= 1e-2) and greedy
+// continuations (identical) are checked. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kplan/kplan.h"
+#include "kplan/session_target_model.h"
+
+namespace kplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kMaxRelError = 1e-2;
+
+std::string gpu_arch() {
+  kplan_device_info info;
+  return kplan_device_probe(&info) == KPLAN_STATUS_OK ? std::string(info.arch) : std::string();
+}
+
+double rel_error(const float* got, const std::vector<float>& want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+int run_cli(const std::string& args, const fs::path& log) {
+  std::string cmd = std::string(KPLAN_BINARY) + " " + args + " > " + log.string() + " 2>&1";
+  return std::system(cmd.c_str());
+}
+
+std::string file_text(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class GpuModelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
+  const std::string arch = gpu_arch();
+  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
+  const std::string name = GetParam();
+  nlohmann::json golden = nlohmann::json::parse(std::ifstream(fs::path(KPLAN_TEST_DATA_DIR) / "goldens" / (name + ".json")));
+  fs::path dir = fs::temp_directory_path() / ("kplan_gpu_model_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+
+  std::string synth = "synth";
+  for (const auto& a : golden["synth_args"]) synth += " " + a.get<std::string>();
+  ASSERT_EQ(run_cli(synth + " --out " + (dir / "ckpt").string(), dir / "synth.log"), 0) << file_text(dir / "synth.log");
+  fs::path plan_file = dir / (name + ".kplan");
+  ASSERT_EQ(run_cli("compile --model " + (dir / "ckpt").string() + " --arch " + arch + " -o " + plan_file.string(),
+                    dir / "compile.log"),
+            0)
+      << file_text(dir / "compile.log");
+
+  PlanHandle plan(plan_file.string());
+  SessionTargetModel gpu(plan, kplan_session_options{KPLAN_DEVICE_GPU, 1, 0});
+  SessionTargetModel cpu(plan, kplan_session_options{KPLAN_DEVICE_CPU, 1, 0});
+  ASSERT_TRUE(gpu.on_gpu());
+  const int64_t vocab = gpu.config().vocab_size;
+
+  for (const auto& prompt : golden["prompts"]) {
+    std::vector<int32_t> ids = prompt["ids"].get<std::vector<int32_t>>();
+    StepInput in{ids, {}, {}};
+    for (size_t i = 0; i < ids.size(); ++i) in.positions.push_back(static_cast<int32_t>(i));
+    gpu.reset();
+    cpu.reset();
+    StepOutput g = gpu.forward(in);
+    StepOutput c = cpu.forward(in);
+    ASSERT_EQ(g.logits.cols, vocab);
+    const auto& positions = prompt["logits_positions"];
+    for (size_t k = 0; k < positions.size(); ++k) {
+      int64_t pos = positions[k].get<int64_t>();
+      std::vector<float> want = prompt["logits"][k].get<std::vector<float>>();
+      double err_hf = rel_error(g.logits.row(pos), want);
+      double err_cpu = rel_error(g.logits.row(pos), std::vector<float>(c.logits.row(pos), c.logits.row(pos) + vocab));
+      EXPECT_LE(err_hf, kMaxRelError) << name << " position " << pos << " vs HF";
+      EXPECT_LE(err_cpu, kMaxRelError) << name << " position " << pos << " vs CPU";
+      std::printf("[ figures  ] %s prompt of %zu, position %lld: rel error vs HF %.3g, vs CPU %.3g\n", name.c_str(),
+                  ids.size(), static_cast<long long>(pos), err_hf, err_cpu);
+    }
+    gpu.reset();
+    std::vector<int32_t> want_ids = prompt["greedy_ids"].get<std::vector<int32_t>>();
+    std::vector<int32_t> got(want_ids.size());
+    ASSERT_EQ(kplan_session_generate_greedy(gpu.session(), ids.data(), static_cast<int32_t>(ids.size()),
+                                            static_cast<int32_t>(got.size()), got.data()),
+              KPLAN_STATUS_OK)
+        << kplan_error_last();
+    EXPECT_EQ(got, want_ids) << name << " greedy continuation";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, GpuModelTest, ::testing::Values("tiny", "tiny2", "tiny-int4", "tiny-yarn"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string n = p.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace kplan
