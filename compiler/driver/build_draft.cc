@@ -44,8 +44,8 @@ void build_context(const DraftConfig& d, const WeightTable& w, ir::Module& m) {
   }
 
   Value* feats = hiddens.size() == 1 ? hiddens[0] : b.concat(hiddens, 1);
-  Value* ctx = b.rms_norm(w.linear(b, feats, "fc"), w.weight(b, "hidden_norm.weight"),
-                          d.rms_norm_eps);
+  Value* projected = w.linear(b, feats, "fc");
+  Value* ctx = b.rms_norm(projected, w.weight(b, "hidden_norm.weight"), d.rms_norm_eps);
   std::vector<std::pair<std::string, Value*>> outs;
   for (int64_t l = 0; l < d.num_hidden_layers; ++l) {
     const std::string a = layer_name(l) + ".self_attn";

@@ -31,9 +31,12 @@ ir::Value* WeightTable::weight(ir::Builder& b, const std::string& name) const {
 }
 
 ir::Value* WeightTable::linear(ir::Builder& b, ir::Value* x, const std::string& module) const {
-  if (is_int4(module))
-    return b.matmul_int4(x, weight(b, module + ".weight_packed"),
-                         weight(b, module + ".weight_scale"), group_size_);
+  if (is_int4(module)) {
+    // Separate statements: argument evaluation order would make the op order compiler-specific.
+    ir::Value* packed = weight(b, module + ".weight_packed");
+    ir::Value* scale = weight(b, module + ".weight_scale");
+    return b.matmul_int4(x, packed, scale, group_size_);
+  }
   return b.matmul(x, weight(b, module + ".weight"));
 }
 

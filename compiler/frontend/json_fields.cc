@@ -1,6 +1,7 @@
 #include "compiler/frontend/json_fields.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -147,6 +148,8 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
 }
 
 nlohmann::json read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, expected a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open file");
   std::ostringstream text;

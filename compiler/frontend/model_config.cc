@@ -62,7 +62,6 @@ const IgnorePattern& ignore_pattern(const std::string& entry) {
   return *slot;
 }
 
-
 void require_positive(const JsonFields& f, const std::string& key, int64_t v) {
   if (v <= 0) f.fail(key, "must be positive, got " + std::to_string(v));
 }

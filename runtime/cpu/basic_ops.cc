@@ -61,17 +61,6 @@ Matrix matmul(const Matrix& x, const Matrix& w) {
   return out;
 }
 
-Matrix add(const Matrix& a, const Matrix& b) {
-  Matrix out = a;
-  add_inplace(out, b);
-  return out;
-}
-
-void add_inplace(Matrix& a, const Matrix& b) {
-  if (a.rows != b.rows || a.cols != b.cols) throw Error("add: shapes differ");
-  for (size_t i = 0; i < a.data.size(); ++i) a.data[i] += b.data[i];
-}
-
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 Matrix swiglu(const Matrix& gate, const Matrix& up) {

@@ -1,5 +1,6 @@
 #pragma once
-// Elementwise and row-wise fp32 ops of the CPU reference backend. Matrices are row-major
+// Elementwise and row-wise fp32 ops of the CPU reference backend (the interpreter's building
+// blocks, and the reference other backends' kernels are checked against). Matrices are row-major
 // [rows, cols] (kplan::Matrix); a weight W of a Linear layer is [out, in] as in the checkpoint,
 // so a projection is x @ W^T. Dot products accumulate in double so the reference is at least as
 // exact as the fp32 implementations it is compared against.
@@ -24,10 +25,6 @@ Matrix matmul(const Matrix& x, const Matrix& w);
 // One row: out[o] = sum_i x[i] * w[o, i], w [rows, cols] row-major.
 void matvec(const float* x, const float* w, int64_t rows, int64_t cols, float* out);
 void matvec(const float* x, const Matrix& w, float* out);
-
-// a + b, same shape.
-Matrix add(const Matrix& a, const Matrix& b);
-void add_inplace(Matrix& a, const Matrix& b);
 
 float silu(float x);
 // silu(gate) * up, elementwise (same shape).

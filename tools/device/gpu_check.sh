@@ -20,6 +20,8 @@ if [ "${1:-}" = "--stage" ]; then
   done
   # Plans compiled here, on the CPU-only machine (the point of AOT); KPLAN_STAGE_PLANS lists them.
   for p in ${KPLAN_STAGE_PLANS:-}; do cp "$p" "$stage/plans/"; done
+  # The runtime tests' toy plan (real sm_90/sm_120 cubins, exact host model): the runtime's floor.
+  KPLAN_TOY_PLAN_OUT=$stage/plans/toy.kplan "$build/tests/runtime_tests" --gtest_filter='ToyPlan.*' >/dev/null
   (cd "$repo" && git rev-parse --short HEAD) > "$stage/commit"
   du -sh "$stage"
   exit 0
@@ -51,14 +53,13 @@ echo "== plan_tests"; run_tests plan_tests plan_tests
 for p in "$stage"/plans/*.kplan; do
   [ -e "$p" ] || continue
   name=$(basename "$p" .kplan)
-  echo "== inspect $name"; "$bin/kplan" inspect "$p" | tee "$out/inspect_$name.txt"
-  echo "== bench $name"
-  "$bin/kplan" bench "$p" --steps 500 --json "$out/bench_$name.json" > "$out/bench_$name.txt" 2>&1
-  result[bench_$name]="rc=$? $(grep -E 'decode step|achieved|session load' "$out/bench_$name.txt" | tr -s ' ' | tr '\n' ';')"
-  cat "$out/bench_$name.txt"
-  "$bin/kplan" bench "$p" --steps 500 --no-graphs --json "$out/bench_${name}_nographs.json" > "$out/bench_${name}_nographs.txt" 2>&1
-  result[bench_${name}_nographs]="rc=$? $(grep -E 'decode step' "$out/bench_${name}_nographs.txt" | tr -s ' ')"
+  echo "== inspect $name"; "$bin/kplan" inspect "$p"
+  for mode in graphs nographs; do
+    flag=""; [ $mode = nographs ] && flag=--no-graphs
+    echo "== bench $name ($mode)"
+    "$bin/kplan" bench "$p" --steps 500 $flag --json "$out/bench_${name}_$mode.json" 2>&1 | tee /tmp/bench.txt
+    result[bench_${name}_$mode]="$(grep -E 'decode step|achieved' /tmp/bench.txt | tr -s ' ' | tr '\n' ';')"
+  done
 done
-
 echo "== summary"
 for k in "${!result[@]}"; do printf '%-28s %s\n' "$k" "${result[$k]}"; done | sort

@@ -2,8 +2,9 @@
 // decoding (DFlash's single draft path, or a DDTree of `budget` nodes), and print them on one
 // line; --stats adds labelled figures on stderr.
 //
-// MODEL is a checkpoint directory, run on the CPU reference backend. A compiled .kplan plan runs
-// on the GPU runtime once that lands: open_target() below is the one place it plugs in.
+// MODEL is a checkpoint directory (run on the CPU reference backend) or a compiled .kplan plan
+// (run through the runtime's C API session: the GPU when usable, else the CPU); open_target()
+// below is the one place a target is chosen.
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
@@ -72,9 +73,8 @@ SpecMode parse_spec(const std::string& spec) {
   return SpecMode::kDDTree;  // CLI11 restricts the choices
 }
 
-// The target for MODEL on the chosen device. The GPU runtime (owned by the plan/GPU work)
-// replaces the plan branch: a .kplan file, or --device gpu, gives its TargetModel; --device
-// auto picks the GPU when a plan and a device are present, else the CPU.
+// The target for MODEL on the chosen device: a plan goes through the runtime session (GPU or
+// CPU), a checkpoint directory to the CPU reference backend.
 std::unique_ptr<TargetModel> open_target(const RunArgs& args) {
   namespace fs = std::filesystem;
   const fs::path model(args.model);
@@ -113,12 +113,12 @@ std::unique_ptr<Drafter> make_drafter(const RunArgs& args, TargetModel& target,
     depth = load_draft_config(std::filesystem::path(args.draft_dir) / "config.json").block_size - 1;
   if (depth == 0) depth = 7;
   if (args.drafter == "random") return std::make_unique<RandomDrafter>(vocab, depth, args.seed);
-  // The oracle is told the target's true (greedy) continuation: run AR first.
+  // The oracle is told the target's true continuation: AR decoding with the same settings run
+  // first (greedy, or sampled with the same seed: the speculative walk draws the same samples).
   if (args.oracle_accuracy < 0 || args.oracle_accuracy > 1)
     throw Error("--oracle-accuracy must be within [0, 1]");
   DecodeOptions ar = options;
   ar.spec = SpecMode::kNone;
-  ar.temperature = 0.0;
   std::vector<int32_t> truth = prompt;
   const DecodeResult reference = decode(target, nullptr, prompt, ar);
   truth.insert(truth.end(), reference.tokens.begin(), reference.tokens.end());
@@ -171,7 +171,7 @@ void run(const RunArgs& args) {
 void register_run(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand("run", "Generate token ids (AR, DFlash or DDTree decoding)");
-  cmd->add_option("model", args->model, "Checkpoint directory (a .kplan plan once the GPU runtime lands)")
+  cmd->add_option("model", args->model, "Checkpoint directory or compiled .kplan plan")
       ->required();
   cmd->add_option("--draft", args->draft_dir, "DFlash drafter checkpoint directory");
   cmd->add_option("--device", args->device, "cpu, gpu or auto")
@@ -182,7 +182,7 @@ void register_run(CLI::App& app) {
       ->check(CLI::IsMember({"none", "dflash", "ddtree"}));
   cmd->add_option("--budget", args->budget, "DDTree nodes per round (verify = 1 + budget tokens)");
   cmd->add_option("--drafter", args->drafter,
-                  "dflash (--draft DIR), oracle (knows the greedy continuation) or random")
+                  "dflash (--draft DIR), oracle (knows the AR continuation) or random")
       ->check(CLI::IsMember({"dflash", "oracle", "random"}));
   cmd->add_option("--oracle-accuracy", args->oracle_accuracy,
                   "Oracle drafter: chance of proposing the true token at each depth");

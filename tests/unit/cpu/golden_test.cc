@@ -4,6 +4,7 @@
 // greedy continuations, hidden states and the drafter's logits (fp32: ||ours - ref|| / ||ref||
 // <= 1e-4 per row; token ids identical). No golden files at all is a failure.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "runtime/cpu/basic_ops.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/dflash_drafter.h"
+#include "runtime/cpu/rope.h"
 #include "tests/unit/cpu/cpu_test_util.h"
 #include "tests/unit/cpu/sha256.h"
 
@@ -88,6 +90,25 @@ double track(double err, double& worst) {
   return err;
 }
 
+// What the loaded transformers model held (RoPE tables, softmax scale, latent-norm eps)
+// against the numbers we derive from config.json.
+void check_hf_facts(const nlohmann::json& facts, const ModelConfig& c) {
+  if (facts.contains("softmax_scale"))
+    EXPECT_NEAR(c.softmax_scale(), facts["softmax_scale"].get<double>(), 1e-12) << "softmax scale";
+  const cpu::Rope rope(c.qk_rope_head_dim, c.rope_theta, c.rope_scaling, c.max_position_embeddings);
+  if (facts.contains("rope_attention_scaling"))
+    EXPECT_NEAR(rope.attention_factor(), facts["rope_attention_scaling"].get<double>(), 1e-7);
+  if (facts.contains("rope_inv_freq")) {
+    const auto want = facts["rope_inv_freq"].get<std::vector<double>>();
+    ASSERT_EQ(want.size(), rope.inv_freq().size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(rope.inv_freq()[i], want[i], 1e-7 * std::abs(want[i]) + 1e-12) << "rope inv_freq " << i;
+  }
+  // transformers' latent norms use 1e-6 whatever rms_norm_eps is; the IR builder does too.
+  if (facts.contains("kv_a_layernorm_eps")) EXPECT_EQ(facts["kv_a_layernorm_eps"].get<double>(), 1e-6);
+  if (facts.contains("q_a_layernorm_eps")) EXPECT_EQ(facts["q_a_layernorm_eps"].get<double>(), 1e-6);
+}
+
 void check_golden(const fs::path& file) {
   Worst worst;
   SCOPED_TRACE(file.filename().string());
@@ -106,6 +127,7 @@ void check_golden(const fs::path& file) {
           << name << ": the synthesiser no longer reproduces the golden's checkpoint";
 
   auto model = make_cpu_target(root / "target", 0);
+  check_hf_facts(g.value("hf_facts", nlohmann::json::object()), model->config());
   const int64_t vocab = model->config().vocab_size, hidden = model->config().hidden_size;
   for (const auto& p : g.at("prompts")) {
     const auto ids = p.at("ids").get<std::vector<int32_t>>();
@@ -154,9 +176,22 @@ void check_golden(const fs::path& file) {
   SynthOptions doptions;
   doptions.seed = dargs.seed;
   synthesize_draft(preset_draft_config(dargs.preset), root / "draft", doptions);
+  if (d.contains("checkpoint_sha256"))
+    for (const auto& [name, hex] : d["checkpoint_sha256"].items())
+      EXPECT_EQ(cpu_test::sha256_file(root / "draft" / name), hex.get<std::string>())
+          << "drafter " << name << ": the synthesiser no longer reproduces the golden's checkpoint";
   auto drafter_base = make_cpu_dflash_drafter(root / "draft", *model);
   auto* drafter = dynamic_cast<cpu::CpuDFlashDrafter*>(drafter_base.get());
   ASSERT_NE(drafter, nullptr);
+  const DraftConfig& dc = drafter->config();
+  if (d.contains("drafter_rope_inv_freq")) {
+    const cpu::Rope rope(dc.head_dim, dc.rope_theta, dc.rope_scaling, dc.max_position_embeddings);
+    const auto want = d["drafter_rope_inv_freq"].get<std::vector<double>>();
+    ASSERT_EQ(want.size(), rope.inv_freq().size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(rope.inv_freq()[i], want[i], 1e-7 * std::abs(want[i]) + 1e-12) << "drafter rope inv_freq " << i;
+    EXPECT_NEAR(rope.attention_factor(), d.value("drafter_rope_attention_scaling", 1.0), 1e-7);
+  }
   const auto ctx = d.at("context_ids").get<std::vector<int32_t>>();
   model->reset();
   model->set_capture_layers(drafter->capture_layers());
@@ -172,6 +207,11 @@ void check_golden(const fs::path& file) {
   for (int64_t r = 0; r < ref.rows; ++r)
     EXPECT_LE(track(relative_error(logits.row(r), ref.row(r), vocab), worst.draft), kRelTol)
         << "drafter depth " << r + 1;
+  if (d.contains("argmax")) {
+    std::vector<int32_t> ours;
+    for (int64_t r = 0; r < logits.rows; ++r) ours.push_back(static_cast<int32_t>(cpu::argmax(logits.row(r), vocab)));
+    EXPECT_EQ(ours, d["argmax"].get<std::vector<int32_t>>()) << "drafter argmax per depth";
+  }
   std::printf("%s: worst relative error: logits %.3g, hidden %.3g, drafter %.3g\n",
               file.filename().c_str(), worst.logits, worst.hidden, worst.draft);
 }

@@ -74,6 +74,32 @@ TEST(CpuDDTree, Tiny2Oracle) { expect_lossless("tiny2", DrafterKind::kOracle); }
 TEST(CpuDDTree, Tiny2Random) { expect_lossless("tiny2", DrafterKind::kRandom); }
 TEST(CpuDDTree, Tiny2DFlash) { expect_lossless("tiny2", DrafterKind::kDFlash); }
 
+TEST(CpuDDTree, SampledSpeculativeDrawsTheARSample) {
+  // At temperature > 0 the walk draws one sample per emitted token from the same stream as AR,
+  // and the verify logits of an accepted node equal AR's logits at that position, so with one
+  // seed DDTree emits exactly the AR sample (here with an oracle that knows it, so trees are
+  // deep and accepted, and with the DFlash drafter).
+  const auto& ckpt = test::synth_checkpoint("tiny");
+  std::unique_ptr<TargetModel> target = make_cpu_target(ckpt.target);
+  const std::vector<int32_t> prompt = prompt_for("tiny");
+  for (uint64_t seed : {3u, 4u}) {
+    DecodeOptions o = greedy(SpecMode::kNone, 0);
+    o.temperature = 0.8;
+    o.seed = seed;
+    const DecodeResult ar = decode(*target, nullptr, prompt, o);
+    std::vector<int32_t> truth = prompt;
+    truth.insert(truth.end(), ar.tokens.begin(), ar.tokens.end());
+    OracleDrafter oracle(truth, target->config().vocab_size, 7, 0.9, seed);
+    o.spec = SpecMode::kDDTree;
+    o.budget = 10;
+    const DecodeResult tree = decode(*target, &oracle, prompt, o);
+    EXPECT_EQ(tree.tokens, ar.tokens) << "seed " << seed;
+    EXPECT_GT(tree.stats.mean_acceptance_length(), 2.0);
+    std::unique_ptr<Drafter> dflash = make_cpu_dflash_drafter(ckpt.draft, *target);
+    EXPECT_EQ(decode(*target, dflash.get(), prompt, o).tokens, ar.tokens) << "seed " << seed;
+  }
+}
+
 TEST(CpuDDTree, RefusesADrafterForAnotherTarget) {
   std::unique_ptr<TargetModel> tiny = make_cpu_target(test::synth_checkpoint("tiny").target);
   EXPECT_THROW(make_cpu_dflash_drafter(test::synth_checkpoint("tiny2").draft, *tiny), Error);

@@ -136,6 +136,19 @@ TEST(ModelConfig, ParsesRealKimiK26Config) {
   EXPECT_FALSE(c.quant.is_quantized("vision_tower.blocks.0.mlp.fc0"));
 }
 
+TEST(ModelConfig, ParsesTextOnlyKimiK2WithoutPrefix) {
+  // K2 / K2-Thinking ship the text model at the top level: model_type kimi_k2, no prefix.
+  nlohmann::json text = load_json("kimi-k2.6/config.json")["text_config"];
+  ModelConfig c = parse_model_config(text, "k2/config.json");
+  EXPECT_EQ(c.model_type, "kimi_k2");
+  EXPECT_EQ(c.wrapper_type, "");
+  EXPECT_EQ(c.tensor_prefix, "");
+  EXPECT_EQ(c.num_hidden_layers, 61);
+  EXPECT_TRUE(c.quant.enabled);
+  EXPECT_TRUE(c.quant.is_quantized("model.layers.5.mlp.experts.9.up_proj"));
+  EXPECT_FALSE(c.quant.is_quantized("model.layers.5.self_attn.o_proj"));
+}
+
 TEST(QuantConfig, IgnoreMatchesExactNamesAndAnchoredRegexes) {
   QuantConfig q;
   q.enabled = true;
@@ -349,6 +362,7 @@ TEST(ModelConfig, BadJsonNamesTheFile) {
 TEST(ModelConfig, MissingFileNamesTheFile) {
   std::string msg = error_of([&] { load_model_config(data_path("configs/no-such-config.json")); });
   expect_contains(msg, {"no-such-config.json", "cannot open"});
+  expect_contains(error_of([&] { load_model_config(data_path("configs")); }), {"configs", "is a directory"});
 }
 
 }  // namespace

@@ -19,8 +19,12 @@ TEST(SynthCheckpointOpen, EveryPresetAndDrafterValidates) {
       TempDir dir("synth_" + name);
       ModelConfig c = preset_config(name);
       if (int4) c.quant = k26_int4_quant_config();
-      synthesize_target(c, dir.path() / "target", {.seed = 3, .shard_bytes = int4 ? (uint64_t{1} << 20) : 0});
-      synthesize_draft(draft_config_for(c), dir.path() / "draft", {.seed = 3});
+      SynthOptions options;
+      options.seed = 3;
+      options.shard_bytes = int4 ? (uint64_t{1} << 20) : 0;
+      synthesize_target(c, dir.path() / "target", options);
+      options.shard_bytes = 0;
+      synthesize_draft(draft_config_for(c), dir.path() / "draft", options);
       TargetCheckpoint t = TargetCheckpoint::open(dir.path() / "target");
       DraftCheckpoint d = DraftCheckpoint::open(dir.path() / "draft");
       EXPECT_NO_THROW(check_draft_fits_target(d.config(), t.config()));

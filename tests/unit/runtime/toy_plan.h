@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "compiler/codegen/nvrtc_compile.h"
+#include "compiler/synth/presets.h"
 #include "compiler/plan/plan_model.h"
 
 namespace kplan::testing {
@@ -50,12 +53,11 @@ inline std::vector<uint8_t> toy_cubin(const std::string& arch) {
   return codegen::nvrtc_compile(src, {}, codegen::nvrtc_options(arch));
 }
 
+// The tiny preset's config with the toy's vocabulary (the runtime reads vocab from it).
 inline std::string toy_config_json() {
-  return R"({"model_type": "deepseek_v3", "vocab_size": 40, "hidden_size": 8, "intermediate_size": 16,
-  "moe_intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1, "num_key_value_heads": 1,
-  "q_lora_rank": null, "kv_lora_rank": 4, "qk_nope_head_dim": 4, "qk_rope_head_dim": 4, "v_head_dim": 4,
-  "n_routed_experts": 2, "num_experts_per_tok": 1, "n_shared_experts": 1, "first_k_dense_replace": 1,
-  "max_position_embeddings": 64, "bos_token_id": 0, "eos_token_id": 1})";
+  nlohmann::json j = model_config_to_json(preset_config("tiny"));
+  j["vocab_size"] = kToyVocab;
+  return j.dump(2);
 }
 
 // Buckets of 1 and 4 tokens; kernels for each arch in `archs`.

@@ -2,11 +2,13 @@
 // archs and the plan survives a write/read round trip with its cubins intact.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "compiler/codegen/nvrtc_compile.h"
 #include "compiler/plan/plan_reader.h"
 #include "compiler/plan/plan_writer.h"
+#include "kplan/kplan.h"
 #include "tests/unit/runtime/toy_plan.h"
 
 namespace kplan {
@@ -21,6 +23,12 @@ TEST(ToyPlan, BuildsForBothArchsAndRoundTrips) {
   plan::Plan back = plan::read_plan(file);
   EXPECT_EQ(back.kernels, p.kernels);
   EXPECT_EQ(back.buckets, p.buckets);
+  kplan_plan* handle = nullptr;
+  EXPECT_EQ(kplan_plan_open(file.c_str(), nullptr, &handle), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_plan_close(handle);
+  // Staging for the device check (tools/device/gpu_check.sh --stage): keep a copy of the plan,
+  // written here on the CPU-only machine, for `kplan bench` there.
+  if (const char* keep = std::getenv("KPLAN_TOY_PLAN_OUT")) std::filesystem::copy_file(file, keep, std::filesystem::copy_options::overwrite_existing);
   std::filesystem::remove(file);
 }
 

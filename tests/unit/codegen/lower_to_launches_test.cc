@@ -1,0 +1,127 @@
+// Lowering @target to launches: the plan it gives is self-consistent (plan::validate_plan: every
+// launch argument matches its kernel's signature, slots fit the arena, step inputs are bound),
+// compiles for the shipped archs, views cost no launches, scratch slots are reused, and each
+// bucket returns logits (and the captured hidden states) for its token count.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "codegen_test_util.h"
+#include "compiler/codegen/lower_to_launches.h"
+#include "compiler/driver/compile.h"
+#include "compiler/plan/plan_assemble.h"
+#include "ir/error.h"
+
+namespace kplan::codegen {
+namespace {
+
+using testing_util::TempDir;
+
+struct Lowered {
+  std::unique_ptr<ir::Module> module;
+  std::vector<uint8_t> zeros;
+  plan::LoweredPlan plan;
+};
+
+// The IR of a test config (structure only) and zero weights of the right sizes.
+Lowered lower_config(const std::string& config, const LowerOptions& options, bool int4 = false) {
+  Lowered l;
+  kplan::CompileOptions c;
+  c.model = std::string(KPLAN_TEST_DATA_DIR) + "/configs/" + config + ".json";
+  c.load_weights = false;
+  c.build.capture_layers = std::vector<int64_t>{1};
+  l.module = compile_to_ir(c).module;
+  (void)int4;
+  const ir::Function* target = l.module->function("target");
+  std::map<std::string, size_t> sizes;  // by tensor name (weight_stack parts by their own names)
+  for (const ir::Op* op : target->ops()) {
+    if (op->kind() != ir::OpKind::Weight && op->kind() != ir::OpKind::WeightStack) continue;
+    size_t bytes = dtype_size(op->result()->type().dtype);
+    for (const ir::Dim& d : op->result()->type().shape) bytes *= d.value();
+    const std::string& name = op->attrs().get_string("name");
+    if (op->kind() == ir::OpKind::Weight) {
+      sizes[name] = bytes;
+    } else {
+      const int64_t count = op->attrs().get_int("count");
+      const size_t star = name.find('*');
+      for (int64_t e = 0; e < count; ++e) sizes[name.substr(0, star) + std::to_string(e) + name.substr(star + 1)] = bytes / count;
+    }
+  }
+  size_t largest = 0;
+  for (const auto& [name, bytes] : sizes) largest = std::max(largest, bytes);
+  l.zeros.assign(largest, 0);
+  l.plan = lower_target(*target, [&](const std::string& name) {
+    return std::span<const uint8_t>(l.zeros.data(), sizes.at(name));
+  }, options);
+  return l;
+}
+
+TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
+  LowerOptions o;
+  o.buckets = {1, 8, 40};
+  o.max_context = 128;
+  o.max_tree_nodes = 40;
+  Lowered l = lower_config("tiny", o);
+  const plan::LoweredPlan& lp = l.plan;
+  ASSERT_EQ(lp.buckets.size(), 3u);
+  EXPECT_EQ(lp.kv_caches.size(), 4u);
+  EXPECT_EQ(lp.step_inputs.size(), static_cast<size_t>(plan::kStepInputKinds));
+  for (const plan::Bucket& b : lp.buckets) {
+    EXPECT_EQ(b.program, "target");
+    // 4 layers: embedding, then per layer at least norm, q path, kv path, rope x2, append, 2 head
+    // matmuls, attention, o_proj, add, norm, mlp; then final norm + lm_head.
+    EXPECT_GT(b.launches.size(), 4u * 15);
+    ASSERT_EQ(b.outputs.size(), 2u);
+    EXPECT_EQ(b.outputs[0].kind, plan::OutputKind::Hidden);
+    EXPECT_EQ(b.outputs[0].layer, 1);
+    EXPECT_EQ(b.outputs[1].kind, plan::OutputKind::Logits);
+    EXPECT_EQ(b.outputs[1].rows, b.tokens);
+    EXPECT_EQ(b.outputs[1].cols, 1024);
+    // Buckets differ only in token counts: same kernels in the same order.
+    ASSERT_EQ(b.launches.size(), lp.buckets[0].launches.size());
+    for (size_t i = 0; i < b.launches.size(); ++i) EXPECT_EQ(b.launches[i].kernel, lp.buckets[0].launches[i].kernel);
+  }
+  // Views (slice / reshape / transpose) and weights emit no launches.
+  for (const plan::Launch& launch : lp.buckets[0].launches) {
+    EXPECT_EQ(launch.note.find("slice"), std::string::npos);
+    EXPECT_EQ(launch.note.find("reshape"), std::string::npos);
+  }
+  // Scratch reuse: far fewer slots than values.
+  int scratch = 0;
+  for (const plan::BufferSlot& s : lp.buffers.slots) scratch += s.role == plan::SlotRole::Scratch;
+  EXPECT_LT(scratch, 20);
+
+  TempDir cache;
+  plan::PlanSources sources;
+  sources.model_dir = std::string(KPLAN_TEST_DATA_DIR) + "/configs/tiny.json";
+  plan::AssembleOptions a;
+  a.archs = {"sm_90", "sm_120"};
+  a.kernels.cache_dir = cache.path();
+  a.kernels.progress = [](const std::string&) {};
+  const plan::Plan p = plan::assemble_plan(sources, std::move(l.plan), a);
+  EXPECT_NO_THROW(plan::validate_plan(p, "lowered tiny"));
+  EXPECT_EQ(p.header.archs, a.archs);
+}
+
+TEST(CodegenLower, Tiny2OddWidthsLower) {
+  LowerOptions o;
+  o.buckets = {1, 5};
+  o.max_context = 64;
+  Lowered l = lower_config("tiny2", o);
+  ASSERT_EQ(l.plan.buckets.size(), 2u);
+  EXPECT_EQ(l.plan.kv_caches.size(), 6u);
+  EXPECT_EQ(l.plan.kv_caches[0].row_bytes, (48u + 8u) * 4u);
+}
+
+TEST(CodegenLower, BadOptionsAreRefused) {
+  LowerOptions o;
+  o.buckets = {};
+  o.max_context = 16;
+  EXPECT_THROW(lower_config("tiny", o), Error);
+  o.buckets = {32};
+  o.max_context = 16;
+  EXPECT_THROW(lower_config("tiny", o), Error);
+}
+
+}  // namespace
+}  // namespace kplan::codegen
