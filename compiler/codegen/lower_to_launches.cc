@@ -189,6 +189,7 @@ class Lowerer {
         w.owned.insert(w.owned.end(), part.begin(), part.end());
       }
     }
+    w.size = bytes;  // the writer sets it again; validate_plan reads it before writing too
     if (w.data().size() != bytes) throw Error("codegen: weight " + name + " holds " + std::to_string(w.data().size()) + " bytes, its type needs " + std::to_string(bytes));
     out_.weights.push_back(std::move(w));
     weight_of_[name] = static_cast<uint32_t>(out_.weights.size() - 1);

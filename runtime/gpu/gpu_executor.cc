@@ -139,9 +139,17 @@ void GpuExecutor::release() {
 
 void GpuExecutor::upload_weights() {
   const plan::Plan& p = *plan_;
-  weight_offsets_.resize(p.weights.size());
+  // Only weights some launch reads go to the device (a plan may also carry tensors for the CPU
+  // reference only).
+  std::vector<bool> used(p.weights.size(), false);
+  for (const plan::Bucket& b : p.buckets)
+    for (const plan::Launch& l : b.launches)
+      for (const plan::LaunchArg& a : l.args)
+        if (a.kind == plan::ArgKind::Weight) used[a.index] = true;
+  weight_offsets_.assign(p.weights.size(), 0);
   uint64_t total = 0;
   for (size_t i = 0; i < p.weights.size(); ++i) {
+    if (!used[i]) continue;
     weight_offsets_[i] = align_up(total, plan::kWeightAlignment);
     total = weight_offsets_[i] + p.weights[i].data().size();
   }
@@ -154,7 +162,7 @@ void GpuExecutor::upload_weights() {
   // Straight from the mapped file (or the owned bytes): no host-side copy.
   for (size_t i = 0; i < p.weights.size(); ++i) {
     std::span<const uint8_t> bytes = p.weights[i].data();
-    if (bytes.empty()) continue;
+    if (bytes.empty() || !used[i]) continue;
     cuda_check(*cu_, cu_->cuMemcpyHtoD(base + weight_offsets_[i], bytes.data(), bytes.size()),
                source_ + ": uploading weight " + p.weights[i].name);
   }

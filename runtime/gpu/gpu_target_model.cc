@@ -21,6 +21,12 @@ GpuTargetModel::GpuTargetModel(std::shared_ptr<const plan::Plan> plan, std::stri
   config_ = parse_model_config(j, source_ + " (model config)");
   max_context_ = p.header.limits.max_context;
   for (const plan::KvCache& kv : p.kv_caches) max_context_ = std::min<int64_t>(max_context_, kv.rows);
+  for (const plan::Bucket& b : p.buckets)
+    for (const plan::StepOutput& o : b.outputs)
+      if (o.kind == plan::OutputKind::Logits && b.program == "target" && o.cols != config_.vocab_size)
+        throw Error(source_ + ": invalid plan: bucket target/" + std::to_string(b.tokens) + " has " +
+                    std::to_string(o.cols) + " logits per token for a vocabulary of " +
+                    std::to_string(config_.vocab_size));
   if (!p.bucket_for("target", 1))
     throw Error(source_ + ": the plan has no target bucket to run (recompile it)");
 }

@@ -22,6 +22,7 @@ if [ "${1:-}" = "--stage" ]; then
   for p in ${KPLAN_STAGE_PLANS:-}; do cp "$p" "$stage/plans/"; done
   # The runtime tests' toy plan (real sm_90/sm_120 cubins, exact host model): the runtime's floor.
   KPLAN_TOY_PLAN_OUT=$stage/plans/toy.kplan "$build/tests/runtime_tests" --gtest_filter='ToyPlan.*' >/dev/null
+  mkdir -p "$stage/lib" && cp -L /lib/x86_64-linux-gnu/libpcre2-8.so.0 "$stage/lib/"
   (cd "$repo" && git rev-parse --short HEAD) > "$stage/commit"
   du -sh "$stage"
   exit 0
@@ -30,10 +31,13 @@ fi
 out=${OUT:-/tmp/kplan-gpu-check}
 mkdir -p "$out"
 bin=$stage/bin
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+# libnvrtc.so.13 from the CUDA toolkit there, else from PyTorch's nvidia-cuda-nvrtc wheel.
+nvrtc_dir=$(dirname "$(ls /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/targets/*/lib/libnvrtc.so.13 2>/dev/null | head -1)" 2>/dev/null)
+[ -n "$nvrtc_dir" ] && [ "$nvrtc_dir" != . ] || nvrtc_dir=$(dirname "$(find / -name 'libnvrtc.so.13' -not -path '*/proc/*' 2>/dev/null | head -1)")
+export LD_LIBRARY_PATH=$nvrtc_dir:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$stage/lib
 # The test binaries carry the CPU machine's absolute paths (sources, test data, the kplan CLI).
 mkdir -p /work && { [ -e /work/main ] || ln -s "$repo" /work/main; }
-mkdir -p "$build/bin" && ln -sf "$bin/kplan" "$build/bin/kplan"
+[ -e "$build/bin/kplan" ] || { mkdir -p "$build/bin" && ln -s "$bin/kplan" "$build/bin/kplan"; }
 
 echo "== device"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "== commit $(cat "$stage/commit" 2>/dev/null)  date $(date -u +%FT%TZ)"
@@ -49,6 +53,7 @@ run_tests() {  # name binary
 }
 echo "== runtime_tests"; run_tests runtime_tests runtime_tests
 echo "== plan_tests"; run_tests plan_tests plan_tests
+grep -h "^\[ figures  \]" "$out"/tests_*.log
 
 for p in "$stage"/plans/*.kplan; do
   [ -e "$p" ] || continue

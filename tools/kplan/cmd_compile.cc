@@ -8,6 +8,7 @@
 
 #include "compiler/driver/compile.h"
 #include "compiler/passes/pipeline.h"
+#include "compiler/plan/plan_output.h"
 #include "ir/error.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -22,6 +23,7 @@ struct CompileArgs {
   std::string model, draft, ir_file, dump_after;
   bool no_weights = false, dump_ir = false, list_passes = false, no_passes = false;
   bool no_tree_mask = false;
+  plan::PlanOutputOptions plan;  // -o: write a .kplan plan
 };
 
 std::string read_ir_text(const std::string& file) {
@@ -62,10 +64,21 @@ void run_compile(const CompileArgs& a) {
     opt.build.tree_mask = !a.no_tree_mask;
     CompileResult r = compile_to_ir(opt);
     module = std::move(r.module);
-    // Plan output (-o model.kplan --arch ...) goes here: it starts from `r` (checkpoints with
-    // their tensors, and the final IR).
+    if (!a.plan.out.empty()) {
+      if (!a.dump_after.empty()) throw Error("-o writes the whole pipeline's plan: drop --dump-ir-after");
+      plan::write_compiled_plan(*module, *r.target, opt.draft, a.plan);
+    }
   }
-  if (a.dump_ir || !a.dump_after.empty()) std::fputs(ir::print_module(*module).c_str(), stdout);
+  if (a.dump_ir || !a.dump_after.empty()) {
+    std::fputs(ir::print_module(*module).c_str(), stdout);
+    return;
+  }
+  // Nothing asked to be printed: say what was compiled, in one line.
+  std::string summary;
+  for (const ir::Function* fn : module->functions())
+    summary += (summary.empty() ? "" : ", ") + ("@" + fn->name()) + " (" +
+               std::to_string(fn->num_ops()) + " ops)";
+  std::printf("IR verified: %s; --dump-ir prints it\n", summary.c_str());
 }
 
 }  // namespace
@@ -87,6 +100,13 @@ void register_compile(CLI::App& app) {
   cmd->add_flag("--no-passes", args->no_passes, "with --ir: only parse and verify");
   cmd->add_flag("--no-tree-mask", args->no_tree_mask,
                 "build @target with causal attention (no %tree_mask argument)");
+  cmd->add_option("-o,--output", args->plan.out, "write the compiled plan (.kplan) to this file");
+  cmd->add_option("--arch", args->plan.archs, "GPU archs to build kernels for, e.g. sm_90,sm_120")
+      ->capture_default_str();
+  cmd->add_option("--buckets", args->plan.buckets, "token counts with their own launch sequence")
+      ->capture_default_str();
+  cmd->add_option("--max-context", args->plan.max_context,
+                  "KV cache positions (default: max_position_embeddings, at most 4096)");
   cmd->callback([args] { run_compile(*args); });
 }
 

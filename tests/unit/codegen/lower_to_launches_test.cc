@@ -7,6 +7,7 @@
 #include <map>
 
 #include "codegen_test_util.h"
+#include "compiler/codegen/launch_geometry.h"
 #include "compiler/codegen/lower_to_launches.h"
 #include "compiler/driver/compile.h"
 #include "compiler/plan/plan_assemble.h"
@@ -24,14 +25,14 @@ struct Lowered {
 };
 
 // The IR of a test config (structure only) and zero weights of the right sizes.
-Lowered lower_config(const std::string& config, const LowerOptions& options, bool int4 = false) {
+// `config`: a test config name, or a checkpoint directory path.
+Lowered lower_config(const std::string& config, const LowerOptions& options) {
   Lowered l;
   kplan::CompileOptions c;
-  c.model = std::string(KPLAN_TEST_DATA_DIR) + "/configs/" + config + ".json";
+  c.model = config.find('/') != std::string::npos ? config : std::string(KPLAN_TEST_DATA_DIR) + "/configs/" + config + ".json";
   c.load_weights = false;
   c.build.capture_layers = std::vector<int64_t>{1};
   l.module = compile_to_ir(c).module;
-  (void)int4;
   const ir::Function* target = l.module->function("target");
   std::map<std::string, size_t> sizes;  // by tensor name (weight_stack parts by their own names)
   for (const ir::Op* op : target->ops()) {
@@ -72,11 +73,16 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
     // matmuls, attention, o_proj, add, norm, mlp; then final norm + lm_head.
     EXPECT_GT(b.launches.size(), 4u * 15);
     ASSERT_EQ(b.outputs.size(), 2u);
-    EXPECT_EQ(b.outputs[0].kind, plan::OutputKind::Hidden);
-    EXPECT_EQ(b.outputs[0].layer, 1);
-    EXPECT_EQ(b.outputs[1].kind, plan::OutputKind::Logits);
-    EXPECT_EQ(b.outputs[1].rows, b.tokens);
-    EXPECT_EQ(b.outputs[1].cols, 1024);
+    const bool logits_first = b.outputs[0].kind == plan::OutputKind::Logits;
+    const plan::StepOutput& logits = b.outputs[logits_first ? 0 : 1];
+    const plan::StepOutput& hidden = b.outputs[logits_first ? 1 : 0];
+    EXPECT_EQ(logits.kind, plan::OutputKind::Logits);
+    EXPECT_EQ(logits.rows, b.tokens);
+    EXPECT_EQ(logits.cols, 1024);
+    EXPECT_EQ(hidden.kind, plan::OutputKind::Hidden);
+    EXPECT_EQ(hidden.layer, 1);
+    EXPECT_EQ(hidden.cols, 256);
+    EXPECT_NE(hidden.slot, logits.slot);
     // Buckets differ only in token counts: same kernels in the same order.
     ASSERT_EQ(b.launches.size(), lp.buckets[0].launches.size());
     for (size_t i = 0; i < b.launches.size(); ++i) EXPECT_EQ(b.launches[i].kernel, lp.buckets[0].launches[i].kernel);
@@ -111,6 +117,25 @@ TEST(CodegenLower, Tiny2OddWidthsLower) {
   ASSERT_EQ(l.plan.buckets.size(), 2u);
   EXPECT_EQ(l.plan.kv_caches.size(), 6u);
   EXPECT_EQ(l.plan.kv_caches[0].row_bytes, (48u + 8u) * 4u);
+}
+
+TEST(CodegenLower, Int4ExpertsUseTheInt4Kernels) {
+  TempDir dir;
+  const std::string cmd = std::string(KPLAN_BINARY) + " synth tiny --int4 --out " + (dir.path() / "ckpt").string() + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  LowerOptions o;
+  o.buckets = {3};
+  o.max_context = 32;
+  Lowered l = lower_config((dir.path() / "ckpt").string(), o);
+  int int4_launches = 0;
+  for (const plan::Launch& launch : l.plan.buckets[0].launches) {
+    const KernelSource& k = l.plan.kernels[launch.kernel];
+    if (k.family == "moe_gate_up" || k.family == "moe_down") int4_launches += kernel_param(k, "W_FMT") == 1;
+  }
+  EXPECT_EQ(int4_launches, 2 * 3);  // gate_up + down in each of the 3 MoE layers
+  bool stacked_packed = false;
+  for (const plan::Weight& w : l.plan.weights) stacked_packed = stacked_packed || (w.layout == "stacked" && w.dtype == DType::I32);
+  EXPECT_TRUE(stacked_packed);
 }
 
 TEST(CodegenLower, BadOptionsAreRefused) {

@@ -95,5 +95,25 @@ TEST(CpuDrafter, RefusesADrafterThatDoesNotFitTheTarget) {
   EXPECT_THROW(make_cpu_dflash_drafter(synth_preset("tiny2").draft, *target), Error);
 }
 
+// A target the CPU drafter cannot borrow an embedding and lm_head from.
+class NotACpuTarget final : public TargetModel {
+ public:
+  const ModelConfig& config() const override { return config_; }
+  StepOutput forward(const StepInput&) override { return {}; }
+  void commit(std::span<const int32_t>) override {}
+  int64_t cache_length() const override { return 0; }
+  int64_t max_context() const override { return 0; }
+  void reset() override {}
+  void set_capture_layers(std::vector<int64_t>) override {}
+
+ private:
+  ModelConfig config_;
+};
+
+TEST(CpuDrafter, NeedsACpuTarget) {
+  NotACpuTarget other;
+  EXPECT_THROW(make_cpu_dflash_drafter(synth_preset("tiny").draft, other), Error);
+}
+
 }  // namespace
 }  // namespace kplan

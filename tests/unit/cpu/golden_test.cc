@@ -93,11 +93,13 @@ double track(double err, double& worst) {
 // What the loaded transformers model held (RoPE tables, softmax scale, latent-norm eps)
 // against the numbers we derive from config.json.
 void check_hf_facts(const nlohmann::json& facts, const ModelConfig& c) {
-  if (facts.contains("softmax_scale"))
+  if (facts.contains("softmax_scale")) {
     EXPECT_NEAR(c.softmax_scale(), facts["softmax_scale"].get<double>(), 1e-12) << "softmax scale";
+  }
   const cpu::Rope rope(c.qk_rope_head_dim, c.rope_theta, c.rope_scaling, c.max_position_embeddings);
-  if (facts.contains("rope_attention_scaling"))
+  if (facts.contains("rope_attention_scaling")) {
     EXPECT_NEAR(rope.attention_factor(), facts["rope_attention_scaling"].get<double>(), 1e-7);
+  }
   if (facts.contains("rope_inv_freq")) {
     const auto want = facts["rope_inv_freq"].get<std::vector<double>>();
     ASSERT_EQ(want.size(), rope.inv_freq().size());
@@ -105,8 +107,11 @@ void check_hf_facts(const nlohmann::json& facts, const ModelConfig& c) {
       EXPECT_NEAR(rope.inv_freq()[i], want[i], 1e-7 * std::abs(want[i]) + 1e-12) << "rope inv_freq " << i;
   }
   // transformers' latent norms use 1e-6 whatever rms_norm_eps is; the IR builder does too.
-  if (facts.contains("kv_a_layernorm_eps")) EXPECT_EQ(facts["kv_a_layernorm_eps"].get<double>(), 1e-6);
-  if (facts.contains("q_a_layernorm_eps")) EXPECT_EQ(facts["q_a_layernorm_eps"].get<double>(), 1e-6);
+  for (const char* key : {"kv_a_layernorm_eps", "q_a_layernorm_eps"}) {
+    if (facts.contains(key)) {
+      EXPECT_EQ(facts[key].get<double>(), 1e-6) << key;
+    }
+  }
 }
 
 void check_golden(const fs::path& file) {
@@ -121,10 +126,11 @@ void check_golden(const fs::path& file) {
   SynthOptions options;
   options.seed = args.seed;
   synthesize_target(config, root / "target", options);
-  if (g.contains("checkpoint_sha256"))
-    for (const auto& [name, hex] : g["checkpoint_sha256"].items())
-      EXPECT_EQ(cpu_test::sha256_file(root / "target" / name), hex.get<std::string>())
-          << name << ": the synthesiser no longer reproduces the golden's checkpoint";
+  const nlohmann::json target_sha = g.value("checkpoint_sha256", nlohmann::json::object());
+  for (const auto& [name, hex] : target_sha.items()) {
+    EXPECT_EQ(cpu_test::sha256_file(root / "target" / name), hex.get<std::string>())
+        << name << ": the synthesiser no longer reproduces the golden's checkpoint";
+  }
 
   auto model = make_cpu_target(root / "target", 0);
   check_hf_facts(g.value("hf_facts", nlohmann::json::object()), model->config());
@@ -176,10 +182,11 @@ void check_golden(const fs::path& file) {
   SynthOptions doptions;
   doptions.seed = dargs.seed;
   synthesize_draft(preset_draft_config(dargs.preset), root / "draft", doptions);
-  if (d.contains("checkpoint_sha256"))
-    for (const auto& [name, hex] : d["checkpoint_sha256"].items())
-      EXPECT_EQ(cpu_test::sha256_file(root / "draft" / name), hex.get<std::string>())
-          << "drafter " << name << ": the synthesiser no longer reproduces the golden's checkpoint";
+  const nlohmann::json draft_sha = d.value("checkpoint_sha256", nlohmann::json::object());
+  for (const auto& [name, hex] : draft_sha.items()) {
+    EXPECT_EQ(cpu_test::sha256_file(root / "draft" / name), hex.get<std::string>())
+        << "drafter " << name << ": the synthesiser no longer reproduces the golden's checkpoint";
+  }
   auto drafter_base = make_cpu_dflash_drafter(root / "draft", *model);
   auto* drafter = dynamic_cast<cpu::CpuDFlashDrafter*>(drafter_base.get());
   ASSERT_NE(drafter, nullptr);

@@ -117,6 +117,7 @@ TEST_P(CpuTargetTest, BadInputsAreClearErrors) {
   model->commit(std::vector<int32_t>{0, 1, 2, 3, 4});
   EXPECT_THROW(model->forward(causal_step({1}, 8)), Error);        // context full
   EXPECT_THROW(make_cpu_target(synth_preset(GetParam()).target / "nope"), Error);
+  EXPECT_THROW(make_cpu_target(synth_preset(GetParam()).target, -1), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, CpuTargetTest, ::testing::Values("tiny", "tiny2", "tiny-yarn"));

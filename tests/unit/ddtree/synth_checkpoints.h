@@ -1,6 +1,6 @@
 #pragma once
 // Synthesised test checkpoints (a preset target and its DFlash drafter, seed 1), written once
-// per test process into a temp directory.
+// per test process into a temp directory (removed at exit).
 #include <filesystem>
 #include <map>
 #include <string>
@@ -15,12 +15,22 @@ struct SynthCheckpoint {
   std::filesystem::path target, draft;
 };
 
+// The process's temp directory, removed when the process exits.
+struct TempRoot {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("kplan_ddtree_" + std::to_string(getpid()));
+  ~TempRoot() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
 inline const SynthCheckpoint& synth_checkpoint(const std::string& preset) {
+  static TempRoot temp_root;
   static std::map<std::string, SynthCheckpoint> made;
   auto it = made.find(preset);
   if (it != made.end()) return it->second;
-  const auto root = std::filesystem::temp_directory_path() /
-                    ("kplan_ddtree_" + std::to_string(getpid())) / preset;
+  const auto root = temp_root.path / preset;
   SynthCheckpoint c{root / "target", root / "draft"};
   std::filesystem::create_directories(root);
   synthesize_target(preset_config(preset), c.target, {.seed = 1});
