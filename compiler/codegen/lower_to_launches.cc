@@ -590,4 +590,9 @@ plan::LoweredPlan lower_target(const ir::Function& target, const WeightBytes& we
   return Lowerer(target, weights, options).run();
 }
 
+plan::LoweredPlan lower_target(const ir::Function& target, const SafetensorsCheckpoint& checkpoint,
+                               const LowerOptions& options) {
+  return lower_target(target, [&](const std::string& name) { return checkpoint.get(name).bytes; }, options);
+}
+
 }  // namespace kplan::codegen

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/frontend/safetensors.h"
 #include "compiler/plan/lowered_plan.h"
 #include "ir/ir.h"
 
@@ -28,6 +29,9 @@ using WeightBytes = std::function<std::span<const uint8_t>(const std::string& na
 
 // Throws kplan::Error naming the op for an IR construct no kernel handles.
 plan::LoweredPlan lower_target(const ir::Function& target, const WeightBytes& weights,
+                               const LowerOptions& options);
+// Weights viewed in an opened checkpoint (which must stay open until the plan is written).
+plan::LoweredPlan lower_target(const ir::Function& target, const SafetensorsCheckpoint& checkpoint,
                                const LowerOptions& options);
 
 }  // namespace kplan::codegen

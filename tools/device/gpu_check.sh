@@ -49,22 +49,44 @@ run_tests() {  # name binary
   "$bin/$2" --gtest_color=no > "$log" 2>&1
   local rc=$?
   result[$1]="rc=$rc $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$log" | tr '\n' ' ')"
-  grep -E "^\[  FAILED  \]|Failure|error" "$log" | head -20
+  grep -E "^\[  FAILED  \]|Failure" "$log" | head -20
 }
 echo "== runtime_tests"; run_tests runtime_tests runtime_tests
 echo "== plan_tests"; run_tests plan_tests plan_tests
 grep -h "^\[ figures  \]" "$out"/tests_*.log
 
+mkdir -p /tmp/kplan_bench
 for p in "$stage"/plans/*.kplan; do
   [ -e "$p" ] || continue
   name=$(basename "$p" .kplan)
   echo "== inspect $name"; "$bin/kplan" inspect "$p"
+  golden=$repo/tests/data/goldens/$name.json
+  if [ -f "$golden" ]; then
+    ids=$(python3 -c "import json;print(','.join(map(str,json.load(open('$golden'))['prompts'][0]['ids'])))")
+    want=$(python3 -c "import json;print(' '.join(map(str,json.load(open('$golden'))['prompts'][0]['greedy_ids'])))")
+    for graphs in 1 0; do
+      got=$(KPLAN_NO_GRAPHS=$((1 - graphs)) "$bin/kplan" run "$p" --device gpu --prompt-ids "$ids" --max-new 16 --ignore-eos --stats 2>/tmp/kplan_run.err)
+      verdict=MISMATCH; [ "$got" = "$want" ] && verdict=identical
+      echo "run $name graphs=$graphs: $got ($verdict to the HF greedy ids)"; grep -E "device|time" /tmp/kplan_run.err
+      result[run_${name}_graphs$graphs]="greedy 16 ids $verdict to HF"
+    done
+    got=$("$bin/kplan" run "$p" --device gpu --prompt-ids "$ids" --max-new 16 --ignore-eos --spec ddtree \
+          --drafter oracle --oracle-accuracy 0.8 --budget 8 --stats 2>/tmp/kplan_run.err)
+    verdict=MISMATCH; [ "$got" = "$want" ] && verdict=identical
+    echo "ddtree $name: $got ($verdict)"; cat /tmp/kplan_run.err
+    result[ddtree_${name}]="oracle budget 8: $verdict to HF; $(grep -E 'acceptance|forwards' /tmp/kplan_run.err | tr -s ' ' | tr '\n' ';')"
+  fi
   for mode in graphs nographs; do
     flag=""; [ $mode = nographs ] && flag=--no-graphs
     echo "== bench $name ($mode)"
-    "$bin/kplan" bench "$p" --steps 500 $flag --json "$out/bench_${name}_$mode.json" 2>&1 | tee /tmp/bench.txt
+    "$bin/kplan" bench "$p" --steps 500 $flag --json "/tmp/kplan_bench/${name}_$mode.json" 2>&1 | tee /tmp/bench.txt
     result[bench_${name}_$mode]="$(grep -E 'decode step|achieved' /tmp/bench.txt | tr -s ' ' | tr '\n' ';')"
   done
 done
+# One JSON file of every bench (the device tool brings back at most 8 files).
+python3 -c "
+import json, glob, os
+print(json.dumps({os.path.basename(f)[:-5]: json.load(open(f)) for f in sorted(glob.glob('/tmp/kplan_bench/*.json'))}, indent=1))
+" > "$out/bench.json"
 echo "== summary"
 for k in "${!result[@]}"; do printf '%-28s %s\n' "$k" "${result[$k]}"; done | sort

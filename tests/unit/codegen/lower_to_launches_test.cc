@@ -127,6 +127,13 @@ TEST(CodegenLower, Int4ExpertsUseTheInt4Kernels) {
   o.buckets = {3};
   o.max_context = 32;
   Lowered l = lower_config((dir.path() / "ckpt").string(), o);
+  // With the checkpoint's own bytes: weights view the mapped file, stacks are copies.
+  const SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::open(dir.path() / "ckpt");
+  const plan::LoweredPlan real = lower_target(*l.module->function("target"), ckpt, o);
+  ASSERT_EQ(real.weights.size(), l.plan.weights.size());
+  for (const plan::Weight& w : real.weights) {
+    if (w.layout != "stacked") EXPECT_EQ(w.data().data(), ckpt.get(w.name).bytes.data()) << w.name;
+  }
   int int4_launches = 0;
   for (const plan::Launch& launch : l.plan.buckets[0].launches) {
     const KernelSource& k = l.plan.kernels[launch.kernel];

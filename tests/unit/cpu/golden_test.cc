@@ -1,8 +1,8 @@
 // The CPU backend against HuggingFace transformers: every tests/data/goldens/*.json (made by
 // tools/device/make_goldens.py on the GPU machine) names the `kplan synth` arguments of its
 // checkpoint; the test re-synthesises it, checks the files' sha256, and compares logits,
-// greedy continuations, hidden states and the drafter's logits (fp32: ||ours - ref|| / ||ref||
-// <= 1e-4 per row; token ids identical). No golden files at all is a failure.
+// greedy continuations, hidden states and the drafter's logits (||ours - ref|| / ||ref|| per
+// row; token ids identical). No golden files at all is a failure.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,7 +30,10 @@ namespace fs = std::filesystem;
 using cpu_test::causal_step;
 using cpu_test::relative_error;
 
-constexpr double kRelTol = 1e-4;
+// The issue asks for <= 1e-4. We hold 5e-6: both sides are fp32 with the same math, so what
+// remains is rounding (worst seen 1.3e-6), while real semantic slips can be small on these
+// models: giving the latent norms rms_norm_eps (as vLLM does) moves tiny2's logits by 1e-5.
+constexpr double kRelTol = 5e-6;
 
 std::vector<fs::path> golden_files() {
   std::vector<fs::path> files;

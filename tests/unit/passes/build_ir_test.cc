@@ -226,3 +226,32 @@ TEST(BuildIr, YarnRopeAttentionFactor) {
 
 }  // namespace
 }  // namespace kplan
+
+namespace kplan {
+namespace {
+
+using ir::OpKind;
+using namespace kplan::testing;
+
+TEST(BuildIr, TiedEmbeddingsNoSharedExpertsAndMoeFrequency) {
+  ModelConfig c = tiny();
+  c.tie_word_embeddings = true;
+  c.n_shared_experts = 0;
+  c.moe_layer_freq = 2;  // MoE at layers >= 1 with layer % 2 == 0: only layer 2
+  auto m = build_module(c, nullptr);
+  ir::verify(*m);
+  ir::Function& fn = *m->function("target");
+  EXPECT_EQ(count(fn, OpKind::MoeRouter), 1);
+  EXPECT_EQ(count(fn, OpKind::Swiglu), 3);  // three dense layers, no shared expert
+  const ir::Op* head = fn.output_value("logits")->defining_op();
+  ASSERT_EQ(head->kind(), OpKind::LmHead);
+  EXPECT_EQ(head->operand(1)->defining_op()->attrs().get_string("name"),
+            "model.embed_tokens.weight");
+  for (const ir::Op* op : fn.ops())
+    if (op->kind() == OpKind::MoeExperts)
+      // Without shared experts the routed output goes straight into the residual add.
+      EXPECT_EQ(fn.users(op->result())[0]->kind(), OpKind::Add);
+}
+
+}  // namespace
+}  // namespace kplan

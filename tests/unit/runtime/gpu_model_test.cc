@@ -103,6 +103,24 @@ TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
         << kplan_error_last();
     EXPECT_EQ(got, want_ids) << name << " greedy continuation";
   }
+
+  // DDTree on the GPU (tree verify with the ancestor mask, KV compaction of the accepted path) is
+  // lossless: greedy output equals the AR continuation, with an oracle and a random drafter.
+  const auto& prompt = golden["prompts"][0];
+  std::string ids, want;
+  for (const auto& v : prompt["ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(v.get<int>());
+  for (const auto& v : prompt["greedy_ids"]) want += (want.empty() ? "" : " ") + std::to_string(v.get<int>());
+  for (const std::string& drafter : {"oracle --budget 8", "random --budget 40"}) {
+    fs::path log = dir / "ddtree.log";
+    ASSERT_EQ(run_cli("run " + plan_file.string() + " --device gpu --prompt-ids " + ids +
+                          " --max-new 16 --ignore-eos --spec ddtree --drafter " + drafter + " --seed 3",
+                      log),
+              0)
+        << file_text(log);
+    std::string got = file_text(log);
+    got = got.substr(0, got.find('\n'));
+    EXPECT_EQ(got, want) << name << " DDTree (" << drafter << ") on the GPU";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, GpuModelTest, ::testing::Values("tiny", "tiny2", "tiny-int4", "tiny-yarn"),
