@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "compiler/codegen/launch_geometry.h"
 #include "compiler/codegen/model_kernels.h"
@@ -87,12 +88,15 @@ class Lowerer {
 
   void add_step_inputs() {
     const uint64_t t = static_cast<uint64_t>(max_tokens_);
-    const std::pair<plan::StepInputKind, uint64_t> inputs[] = {
-        {plan::StepInputKind::Tokens, 4 * t},     {plan::StepInputKind::Positions, 4 * t},
-        {plan::StepInputKind::TreeMask, 4 * t * ((t + 31) / 32)},
-        {plan::StepInputKind::CacheLength, 4},    {plan::StepInputKind::TokenCount, 4}};
-    for (const auto& [kind, bytes] : inputs) {
-      const uint32_t slot = add_slot(std::string("step.") + plan::step_input_name(kind), plan::SlotRole::Input, bytes);
+    // (plan::step_input_name is not used: kplan_codegen links before kplan_plan.)
+    const std::tuple<plan::StepInputKind, const char*, uint64_t> inputs[] = {
+        {plan::StepInputKind::Tokens, "step.tokens", 4 * t},
+        {plan::StepInputKind::Positions, "step.positions", 4 * t},
+        {plan::StepInputKind::TreeMask, "step.tree_mask", 4 * t * ((t + 31) / 32)},
+        {plan::StepInputKind::CacheLength, "step.cache_length", 4},
+        {plan::StepInputKind::TokenCount, "step.token_count", 4}};
+    for (const auto& [kind, name, bytes] : inputs) {
+      const uint32_t slot = add_slot(name, plan::SlotRole::Input, bytes);
       out_.step_inputs.push_back({kind, slot});
     }
   }

@@ -83,6 +83,30 @@ for p in "$stage"/plans/*.kplan; do
     result[bench_${name}_$mode]="$(grep -E 'decode step|achieved' /tmp/bench.txt | tr -s ' ' | tr '\n' ';')"
   done
 done
+# A mid-size model (bench/configs/mid.json: 8 layers, hidden 1024, kv_lora 512, 16 experts top-4,
+# vocab 32000; ~0.55 GiB bf16), synthesised and compiled on the device (too big to carry): the
+# decode step at short and long context, bf16 and INT4 experts.
+if [ "${KPLAN_BENCH_MID:-1}" = 1 ]; then
+  for variant in bf16 int4; do
+    flag=""; [ $variant = int4 ] && flag=--int4
+    d=/tmp/kplan_mid_$variant
+    rm -rf "$d" && "$bin/kplan" synth --config "$repo/bench/configs/mid.json" --seed 1 $flag --out "$d" >/dev/null
+    echo "== compile mid-$variant"; ( time "$bin/kplan" compile --model "$d" -o "$d.kplan" --arch sm_90 --buckets 1,8,32 ) 2>&1 | tail -4
+    for ctx in 128 4000; do
+      echo "== bench mid-$variant context $ctx"
+      "$bin/kplan" bench "$d.kplan" --steps 300 --context $ctx --json "/tmp/kplan_bench/mid-${variant}_ctx$ctx.json" 2>&1 | tee /tmp/bench.txt
+      result[bench_mid-${variant}_ctx$ctx]="$(grep -E 'decode step|achieved|bytes per step' /tmp/bench.txt | tr -s ' ' | tr '\n' ';')"
+    done
+    ids=5,6,7,8,9,10,11,12
+    g=$("$bin/kplan" run "$d.kplan" --device gpu --prompt-ids $ids --max-new 8 --ignore-eos)
+    c=$("$bin/kplan" run "$d.kplan" --device cpu --prompt-ids $ids --max-new 8 --ignore-eos)
+    t=$("$bin/kplan" run "$d.kplan" --device gpu --prompt-ids $ids --max-new 8 --ignore-eos --spec ddtree --drafter random --budget 24)
+    echo "mid-$variant greedy gpu: $g / cpu: $c / gpu ddtree: $t"
+    v=differs; [ "$g" = "$c" ] && v=identical; w=differs; [ "$g" = "$t" ] && w=identical
+    result[run_mid-$variant]="greedy 8 ids GPU vs CPU reference: $v; GPU DDTree vs GPU AR: $w"
+  done
+fi
+
 # One JSON file of every bench (the device tool brings back at most 8 files).
 python3 -c "
 import json, glob, os

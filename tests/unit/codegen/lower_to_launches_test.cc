@@ -132,7 +132,9 @@ TEST(CodegenLower, Int4ExpertsUseTheInt4Kernels) {
   const plan::LoweredPlan real = lower_target(*l.module->function("target"), ckpt, o);
   ASSERT_EQ(real.weights.size(), l.plan.weights.size());
   for (const plan::Weight& w : real.weights) {
-    if (w.layout != "stacked") EXPECT_EQ(w.data().data(), ckpt.get(w.name).bytes.data()) << w.name;
+    if (w.layout != "stacked") {
+      EXPECT_EQ(w.data().data(), ckpt.get(w.name).bytes.data()) << w.name;
+    }
   }
   int int4_launches = 0;
   for (const plan::Launch& launch : l.plan.buckets[0].launches) {

@@ -24,9 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_path(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("kplan_plan_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
+  return testing::scratch_dir("kplan_plan_test") / name;
 }
 
 std::vector<uint8_t> read_bytes(const fs::path& p) {

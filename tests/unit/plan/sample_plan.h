@@ -2,7 +2,10 @@
 // A small hand-made plan that exercises every table of the format (tests only): two kernels, a
 // few weights of awkward sizes, an arena with every slot role, step inputs, a KV cache and two
 // buckets. Cubins are placeholder bytes unless a test supplies real ones.
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,20 @@
 #include "compiler/synth/presets.h"
 
 namespace kplan::plan::testing {
+
+// A per-process scratch directory, removed when the test binary exits.
+inline std::filesystem::path scratch_dir(const std::string& prefix) {
+  struct Dir {
+    std::filesystem::path path;
+    explicit Dir(std::filesystem::path p) : path(std::move(p)) { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static Dir dir(std::filesystem::temp_directory_path() / (prefix + "_" + std::to_string(::getpid())));
+  return dir.path;
+}
 
 inline std::vector<uint8_t> pattern_bytes(size_t n, uint32_t seed) {
   std::vector<uint8_t> v(n);

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kplan/kplan.h"
+#include "tests/unit/plan/sample_plan.h"
 #include "kplan/session_target_model.h"
 
 namespace kplan {
@@ -55,7 +56,7 @@ TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
   const std::string name = GetParam();
   nlohmann::json golden = nlohmann::json::parse(std::ifstream(fs::path(KPLAN_TEST_DATA_DIR) / "goldens" / (name + ".json")));
-  fs::path dir = fs::temp_directory_path() / ("kplan_gpu_model_" + std::to_string(::getpid())) / name;
+  fs::path dir = plan::testing::scratch_dir("kplan_gpu_model") / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
 

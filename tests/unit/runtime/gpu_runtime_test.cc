@@ -10,6 +10,7 @@
 #include "compiler/plan/plan_writer.h"
 #include "ir/error.h"
 #include "kplan/kplan.h"
+#include "tests/unit/plan/sample_plan.h"
 #include "runtime/gpu/gpu_executor.h"
 #include "runtime/gpu/gpu_target_model.h"
 #include "tests/unit/runtime/toy_plan.h"
@@ -32,8 +33,7 @@ std::string gpu_arch() {
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine"
 
 fs::path toy_plan_file(const std::string& arch, const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("kplan_gpu_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  fs::path dir = plan::testing::scratch_dir("kplan_gpu_test");
   plan::Plan p = testing::toy_plan({arch});
   write_plan(p, dir / name);
   return dir / name;

@@ -3,6 +3,8 @@
 // serves the checkpoint the plan came from.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,9 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path test_dir() {
-  fs::path dir = fs::temp_directory_path() / ("kplan_runtime_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
+  return plan::testing::scratch_dir("kplan_runtime_test");
 }
 
 bool have_gpu() {
@@ -177,6 +177,24 @@ TEST(RuntimeApi, GreedyGenerationOnTheCpuMatchesAStepByStepLoop) {
     in = StepInput{{next}, {static_cast<int32_t>(direct->cache_length())}, {}};
   }
   EXPECT_EQ(got, want);
+}
+
+}  // namespace
+}  // namespace kplan
+
+namespace kplan {
+namespace {
+
+TEST(RuntimeCli, BenchWithoutAGpuSaysNoGpu) {
+  if (have_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  std::string cmd = std::string(KPLAN_BINARY) + " bench " + sample_plan_file("bench.kplan").string() + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[1024] = {};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+  int raw = ::pclose(p);
+  EXPECT_EQ(WEXITSTATUS(raw), 1);
+  EXPECT_EQ(std::string(buf, n).rfind("kplan: error: no GPU: ", 0), 0u) << buf;
 }
 
 }  // namespace
