@@ -22,8 +22,6 @@ __device__ __forceinline__ unsigned short f32_to_bf16(float f) {
   return static_cast<unsigned short>(u >> 16);
 }
 
-__device__ __forceinline__ float round_to_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
-
 // Element i of an array of type DT, as f32.
 template <int DT>
 __device__ __forceinline__ float load(const void* p, i64 i) {

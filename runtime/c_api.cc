@@ -270,17 +270,35 @@ kplan_status kplan_session_generate_greedy(kplan_session* session, const int32_t
   });
 }
 
+int32_t kplan_plan_buckets_get(const kplan_plan* plan, int32_t* tokens, int32_t capacity) {
+  if (!plan) return 0;
+  std::vector<int32_t> t;
+  for (const kplan::plan::Bucket& b : plan->plan->buckets)
+    if (b.program == "target") t.push_back(static_cast<int32_t>(b.tokens));
+  std::sort(t.begin(), t.end());
+  for (int32_t i = 0; i < capacity && i < static_cast<int32_t>(t.size()); ++i) tokens[i] = t[static_cast<size_t>(i)];
+  return static_cast<int32_t>(t.size());
+}
+
 kplan_status kplan_session_bench_decode(kplan_session* session, int32_t steps, int64_t context,
                                         kplan_bench_result* out) {
-  if (!session || !out || steps <= 0 || context < 0)
-    return fail(KPLAN_STATUS_ERROR, "kplan_session_bench_decode: bad arguments");
+  return kplan_session_bench_step(session, 1, steps, context, out);
+}
+
+kplan_status kplan_session_bench_step(kplan_session* session, int32_t tokens, int32_t steps, int64_t context,
+                                      kplan_bench_result* out) {
+  if (!session || !out || steps <= 0 || context < 0 || tokens <= 0)
+    return fail(KPLAN_STATUS_ERROR, "kplan_session_bench_step: bad arguments");
   if (!session->gpu) return fail(KPLAN_STATUS_NO_GPU, "no GPU: benchmarks time the GPU runtime");
   return guarded([&] {
     kplan::gpu::GpuTargetModel& m = *session->gpu;
     const kplan::plan::Plan& p = *session->plan->plan;
-    if (context + 1 > m.max_context())
-      throw kplan::Error("bench context " + std::to_string(context) + " leaves no room in the plan's " +
-                         std::to_string(m.max_context()) + " positions");
+    if (context + tokens > m.max_context())
+      throw kplan::Error("bench context " + std::to_string(context) + " leaves no room for a " + std::to_string(tokens) +
+                         "-token step in the plan's " + std::to_string(m.max_context()) + " positions");
+    const kplan::plan::Bucket* bucket = p.bucket_for("target", tokens);
+    if (!bucket || static_cast<int32_t>(bucket->tokens) != tokens)
+      throw kplan::Error("the plan has no target bucket of exactly " + std::to_string(tokens) + " tokens");
     m.reset();
     // Fill the KV cache to `context` positions with real prefill steps (token ids cycle the vocab).
     const int64_t chunk = std::max<int64_t>(1, p.header.limits.max_tokens_per_step);
@@ -297,20 +315,24 @@ kplan_status kplan_session_bench_decode(kplan_session* session, int32_t steps, i
       for (int64_t i = 0; i < n; ++i) keep[static_cast<size_t>(i)] = static_cast<int32_t>(i);
       m.commit(keep);
     }
-    const kplan::plan::Bucket* bucket = p.bucket_for("target", 1);
-    kplan::StepInput in{{1 % static_cast<int32_t>(vocab)}, {static_cast<int32_t>(context)}, {}};
-    // One real step writes the inputs; each replay then decodes the same position again.
+    kplan::StepInput in;
+    for (int32_t i = 0; i < tokens; ++i) {
+      in.tokens.push_back(static_cast<int32_t>((1 + 13 * i) % vocab));
+      in.positions.push_back(static_cast<int32_t>(context + i));
+    }
+    // One real step writes the inputs; each replay then runs the same positions again.
     m.executor().run(*bucket, m.step_inputs_for(in, *bucket));
     std::vector<float> ms = m.executor().time_bucket(*bucket, 10, steps);
     std::sort(ms.begin(), ms.end());
     kplan::PlanTraffic t = kplan::plan_traffic(p, session->plan->config);
     std::memset(out, 0, sizeof *out);
+    out->tokens = tokens;
     out->steps = steps;
     out->context = context;
     out->step_ms_median = ms[ms.size() / 2];
     out->step_ms_min = ms.front();
     out->step_ms_p90 = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
-    out->read_bytes = static_cast<double>(t.decode_weight_bytes) + static_cast<double>(t.kv_bytes_per_token) * static_cast<double>(context + 1);
+    out->read_bytes = t.step_weight_bytes(tokens) + static_cast<double>(t.kv_bytes_per_token) * static_cast<double>(context + tokens);
     out->achieved_gbps = out->read_bytes / (out->step_ms_median * 1e-3) / 1e9;
     out->load_seconds = session->load_seconds;
     m.reset();

@@ -1,7 +1,8 @@
 #pragma once
-// Which kernel instance implements each op of a model, and the whole set a model needs. The
-// lowering (IR ops -> launches) picks instances through the per-op functions here, so the set
-// compiled ahead of time and the launches agree by construction.
+// Which kernel instance implements each op of a model. The lowering (lower_to_launches.h) picks
+// every instance through the per-op functions here; target_model_kernels / draft_model_kernels
+// list the instances a model's programs can use (including the fused-accumulate, commit and
+// sampling variants the lowering does not emit yet), for CI compile coverage and cache warm-up.
 #include <vector>
 
 #include "compiler/codegen/instantiate.h"
@@ -37,8 +38,8 @@ KernelSource copy_rows_kernel(int64_t cols, ElemType x, ElemType y);
 KernelSource argmax_kernel(int64_t vocab, ElemType logits);
 KernelSource topk_kernel(int64_t vocab, int64_t k, ElemType logits, bool log_probs);
 
-// Every instance one step of the target model needs (prefill, AR decode, tree verify and the
-// KV commit), without duplicates, in a stable order.
+// The target model's instances (prefill, AR decode, tree verify, KV commit, greedy selection),
+// without duplicates, in a stable order.
 std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const StorageChoice& s);
 // The DFlash drafter's instances (its own layers; it shares the target's embedding and lm_head).
 // `draft_top_k`: how many candidates per position the DDTree proposer reads from its logits.

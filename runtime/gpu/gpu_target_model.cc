@@ -20,7 +20,9 @@ GpuTargetModel::GpuTargetModel(std::shared_ptr<const plan::Plan> plan, std::stri
   }
   config_ = parse_model_config(j, source_ + " (model config)");
   max_context_ = p.header.limits.max_context;
-  for (const plan::KvCache& kv : p.kv_caches) max_context_ = std::min<int64_t>(max_context_, kv.rows);
+  // A step padded up to its bucket also appends KV rows for the padding, clamped by the kernels to
+  // the last row: keeping that row out of use means padding never lands on a real entry.
+  for (const plan::KvCache& kv : p.kv_caches) max_context_ = std::min<int64_t>(max_context_, kv.rows - 1);
   for (const plan::Bucket& b : p.buckets)
     for (const plan::StepOutput& o : b.outputs)
       if (o.kind == plan::OutputKind::Logits && b.program == "target" && o.cols != config_.vocab_size)

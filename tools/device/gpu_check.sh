@@ -15,7 +15,7 @@ build=${KPLAN_BUILD_DIR:-/work/build-plan}
 if [ "${1:-}" = "--stage" ]; then
   set -e
   rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/plans"
-  for b in bin/kplan tests/runtime_tests tests/plan_tests; do
+  for b in bin/kplan tests/runtime_tests tests/plan_tests tests/codegen_tests; do
     [ -x "$build/$b" ] && objcopy --strip-debug "$build/$b" "$stage/bin/$(basename "$b")"
   done
   # Plans compiled here, on the CPU-only machine (the point of AOT); KPLAN_STAGE_PLANS lists them.
@@ -53,6 +53,13 @@ run_tests() {  # name binary
 }
 echo "== runtime_tests"; run_tests runtime_tests runtime_tests
 echo "== plan_tests"; run_tests plan_tests plan_tests
+if [ -x "$bin/codegen_tests" ]; then  # every kernel template against the CPU reference ops
+  echo "== codegen_tests (GpuOps*)"
+  "$bin/codegen_tests" --gtest_color=no --gtest_filter='GpuOps*' > "$out/tests_codegen_gpu.log" 2>&1
+  rc=$?
+  result[codegen_gpu_ops]="rc=$rc $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$out/tests_codegen_gpu.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \]|Failure" "$out/tests_codegen_gpu.log" | head -20
+fi
 grep -h "^\[ figures  \]" "$out"/tests_*.log
 
 mkdir -p /tmp/kplan_bench
@@ -94,7 +101,8 @@ if [ "${KPLAN_BENCH_MID:-1}" = 1 ]; then
     echo "== compile mid-$variant"; ( time "$bin/kplan" compile --model "$d" -o "$d.kplan" --arch sm_90 --buckets 1,8,32 ) 2>&1 | tail -4
     for ctx in 128 4000; do
       echo "== bench mid-$variant context $ctx"
-      "$bin/kplan" bench "$d.kplan" --steps 300 --context $ctx --json "/tmp/kplan_bench/mid-${variant}_ctx$ctx.json" 2>&1 | tee /tmp/bench.txt
+      extra=""; [ $ctx = 128 ] && extra=--all-buckets
+      "$bin/kplan" bench "$d.kplan" --steps 300 --context $ctx $extra --json "/tmp/kplan_bench/mid-${variant}_ctx$ctx.json" 2>&1 | tee /tmp/bench.txt
       result[bench_mid-${variant}_ctx$ctx]="$(grep -E 'decode step|achieved|bytes per step' /tmp/bench.txt | tr -s ' ' | tr '\n' ';')"
     done
     ids=5,6,7,8,9,10,11,12

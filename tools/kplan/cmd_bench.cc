@@ -30,6 +30,7 @@ struct BenchArgs {
   int steps = 200;
   int64_t context = 128;
   bool no_graphs = false;
+  bool all_buckets = false;
 };
 
 void run_bench(const BenchArgs& a) {
@@ -42,8 +43,9 @@ void run_bench(const BenchArgs& a) {
   double open_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   kplan_plan_info info{};
   api_check(kplan_plan_info_get(plan.get(), &info));
-  int64_t context = std::min<int64_t>(a.context, info.max_context - 1);
   SessionTargetModel session(plan, kplan_session_options{KPLAN_DEVICE_GPU, a.no_graphs ? 0 : 1, 0});
+  // The decode step itself needs one more position after the cached ones.
+  int64_t context = std::max<int64_t>(0, std::min<int64_t>(a.context, session.max_context() - 1));
   kplan_bench_result r{};
   api_check(kplan_session_bench_decode(session.session(), a.steps, context, &r));
 
@@ -58,6 +60,29 @@ void run_bench(const BenchArgs& a) {
               mib(static_cast<double>(info.decode_read_bytes)).c_str(),
               mib(r.read_bytes - static_cast<double>(info.decode_read_bytes)).c_str());
   std::printf("achieved:          %.2f GB/s\n", r.achieved_gbps);
+
+  // Every other target bucket (tree verify, prefill chunks): what a step of T tokens costs, the
+  // figure a DDTree budget is chosen by.
+  nlohmann::json buckets = nlohmann::json::array();
+  if (a.all_buckets) {
+    int32_t tokens[64];
+    int32_t n = std::min(kplan_plan_buckets_get(plan.get(), tokens, 64), 64);
+    std::printf("%-8s %12s %14s %12s %12s\n", "tokens", "step ms", "ms per token", "MiB read", "GB/s");
+    for (int32_t i = 0; i < n; ++i) {
+      kplan_bench_result b{};
+      int64_t ctx = std::max<int64_t>(0, std::min<int64_t>(context, session.max_context() - tokens[i]));
+      api_check(kplan_session_bench_step(session.session(), tokens[i], a.steps, ctx, &b));
+      std::printf("%-8d %12.4f %14.4f %12.3f %12.2f\n", b.tokens, b.step_ms_median, b.step_ms_median / b.tokens,
+                  b.read_bytes / (1024.0 * 1024.0), b.achieved_gbps);
+      buckets.push_back({{"tokens", b.tokens},
+                         {"context", b.context},
+                         {"step_ms_median", b.step_ms_median},
+                         {"step_ms_min", b.step_ms_min},
+                         {"step_ms_p90", b.step_ms_p90},
+                         {"read_bytes", b.read_bytes},
+                         {"achieved_gb_per_s", b.achieved_gbps}});
+    }
+  }
 
   if (!a.json_out.empty()) {
     nlohmann::json j = {{"plan", a.plan},
@@ -75,7 +100,8 @@ void run_bench(const BenchArgs& a) {
                         {"decode_weight_bytes", info.decode_read_bytes},
                         {"kv_bytes_per_token", info.kv_bytes_per_token},
                         {"achieved_gb_per_s", r.achieved_gbps},
-                        {"weight_bytes", info.weight_bytes}};
+                        {"weight_bytes", info.weight_bytes},
+                        {"buckets", buckets}};
     std::ofstream out(a.json_out);
     if (!out) throw Error("cannot write " + a.json_out);
     out << j.dump(2) << "\n";
@@ -93,6 +119,8 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--json", args->json_out, "also write the figures as JSON to this file");
   cmd->add_flag("--no-graphs", args->no_graphs, "plain launches instead of CUDA graph replay");
+  cmd->add_flag("--all-buckets", args->all_buckets,
+                "also time a step of every target bucket (tree verify / prefill sizes)");
   cmd->callback([args] { run_bench(*args); });
 }
 

@@ -5,6 +5,9 @@
  * names the problem (valid until the next failing call on the same thread). A missing driver or
  * GPU is KPLAN_STATUS_NO_GPU with a message starting "no GPU: ".
  *
+ * Environment: KPLAN_NO_GRAPHS=1 makes GPU sessions launch kernels one by one instead of replaying
+ * one CUDA graph per bucket (debugging, profiling).
+ *
  * Typical use:
  *   kplan_plan* plan;  kplan_plan_open("model.kplan", NULL, &plan);
  *   kplan_session* s;  kplan_session_create(plan, NULL, &s);      // GPU when present, else CPU
@@ -135,12 +138,14 @@ kplan_status kplan_session_generate_greedy(kplan_session* session, const int32_t
 
 /* ---- benchmark (GPU sessions) ---- */
 typedef struct kplan_bench_result {
+  int32_t tokens;            /* tokens per step (the bucket's) */
   int32_t steps;             /* timed replays */
   int64_t context;           /* cache length the decode step ran against */
-  double step_ms_median;     /* AR decode step (bucket of 1 token), graph replay, GPU time */
+  double step_ms_median;     /* one step of the bucket, graph replay, GPU time */
   double step_ms_min;
   double step_ms_p90;
-  double read_bytes;         /* bytes the step must read: decode weights + KV at `context` */
+  double read_bytes;         /* bytes the step must read: weights (routed experts: expected share
+                                touched by `tokens` tokens) + KV at `context` */
   double achieved_gbps;      /* read_bytes / median step time, GB/s (1e9) */
   double load_seconds;       /* session load */
 } kplan_bench_result;
@@ -148,6 +153,12 @@ typedef struct kplan_bench_result {
 /* Times `steps` replays of the 1-token decode bucket after prefilling `context` positions. */
 kplan_status kplan_session_bench_decode(kplan_session* session, int32_t steps, int64_t context,
                                         kplan_bench_result* out);
+/* The same for the bucket of `tokens` tokens (a tree verify or prefill step: causal mask). */
+kplan_status kplan_session_bench_step(kplan_session* session, int32_t tokens, int32_t steps, int64_t context,
+                                      kplan_bench_result* out);
+/* The token counts of the plan's target buckets, ascending; returns how many (at most `capacity`
+ * written). */
+int32_t kplan_plan_buckets_get(const kplan_plan* plan, int32_t* tokens, int32_t capacity);
 
 #ifdef __cplusplus
 }

@@ -8,12 +8,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 
 #include "compiler/codegen/compile_kernels.h"
+#include "compiler/codegen/lower_to_launches.h"
+#include "compiler/driver/compile.h"
+#include "launch_emulator.h"
 #include "compiler/codegen/launch_geometry.h"
 #include "compiler/codegen/model_kernels.h"
 #include "compiler/codegen/rope_args.h"
@@ -71,6 +76,9 @@ class Gpu {
     gpu::cuda_check(cu_, cu_.cuMemcpyHtoD(b.ptr, data, bytes), "cuMemcpyHtoD");
     return b;
   }
+  void copy_to(CUdeviceptr dst, const void* src, size_t bytes) {
+    gpu::cuda_check(cu_, cu_.cuMemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
+  }
   template <typename T>
   DevBuf upload(const std::vector<T>& v) { return upload(v.data(), v.size() * sizeof(T)); }
   // f32 values stored as `t` (bf16: rounded to nearest even).
@@ -124,6 +132,26 @@ class Gpu {
   }
 
   void sync() { gpu::cuda_check(cu_, cu_.cuCtxSynchronize(), "kernel execution"); }
+
+  // One launch of a lowered plan; `address` resolves its pointer arguments.
+  void launch_planned(const KernelSource& k, const plan::Launch& l, const std::function<uint64_t(const plan::LaunchArg&)>& address) {
+    std::vector<uint64_t> storage(l.args.size());
+    std::vector<void*> params;
+    for (size_t a = 0; a < l.args.size(); ++a) {
+      const plan::LaunchArg& arg = l.args[a];
+      switch (arg.kind) {
+        case plan::ArgKind::I32: { const int32_t v = static_cast<int32_t>(arg.ival); std::memcpy(&storage[a], &v, 4); break; }
+        case plan::ArgKind::I64: { const int64_t v = arg.ival; std::memcpy(&storage[a], &v, 8); break; }
+        case plan::ArgKind::F32: std::memcpy(&storage[a], &arg.fval, 4); break;
+        default: storage[a] = address(arg);
+      }
+      params.push_back(&storage[a]);
+    }
+    gpu::cuda_check(cu_, cu_.cuLaunchKernel(function(k), l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
+                                            l.smem_bytes, nullptr, params.data(), nullptr),
+                    "launch " + k.id);
+    sync();
+  }
 
  private:
   explicit Gpu(const CudaDriver& cu) : cu_(cu) {
@@ -557,6 +585,65 @@ TEST(GpuOps, GqaAttentionOverContextAndBlock) {
                          Gpu::i32(Hq * D), Gpu::i32(Hkv * D), Gpu::i32(Hkv * D), Gpu::i32(Hq * D), Gpu::f32(scale)});
   const Matrix want = cpu::gqa_attention_full(matrix(Tq, Hq * D, q), matrix(S, Hkv * D, k), matrix(S, Hkv * D, v), Hq, Hkv, D, scale);
   EXPECT_LT(relative_error(gpu->download<float>(d_o, want.data.size()), want.data), 1e-4) << kern.id;
+}
+
+
+// The whole lowered tiny program on the GPU, launch by launch, against the CPU launch emulator
+// (which lower_emulated_test.cc ties to the CPU reference): the first launch whose result
+// diverges is named, with the IR op it implements.
+TEST(GpuOps, LoweredTinyProgramLaunchByLaunch) {
+  REQUIRE_GPU();
+  char tmpl[] = "/tmp/kplan_gpu_lowered_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string cmd = std::string(KPLAN_BINARY) + " synth tiny --seed 1 --out " + dir + "/ckpt > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  kplan::CompileOptions c;
+  c.model = dir + "/ckpt";
+  c.build.capture_layers = std::vector<int64_t>{1};
+  CompileResult compiled = compile_to_ir(c);
+  LowerOptions o;
+  o.buckets = {5};
+  o.max_context = 32;
+  plan::LoweredPlan lp = lower_target(*compiled.module->function("target"), compiled.target->weights(), o);
+  testing_util::LaunchEmulator emu(lp);  // assigns the arena offsets
+  DevBuf arena = gpu->alloc(lp.buffers.arena_size);
+  std::vector<DevBuf> weights;
+  for (const plan::Weight& w : lp.weights) weights.push_back(gpu->upload(w.data().data(), w.data().size()));
+  auto slot_address = [&](uint32_t slot) { return arena.ptr + lp.buffers.slots.at(slot).offset; };
+  auto address = [&](const plan::LaunchArg& a) -> uint64_t {
+    if (a.kind == plan::ArgKind::Buffer) return slot_address(a.index) + a.offset;
+    if (a.kind == plan::ArgKind::Weight) return weights.at(a.index).ptr + a.offset;
+    for (const plan::StepInputBinding& b : lp.step_inputs)
+      if (static_cast<uint32_t>(b.kind) == a.index) return slot_address(b.slot);
+    return 0;
+  };
+  // Prefill of 5 tokens at cache length 0 (causal mask rows written as the host does).
+  emu.write_input(plan::StepInputKind::Tokens, std::vector<int32_t>{5, 17, 3, 900, 42});
+  emu.write_input(plan::StepInputKind::Positions, std::vector<int32_t>{0, 1, 2, 3, 4});
+  emu.write_input(plan::StepInputKind::TreeMask, std::vector<uint32_t>{1, 3, 7, 15, 31});
+  emu.write_input(plan::StepInputKind::CacheLength, std::vector<int32_t>{0});
+  emu.write_input(plan::StepInputKind::TokenCount, std::vector<int32_t>{5});
+  for (const plan::StepInputBinding& b : lp.step_inputs) {
+    const plan::BufferSlot& s = lp.buffers.slots[b.slot];
+    gpu->copy_to(arena.ptr + s.offset, emu.arena().data() + s.offset, s.size);
+  }
+  const plan::Bucket& bucket = lp.buckets.at(0);
+  for (size_t n = 0; n < bucket.launches.size(); ++n) {
+    const plan::Launch& l = bucket.launches[n];
+    emu.run_launch(l);
+    gpu->launch_planned(lp.kernels.at(l.kernel), l, address);
+    // Compare every pointer argument's slot (f32 views; exact data such as ids compare equal too).
+    for (const plan::LaunchArg& a : l.args) {
+      if (a.kind != plan::ArgKind::Buffer) continue;
+      const plan::BufferSlot& s = lp.buffers.slots.at(a.index);
+      const size_t n_floats = s.size / 4;
+      std::vector<float> want(n_floats);
+      std::memcpy(want.data(), emu.arena().data() + s.offset, n_floats * 4);
+      DevBuf view{slot_address(a.index), s.size};
+      const std::vector<float> got = gpu->download<float>(view, n_floats);
+      ASSERT_LT(relative_error(got, want), 1e-3) << "launch " << n << " (" << l.note << ") slot " << s.name;
+    }
+  }
 }
 
 }  // namespace

@@ -36,6 +36,9 @@ class LaunchEmulator {
   void run(const plan::Bucket& b) {
     for (const plan::Launch& l : b.launches) run_launch(l);
   }
+  // One launch (tests that step through a bucket).
+  void run_launch(const plan::Launch& l);
+  const std::vector<uint8_t>& arena() const { return arena_; }
 
   std::vector<float> output(const plan::StepOutput& o) {
     std::vector<float> v(o.rows * o.cols);
@@ -72,7 +75,7 @@ class LaunchEmulator {
     return static_cast<float>(q) * bf(scale, row * (K / 32) + k / 32);
   }
 
-  void run_launch(const plan::Launch& l) {
+  void run_launch_impl(const plan::Launch& l) {
     const KernelSource& k = lp_.kernels.at(l.kernel);
     Args a;
     for (const plan::LaunchArg& arg : l.args) {
@@ -251,5 +254,7 @@ class LaunchEmulator {
   plan::LoweredPlan& lp_;
   std::vector<uint8_t> arena_;
 };
+
+inline void LaunchEmulator::run_launch(const plan::Launch& l) { run_launch_impl(l); }
 
 }  // namespace kplan::codegen::testing_util

@@ -1,6 +1,7 @@
 // The lowered launch program of a real (synthesised) checkpoint, run by the CPU launch emulator,
 // gives the CPU reference's logits and captured hidden states: prefill, a tree verify step with
-// an ancestor mask over the committed cache, a KV commit of the accepted path, then AR decode.
+// an ancestor mask over the committed cache, a KV commit of the accepted path, AR decode, and a
+// short chunk padded into a larger bucket.
 // This checks the lowering's strides, offsets, argument order and slot reuse without a GPU.
 #include <gtest/gtest.h>
 
@@ -32,27 +33,36 @@ class EmulatedTarget {
  public:
   EmulatedTarget(plan::LoweredPlan& lp) : lp_(lp), emu_(lp) {}
 
-  // Runs the bucket of exactly in.tokens.size() tokens at cache length `past`.
+  // Runs the smallest bucket that holds the step at cache length `past`, padded as the runtime
+  // pads (token 0, position 0, mask rows and columns of padding empty); returns the real rows.
   std::pair<std::vector<float>, std::vector<float>> forward(const StepInput& in, int32_t past) {
-    const int64_t t = static_cast<int64_t>(in.tokens.size());
+    const int64_t n = static_cast<int64_t>(in.tokens.size());
     const plan::Bucket* bucket = nullptr;
-    for (const plan::Bucket& b : lp_.buckets) if (b.tokens == t) bucket = &b;
+    for (const plan::Bucket& b : lp_.buckets)
+      if (b.tokens >= n && (!bucket || b.tokens < bucket->tokens)) bucket = &b;
     EXPECT_NE(bucket, nullptr);
-    std::vector<uint32_t> mask = in.tree_mask;
-    const int64_t words = (t + 31) / 32;
-    if (mask.empty()) {  // the host writes a causal mask when none is given
-      mask.assign(t * words, 0);
-      for (int64_t i = 0; i < t; ++i)
-        for (int64_t j = 0; j <= i; ++j) mask[i * words + j / 32] |= 1u << (j % 32);
-    }
-    emu_.write_input(plan::StepInputKind::Tokens, in.tokens);
-    emu_.write_input(plan::StepInputKind::Positions, in.positions);
+    const int64_t t = bucket->tokens, words = (t + 31) / 32, in_words = (n + 31) / 32;
+    std::vector<uint32_t> mask(t * words, 0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const bool visible = in.tree_mask.empty() ? j <= i : (in.tree_mask[i * in_words + j / 32] >> (j % 32)) & 1u;
+        if (visible) mask[i * words + j / 32] |= 1u << (j % 32);
+      }
+    std::vector<int32_t> tokens = in.tokens, positions = in.positions;
+    tokens.resize(t, 0);
+    positions.resize(t, 0);
+    emu_.write_input(plan::StepInputKind::Tokens, tokens);
+    emu_.write_input(plan::StepInputKind::Positions, positions);
     emu_.write_input(plan::StepInputKind::TreeMask, mask);
     emu_.write_input(plan::StepInputKind::CacheLength, std::vector<int32_t>{past});
-    emu_.write_input(plan::StepInputKind::TokenCount, std::vector<int32_t>{static_cast<int32_t>(t)});
+    emu_.write_input(plan::StepInputKind::TokenCount, std::vector<int32_t>{static_cast<int32_t>(n)});
     emu_.run(*bucket);
     std::vector<float> logits, hidden;
-    for (const plan::StepOutput& o : bucket->outputs) (o.kind == plan::OutputKind::Logits ? logits : hidden) = emu_.output(o);
+    for (const plan::StepOutput& o : bucket->outputs) {
+      std::vector<float> rows = emu_.output(o);
+      rows.resize(n * o.cols);  // drop the padding rows
+      (o.kind == plan::OutputKind::Logits ? logits : hidden) = std::move(rows);
+    }
     return {logits, hidden};
   }
 
@@ -123,6 +133,14 @@ void check_checkpoint(const std::string& preset) {
   std::tie(logits, hidden) = gpu_like.forward(ar, 9);
   want = cpu.forward(ar);
   EXPECT_LT(relative_error(logits, want.logits.data), 1e-4) << preset << " AR after commit";
+  cpu.commit(std::vector<int32_t>{0});
+
+  // A 3-token chunk in the 5-token bucket: the padding rows change nothing for the real ones.
+  StepInput chunk{{4, 8, 15}, {10, 11, 12}, {}};
+  std::tie(logits, hidden) = gpu_like.forward(chunk, 10);
+  want = cpu.forward(chunk);
+  EXPECT_LT(relative_error(logits, want.logits.data), 1e-4) << preset << " padded chunk";
+  EXPECT_LT(relative_error(hidden, want.captured.at(0).data), 1e-4) << preset << " padded chunk hidden";
 }
 
 TEST(CodegenLowerEmulated, TinyMatchesTheCpuReference) { check_checkpoint("tiny"); }

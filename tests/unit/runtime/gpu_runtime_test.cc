@@ -126,6 +126,16 @@ TEST(GpuRuntime, CApiStepsAndBenchmarksTheToyPlan) {
   EXPECT_GT(r.step_ms_median, 0.0);
   EXPECT_LE(r.step_ms_min, r.step_ms_median);
   EXPECT_EQ(r.context, 8);
+  EXPECT_EQ(r.tokens, 1);
+  kplan_bench_result r4{};
+  ASSERT_EQ(kplan_session_bench_step(s, 4, 20, 8, &r4), KPLAN_STATUS_OK) << kplan_error_last();
+  EXPECT_EQ(r4.tokens, 4);
+  EXPECT_GT(r4.step_ms_median, 0.0);
+  EXPECT_EQ(kplan_session_bench_step(s, 3, 20, 8, &r4), KPLAN_STATUS_ERROR) << "no bucket of exactly 3 tokens";
+  int32_t buckets[4] = {};
+  EXPECT_EQ(kplan_plan_buckets_get(plan, buckets, 4), 2);
+  EXPECT_EQ(buckets[0], 1);
+  EXPECT_EQ(buckets[1], 4);
   kplan_session_destroy(s);
   kplan_plan_close(plan);
 }

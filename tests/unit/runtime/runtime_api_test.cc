@@ -104,6 +104,9 @@ TEST(RuntimeApi, InfoCountsTheBytesADecodeStepReads) {
   EXPECT_EQ(info.decode_read_bytes, 256u / 1024u + 259u + 17600u * 2u / 8u);
   EXPECT_EQ(info.kv_bytes_per_token, 32u);
   EXPECT_EQ(info.num_archs, 2);
+  int32_t buckets[1] = {};
+  EXPECT_EQ(kplan_plan_buckets_get(plan, buckets, 1), 2) << "counts every bucket, writes what fits";
+  EXPECT_EQ(buckets[0], 1);
   EXPECT_STREQ(info.archs[1], "sm_120");
   kplan_plan_close(plan);
 }
