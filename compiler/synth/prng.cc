@@ -12,13 +12,6 @@
 
 namespace kplan {
 
-uint64_t splitmix64_next(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 uint64_t fnv1a64(std::string_view s) {
   uint64_t h = 0xCBF29CE484222325ull;
   for (unsigned char c : s) {
@@ -28,34 +21,11 @@ uint64_t fnv1a64(std::string_view s) {
   return h;
 }
 
-Prng::Prng(uint64_t seed) {
-  uint64_t sm = seed;
-  for (uint64_t& word : s_) word = splitmix64_next(sm);
-}
-
 Prng Prng::for_stream(uint64_t seed, std::string_view name) {
   uint64_t mixed = seed;
   mixed = splitmix64_next(mixed) ^ fnv1a64(name);
   return Prng(mixed);
 }
-
-namespace {
-inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-}  // namespace
-
-uint64_t Prng::next_u64() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
-
-double Prng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
 double Prng::normal() {
   if (has_spare_) {

@@ -22,26 +22,12 @@ CompileResult compile_target(const std::filesystem::path& dir) {
   return compile_to_ir(options);
 }
 
-TensorPtr int_tensor(std::vector<int64_t> shape, std::vector<int32_t> values) {
-  auto t = std::make_shared<Tensor>();
-  t->shape = std::move(shape);
-  t->is_int = true;
-  t->i = std::move(values);
-  return t;
-}
-
 Matrix to_matrix(const Tensor& t) {
   Matrix m;
   m.rows = t.shape.at(0);
   m.cols = t.shape.at(1);
   m.data = t.f;
   return m;
-}
-
-const ir::Function& function(const ir::Module& m, const char* name) {
-  const ir::Function* fn = m.function(name);
-  if (!fn) throw Error(std::string("cpu backend: the compiled module has no @") + name);
-  return *fn;
 }
 
 }  // namespace
@@ -52,8 +38,8 @@ CpuTarget::CpuTarget(const std::filesystem::path& checkpoint_dir, int64_t max_co
   if (max_context < 0) throw Error("max context must not be negative, got " + std::to_string(max_context));
   max_context_ = max_context > 0 ? max_context : c.max_position_embeddings;
   const CheckpointSources sources = {{"target", &compiled_.target->weights()}};
-  step_ = std::make_unique<Interpreter>(function(*compiled_.module, "target"), sources);
-  commit_ = std::make_unique<Interpreter>(function(*compiled_.module, "target_commit"), sources);
+  step_ = std::make_unique<Interpreter>(function_named(*compiled_.module, "target"), sources);
+  commit_ = std::make_unique<Interpreter>(function_named(*compiled_.module, "target_commit"), sources);
   reset();
 }
 

@@ -17,20 +17,6 @@ CompileResult compile_with_draft(const std::filesystem::path& target_dir,
   return compile_to_ir(options);
 }
 
-const ir::Function& function(const ir::Module& m, const char* name) {
-  const ir::Function* fn = m.function(name);
-  if (!fn) throw Error(std::string("cpu backend: the compiled module has no @") + name);
-  return *fn;
-}
-
-TensorPtr int_tensor(std::vector<int64_t> shape, std::vector<int32_t> values) {
-  auto t = std::make_shared<Tensor>();
-  t->shape = std::move(shape);
-  t->is_int = true;
-  t->i = std::move(values);
-  return t;
-}
-
 }  // namespace
 
 CpuDFlashDrafter::CpuDFlashDrafter(const std::filesystem::path& target_dir,
@@ -38,8 +24,8 @@ CpuDFlashDrafter::CpuDFlashDrafter(const std::filesystem::path& target_dir,
     : compiled_(compile_with_draft(target_dir, draft_dir)) {
   const CheckpointSources sources = {{"target", &compiled_.target->weights()},
                                      {"draft", &compiled_.draft->weights()}};
-  context_ = std::make_unique<Interpreter>(function(*compiled_.module, "draft_context"), sources);
-  draft_ = std::make_unique<Interpreter>(function(*compiled_.module, "draft"), sources);
+  context_ = std::make_unique<Interpreter>(function_named(*compiled_.module, "draft_context"), sources);
+  draft_ = std::make_unique<Interpreter>(function_named(*compiled_.module, "draft"), sources);
   reset();
 }
 

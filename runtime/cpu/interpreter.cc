@@ -40,6 +40,20 @@ Tensor Tensor::ints(std::vector<int64_t> shape) {
   return t;
 }
 
+TensorPtr int_tensor(std::vector<int64_t> shape, std::vector<int32_t> values) {
+  auto t = std::make_shared<Tensor>();
+  t->shape = std::move(shape);
+  t->is_int = true;
+  t->i = std::move(values);
+  return t;
+}
+
+const ir::Function& function_named(const ir::Module& m, const char* name) {
+  const ir::Function* fn = m.function(name);
+  if (!fn) throw Error(std::string("cpu backend: the compiled module has no @") + name);
+  return *fn;
+}
+
 namespace {
 
 std::string shape_str(const std::vector<int64_t>& s) {

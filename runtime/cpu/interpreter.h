@@ -28,6 +28,12 @@ struct Tensor {
 };
 using TensorPtr = std::shared_ptr<const Tensor>;
 
+// An integer tensor of `shape` holding `values` (token ids, positions, masks as arguments).
+TensorPtr int_tensor(std::vector<int64_t> shape, std::vector<int32_t> values);
+
+// The function `name` of a compiled module; throws kplan::Error when the module has none.
+const ir::Function& function_named(const ir::Module& m, const char* name);
+
 // The checkpoints weights come from, by the `ckpt` attribute of weight ops.
 using CheckpointSources = std::map<std::string, const SafetensorsCheckpoint*>;
 

@@ -9,22 +9,11 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "compiler/synth/synth.h"
 #include "runtime/step_model.h"
+#include "tests/unit/test_support.h"
 
 namespace kplan::cpu_test {
-
-// A fresh directory under the system temp dir, removed by nobody (ctest runs are short-lived).
-inline std::filesystem::path make_temp_dir(const std::string& tag) {
-  static int counter = 0;
-  auto dir = std::filesystem::temp_directory_path() /
-             ("kplan-cpu-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
 
 struct SynthDirs {
   std::filesystem::path target, draft;
@@ -32,12 +21,14 @@ struct SynthDirs {
 
 // `kplan synth PRESET --seed SEED [--int4] --draft ...` into a temp dir, once per process.
 inline const SynthDirs& synth_preset(const std::string& preset, uint64_t seed = 1, bool int4 = false) {
+  static testing_util::TempDir temp_root("cpu");  // removed when the process exits
   static std::map<std::string, SynthDirs> made;
   const std::string key = preset + "/" + std::to_string(seed) + (int4 ? "/int4" : "");
   auto it = made.find(key);
   if (it != made.end()) return it->second;
+  const auto root = temp_root.path() / key;
+  std::filesystem::create_directories(root);
   SynthDirs dirs;
-  auto root = make_temp_dir(preset);
   dirs.target = root / "target";
   dirs.draft = root / "draft";
   ModelConfig config = preset_config(preset);

@@ -123,7 +123,8 @@ void check_golden(const fs::path& file) {
   nlohmann::json g;
   std::ifstream(file) >> g;
   const SynthArgs args = parse_synth_args(g.at("synth_args"));
-  const fs::path root = cpu_test::make_temp_dir("golden-" + g.value("case", std::string("case")));
+  const testing_util::TempDir temp("cpu_golden_" + g.value("case", std::string("case")));
+  const fs::path& root = temp.path();
   ModelConfig config = preset_config(args.preset);
   if (args.int4) config.quant = k26_int4_quant_config();
   SynthOptions options;

@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <map>
 #include <string>
-#include <unistd.h>
 
 #include "compiler/synth/presets.h"
 #include "compiler/synth/synth.h"
+#include "tests/unit/test_support.h"
 
 namespace kplan::test {
 
@@ -15,22 +15,12 @@ struct SynthCheckpoint {
   std::filesystem::path target, draft;
 };
 
-// The process's temp directory, removed when the process exits.
-struct TempRoot {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               ("kplan_ddtree_" + std::to_string(getpid()));
-  ~TempRoot() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
-
 inline const SynthCheckpoint& synth_checkpoint(const std::string& preset) {
-  static TempRoot temp_root;
+  static testing_util::TempDir temp_root("ddtree");  // removed when the process exits
   static std::map<std::string, SynthCheckpoint> made;
   auto it = made.find(preset);
   if (it != made.end()) return it->second;
-  const auto root = temp_root.path / preset;
+  const auto root = temp_root.path() / preset;
   SynthCheckpoint c{root / "target", root / "draft"};
   std::filesystem::create_directories(root);
   synthesize_target(preset_config(preset), c.target, {.seed = 1});

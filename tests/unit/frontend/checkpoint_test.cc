@@ -14,11 +14,7 @@
 namespace kplan {
 namespace {
 
-using testing_util::data_path;
-using testing_util::error_of;
-using testing_util::expect_contains;
-using testing_util::load_json;
-using testing_util::TempDir;
+using namespace testing_util;
 
 // Zero-filled tensors for every spec; INT4 weight_shape holds the module's [out, in].
 std::vector<TensorData> tensors_for(const std::vector<TensorSpec>& specs) {

@@ -10,10 +10,7 @@
 namespace kplan {
 namespace {
 
-using testing_util::data_path;
-using testing_util::error_of;
-using testing_util::expect_contains;
-using testing_util::load_json;
+using namespace testing_util;
 
 TEST(DraftConfig, ParsesDflashConfig) {
   DraftConfig d = load_draft_config(data_path("configs/draft-tiny.json"));

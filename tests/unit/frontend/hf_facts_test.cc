@@ -10,7 +10,7 @@
 namespace kplan {
 namespace {
 
-using testing_util::load_json;
+using namespace testing_util;
 
 TEST(HfFacts, ParsedPresetConfigsMatchTransformers) {
   for (const char* golden : {"tiny", "tiny2", "tiny-yarn", "tiny-int4"}) {

@@ -10,6 +10,8 @@
 namespace kplan {
 namespace {
 
+using namespace testing_util;
+
 TEST(Int4Pack, HandComputedGroup) {
   // One row, one group of 32: max|w| = 7.5 gives scale exactly 1.0 (7.5 / 7.5, bf16-exact).
   std::vector<float> w(32, 0.0f);
@@ -78,9 +80,9 @@ TEST(Int4Pack, MultipleRowsAndGroups) {
 
 TEST(Int4Pack, RefusesBadShapes) {
   std::vector<float> w(30);
-  testing_util::expect_contains(testing_util::error_of([&] { pack_int4(w, 1, 30); }), {"multiple of 8"});
+  expect_contains(error_of([&] { pack_int4(w, 1, 30); }), {"multiple of 8"});
   std::vector<float> w2(64);
-  testing_util::expect_contains(testing_util::error_of([&] { pack_int4(w2, 1, 32); }), {"64 values"});
+  expect_contains(error_of([&] { pack_int4(w2, 1, 32); }), {"64 values"});
 }
 
 }  // namespace

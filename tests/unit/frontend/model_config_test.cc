@@ -12,10 +12,7 @@
 namespace kplan {
 namespace {
 
-using testing_util::data_path;
-using testing_util::error_of;
-using testing_util::expect_contains;
-using testing_util::load_json;
+using namespace testing_util;
 
 TEST(ModelConfig, ParsesTiny) {
   ModelConfig c = load_model_config(data_path("configs/tiny.json"));

@@ -12,9 +12,7 @@
 namespace kplan {
 namespace {
 
-using testing_util::error_of;
-using testing_util::expect_contains;
-using testing_util::TempDir;
+using namespace testing_util;
 namespace fs = std::filesystem;
 
 void write_bytes(const fs::path& file, const std::string& bytes) {

@@ -12,7 +12,7 @@
 namespace kplan {
 namespace {
 
-using testing_util::TempDir;
+using namespace testing_util;
 namespace fs = std::filesystem;
 
 TensorData make_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, uint8_t salt) {
@@ -132,11 +132,11 @@ TEST(SafetensorsRoundTrip, StreamedWriterCallsProducerInOrder) {
   auto ckpt = SafetensorsCheckpoint::open(dir.path() / "s.safetensors");
   EXPECT_EQ(ckpt.get("y").bytes[2], 2);
   // A producer returning the wrong size is refused by name.
-  std::string msg = testing_util::error_of([&] {
+  std::string msg = error_of([&] {
     write_safetensors_streamed(dir.path() / "bad.safetensors", headers,
                                [](size_t) { return std::vector<uint8_t>(1); });
   });
-  testing_util::expect_contains(msg, {"tensor x", "1 bytes"});
+  expect_contains(msg, {"tensor x", "1 bytes"});
 }
 
 TEST(SafetensorsRoundTrip, MissingTensorIsNamed) {
@@ -144,7 +144,7 @@ TEST(SafetensorsRoundTrip, MissingTensorIsNamed) {
   write_safetensors(dir.path() / "model.safetensors", every_dtype());
   auto ckpt = SafetensorsCheckpoint::open(dir.path());
   EXPECT_FALSE(ckpt.contains("nope"));
-  testing_util::expect_contains(testing_util::error_of([&] { ckpt.get("nope"); }),
+  expect_contains(error_of([&] { ckpt.get("nope"); }),
                                 {"tensor nope", "missing", "model.safetensors"});
 }
 

@@ -10,7 +10,7 @@
 namespace kplan {
 namespace {
 
-using testing_util::TempDir;
+using namespace testing_util;
 
 TEST(SynthCheckpointOpen, EveryPresetAndDrafterValidates) {
   for (const std::string& name : preset_names()) {

@@ -10,7 +10,7 @@
 namespace kplan {
 namespace {
 
-using testing_util::data_path;
+using namespace testing_util;
 
 std::map<std::string, TensorSpec> by_name(const std::vector<TensorSpec>& specs) {
   std::map<std::string, TensorSpec> m;

@@ -13,9 +13,7 @@
 namespace kplan {
 namespace {
 
-using testing_util::error_of;
-using testing_util::expect_contains;
-using testing_util::TempDir;
+using namespace testing_util;
 
 template <typename T>
 std::vector<uint8_t> bytes_of(const std::vector<T>& v) {

@@ -14,14 +14,12 @@
 #include "compiler/frontend/tensor_spec.h"
 #include "compiler/synth/synth.h"
 #include "compiler/synth/weight_init.h"
-#include "tests/unit/synth/synth_test_util.h"
+#include "tests/unit/test_support.h"
 
 namespace kplan {
 namespace {
 
-using synth_test::error_of;
-using synth_test::read_file;
-using synth_test::TempDir;
+using namespace testing_util;
 namespace fs = std::filesystem;
 
 // Every spec is present with its dtype and shape, and nothing else is in the checkpoint.

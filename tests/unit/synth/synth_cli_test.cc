@@ -13,13 +13,12 @@
 #include "compiler/frontend/safetensors.h"
 #include "compiler/frontend/tensor_spec.h"
 #include "compiler/synth/synth.h"
-#include "tests/unit/synth/synth_test_util.h"
+#include "tests/unit/test_support.h"
 
 namespace kplan {
 namespace {
 
-using synth_test::read_file;
-using synth_test::TempDir;
+using namespace testing_util;
 namespace fs = std::filesystem;
 
 struct RunResult {

@@ -1,0 +1,67 @@
+#pragma once
+// Helpers shared by the unit tests of several areas: fresh temp dirs, whole-file reads, and
+// expecting a kplan::Error whose message holds given fragments.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <iterator>
+#include <string>
+
+#include "ir/error.h"
+
+namespace kplan::testing_util {
+
+// A fresh empty directory under the system temp dir, removed when the object dies. The pid and
+// a per-process counter keep parallel test processes and repeated tags apart.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("kplan_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// The whole file as bytes.
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Runs `f`, expects a kplan::Error, and returns its message ("" and a test failure otherwise).
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected kplan::Error, got another exception: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected kplan::Error, nothing was thrown";
+  return "";
+}
+
+inline void expect_contains(const std::string& message, std::initializer_list<std::string> fragments) {
+  for (const auto& f : fragments) EXPECT_NE(message.find(f), std::string::npos) << "'" << f << "' not in: " << message;
+}
+
+}  // namespace kplan::testing_util
