@@ -17,6 +17,7 @@
 #include "kplan/kplan.h"
 #include "tests/unit/plan/sample_plan.h"
 #include "kplan/session_target_model.h"
+#include "tests/unit/cpu/sha256.h"
 
 namespace kplan {
 namespace {
@@ -63,6 +64,9 @@ TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
   std::string synth = "synth";
   for (const auto& a : golden["synth_args"]) synth += " " + a.get<std::string>();
   ASSERT_EQ(run_cli(synth + " --out " + (dir / "ckpt").string(), dir / "synth.log"), 0) << file_text(dir / "synth.log");
+  // The goldens describe exactly these bytes: refuse to compare against a different checkpoint.
+  for (const auto& [file, hash] : golden["checkpoint_sha256"].items())
+    ASSERT_EQ(cpu_test::sha256_file(dir / "ckpt" / file), hash.get<std::string>()) << name << ": synth no longer makes " << file;
   fs::path plan_file = dir / (name + ".kplan");
   ASSERT_EQ(run_cli("compile --model " + (dir / "ckpt").string() + " --arch " + arch + " -o " + plan_file.string(),
                     dir / "compile.log"),
