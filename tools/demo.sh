@@ -17,6 +17,9 @@ rm -rf "$work" && mkdir -p "$work"
 prompt=5,17,42,99,7,300,12
 echo "== AR (reference) =="
 "$kplan" run "$work/tiny" --device cpu --prompt-ids $prompt --max-new 32 --spec none --stats
-echo "== DDTree, budget 16 (GPU when present) =="
-"$kplan" run "$work/tiny.kplan" --draft "$work/tiny-draft" --device auto --prompt-ids $prompt \
-  --max-new 32 --spec ddtree --budget 16 --drafter oracle --stats
+echo "== DDTree with the DFlash drafter, budget 16 (CPU reference; random drafter weights accept little) =="
+"$kplan" run "$work/tiny" --draft "$work/tiny-draft" --device cpu --prompt-ids $prompt --max-new 32 \
+  --spec ddtree --budget 16 --drafter dflash --stats
+echo "== DDTree on the plan, oracle drafter (80% right per depth), budget 16 (GPU when present) =="
+"$kplan" run "$work/tiny.kplan" --device auto --prompt-ids $prompt \
+  --max-new 32 --spec ddtree --budget 16 --drafter oracle --oracle-accuracy 0.8 --stats

@@ -86,7 +86,7 @@ void run_compile(const CompileArgs& a) {
 void register_compile(CLI::App& app) {
   auto args = std::make_shared<CompileArgs>();
   auto* cmd = app.add_subcommand(
-      "compile", "Compile a checkpoint: config + weights -> IR -> passes (prints IR for now)");
+      "compile", "Compile a checkpoint: config + weights -> IR -> passes -> NVRTC kernels -> .kplan plan (or print the IR)");
   cmd->add_option("--model", args->model, "HuggingFace checkpoint directory (or its config.json)");
   cmd->add_option("--draft", args->draft, "DFlash drafter checkpoint directory");
   cmd->add_flag("--no-weights", args->no_weights,
