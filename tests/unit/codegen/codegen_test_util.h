@@ -1,14 +1,16 @@
 #pragma once
 // Helpers shared by the codegen tests: test configs and fresh temporary cache directories.
-#include <atomic>
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include "compiler/frontend/draft_config.h"
 #include "compiler/frontend/model_config.h"
+#include "tests/unit/test_support.h"
 
 namespace kplan::codegen::testing_util {
 
@@ -21,24 +23,21 @@ inline DraftConfig test_draft_config(const std::string& name) {
   return load_draft_config(std::string(KPLAN_TEST_DATA_DIR) + "/configs/" + name + ".json");
 }
 
-// A new empty directory under the test temp dir, removed when the object goes away.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::path(::testing::TempDir()) /
-            ("kplan_codegen_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
+// max |got - want| relative to max |want| (sizes must match).
+inline double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double err = 0, mag = 1e-12;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    err = std::max(err, static_cast<double>(std::fabs(got[i] - want[i])));
+    mag = std::max(mag, static_cast<double>(std::fabs(want[i])));
   }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
+  return err / mag;
+}
 
- private:
-  std::filesystem::path path_;
+// A new empty directory for a test's kernel cache, removed when the object goes away.
+class TempDir : public ::kplan::testing_util::TempDir {
+ public:
+  TempDir() : ::kplan::testing_util::TempDir("codegen") {}
 };
 
 }  // namespace kplan::codegen::testing_util

@@ -30,11 +30,13 @@
 #include "runtime/cpu/moe.h"
 #include "runtime/cpu/rope.h"
 #include "runtime/gpu/cuda_driver.h"
+#include "tests/unit/codegen/codegen_test_util.h"
 
 namespace kplan::codegen {
 namespace {
 
 using gpu::CudaDriver;
+using testing_util::relative_error;
 
 // ---------------------------------------------------------------------------------------------
 // A tiny harness: one context, device buffers, kernels compiled for this GPU's arch and launched
@@ -216,17 +218,6 @@ Matrix matrix(int64_t rows, int64_t cols, std::vector<float> data) {
   m.cols = cols;
   m.data = std::move(data);
   return m;
-}
-
-// max |got - want| relative to max |want|.
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double err = 0, mag = 1e-12;
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    err = std::max(err, static_cast<double>(std::fabs(got[i] - want[i])));
-    mag = std::max(mag, static_cast<double>(std::fabs(want[i])));
-  }
-  return err / mag;
 }
 
 double tolerance(ElemType storage) { return storage == ElemType::F32 ? 1e-4 : 1e-2; }

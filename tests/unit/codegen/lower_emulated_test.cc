@@ -17,17 +17,8 @@ namespace kplan::codegen {
 namespace {
 
 using testing_util::LaunchEmulator;
+using testing_util::relative_error;
 using testing_util::TempDir;
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double err = 0, mag = 1e-12;
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    err = std::max(err, static_cast<double>(std::fabs(got[i] - want[i])));
-    mag = std::max(mag, static_cast<double>(std::fabs(want[i])));
-  }
-  return err / mag;
-}
 
 class EmulatedTarget {
  public:
