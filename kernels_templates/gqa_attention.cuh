@@ -19,6 +19,7 @@
 //   out          (t, h) row at t * out_row_stride + h * D
 //   n_queries, n_keys_extra, q_row_stride, k_row_stride, v_row_stride, out_row_stride, scale
 #include "common.cuh"
+#include "warp_partials.cuh"
 
 namespace kp {
 
@@ -28,8 +29,6 @@ __device__ void gqa_attention(const void* q, const void* k, const void* v, const
                               int k_row_stride, int v_row_stride, int out_row_stride, float scale) {
   static_assert(HEADS % KV_HEADS == 0, "query heads must be a multiple of kv heads");
   constexpr int DPL = (D + 31) / 32;
-  __shared__ float warp_m[WARPS], warp_l[WARPS];
-  __shared__ float warp_acc[WARPS][D];
   const int h = blockIdx.x, t = blockIdx.y;
   if (t >= n_queries) return;
   const int g = h / (HEADS / KV_HEADS);
@@ -67,33 +66,7 @@ __device__ void gqa_attention(const void* q, const void* k, const void* v, const
     }
     m = m_new;
   }
-  if (lane == 0) {
-    warp_m[warp] = m;
-    warp_l[warp] = l;
-  }
-#pragma unroll
-  for (int i = 0; i < DPL; ++i) {
-    const int d = lane + 32 * i;
-    if (d < D) warp_acc[warp][d] = acc[i];
-  }
-  __syncthreads();
-  float m_all = neg_inf();
-#pragma unroll
-  for (int w = 0; w < WARPS; ++w) m_all = fmaxf(m_all, warp_m[w]);
-  float l_all = 0.f, weight[WARPS];
-#pragma unroll
-  for (int w = 0; w < WARPS; ++w) {
-    weight[w] = warp_l[w] > 0.f ? expf(warp_m[w] - m_all) : 0.f;
-    l_all += warp_l[w] * weight[w];
-  }
-  const float inv_l = l_all > 0.f ? 1.f / l_all : 0.f;
-  const i64 oo = static_cast<i64>(t) * out_row_stride + static_cast<i64>(h) * D;
-  for (int d = threadIdx.x; d < D; d += 32 * WARPS) {
-    float val = 0.f;
-#pragma unroll
-    for (int w = 0; w < WARPS; ++w) val += warp_acc[w][d] * weight[w];
-    store<O_DT>(out, oo + d, val * inv_l);
-  }
+  merge_warp_partials<D, WARPS, O_DT>(m, l, acc, out, static_cast<i64>(t) * out_row_stride + static_cast<i64>(h) * D);
 }
 
 }  // namespace kp

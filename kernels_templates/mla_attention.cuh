@@ -28,6 +28,7 @@
 //   n_tokens, q_latent_row_stride, q_rope_row_stride, q_rope_head_stride, out_row_stride,
 //   mask_words, softmax_scale
 #include "common.cuh"
+#include "warp_partials.cuh"
 
 namespace kp {
 
@@ -39,8 +40,6 @@ __device__ void mla_attention(const void* q_latent, const void* q_rope, const vo
                               float softmax_scale) {
   constexpr int CPL = (C + 31) / 32;  // latent elements per lane
   constexpr int RPL = (R + 31) / 32;  // rope elements per lane
-  __shared__ float warp_m[WARPS], warp_l[WARPS];
-  __shared__ float warp_acc[WARPS][C];
   const int h = blockIdx.x, t = blockIdx.y;
   if (t >= n_tokens) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -95,34 +94,7 @@ __device__ void mla_attention(const void* q_latent, const void* q_rope, const vo
     m = m_new;
   }
 
-  if (lane == 0) {
-    warp_m[warp] = m;
-    warp_l[warp] = l;
-  }
-#pragma unroll
-  for (int i = 0; i < CPL; ++i) {
-    const int c = lane + 32 * i;
-    if (c < C) warp_acc[warp][c] = acc[i];
-  }
-  __syncthreads();
-  float m_all = neg_inf();
-#pragma unroll
-  for (int w = 0; w < WARPS; ++w) m_all = fmaxf(m_all, warp_m[w]);
-  float l_all = 0.f;
-  float weight[WARPS];
-#pragma unroll
-  for (int w = 0; w < WARPS; ++w) {
-    weight[w] = warp_l[w] > 0.f ? expf(warp_m[w] - m_all) : 0.f;
-    l_all += warp_l[w] * weight[w];
-  }
-  const float inv_l = l_all > 0.f ? 1.f / l_all : 0.f;
-  const i64 oo = static_cast<i64>(t) * out_row_stride + static_cast<i64>(h) * C;
-  for (int c = threadIdx.x; c < C; c += 32 * WARPS) {
-    float v = 0.f;
-#pragma unroll
-    for (int w = 0; w < WARPS; ++w) v += warp_acc[w][c] * weight[w];
-    store<O_DT>(out, oo + c, v * inv_l);
-  }
+  merge_warp_partials<C, WARPS, O_DT>(m, l, acc, out, static_cast<i64>(t) * out_row_stride + static_cast<i64>(h) * C);
 }
 
 }  // namespace kp

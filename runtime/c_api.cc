@@ -132,6 +132,11 @@ const char* kplan_plan_config_json(const kplan_plan* plan) {
   return plan ? plan->plan->model_config_json.c_str() : "";
 }
 
+const uint8_t* kplan_plan_tokenizer(const kplan_plan* plan, uint64_t* size) {
+  if (size) *size = plan ? plan->plan->tokenizer.size() : 0;
+  return plan ? plan->plan->tokenizer.data() : nullptr;
+}
+
 const char* kplan_plan_draft_config_json(const kplan_plan* plan) {
   return plan ? plan->plan->draft_config_json.c_str() : "";
 }

@@ -8,6 +8,7 @@
 #include "compiler/codegen/nvrtc_compile.h"
 #include "compiler/plan/plan_writer.h"
 #include "ir/error.h"
+#include "runtime/tokenizer/tokenizer_bundle.h"
 
 namespace kplan::plan {
 namespace {
@@ -55,7 +56,9 @@ Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const Assemb
   if (sources.draft_dir) p.draft_config_json = config_text(*sources.draft_dir);
   std::filesystem::path dir =
       std::filesystem::is_directory(sources.model_dir) ? sources.model_dir : sources.model_dir.parent_path();
-  if (std::filesystem::exists(dir / "tokenizer.json")) {
+  if (tokenizer::has_tokenizer_files(dir)) {
+    p.tokenizer = tokenizer::bundle_tokenizer_files(dir);  // tiktoken.model + tokenizer_config.json
+  } else if (std::filesystem::exists(dir / "tokenizer.json")) {
     std::string tok = read_text(dir / "tokenizer.json");
     p.tokenizer.assign(tok.begin(), tok.end());
   }

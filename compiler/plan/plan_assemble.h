@@ -16,7 +16,7 @@
 namespace kplan::plan {
 
 struct PlanSources {
-  std::filesystem::path model_dir;                 // config.json (+ tokenizer.json when present)
+  std::filesystem::path model_dir;                 // config.json (+ tiktoken.model and tokenizer_config.json, or tokenizer.json, when present)
   std::optional<std::filesystem::path> draft_dir;  // the drafter's config.json
   std::string ir_text;                             // the final IR, printed
 };

@@ -203,7 +203,7 @@ struct Plan {
   Header header;
   std::string model_config_json;  // the target's config.json text
   std::string draft_config_json;  // the drafter's config.json text ("" when none)
-  std::vector<uint8_t> tokenizer;  // tokenizer.json bytes (empty when none)
+  std::vector<uint8_t> tokenizer;  // runtime/tokenizer bundle (tiktoken), or tokenizer.json bytes; empty when none
   std::string ir_text;             // the final IR, as printed
   std::vector<Kernel> kernels;
   std::vector<Weight> weights;

@@ -6,6 +6,8 @@
 #include <map>
 #include <string>
 
+#include "runtime/tokenizer/tokenizer_bundle.h"
+
 namespace kplan::plan {
 namespace {
 
@@ -36,6 +38,17 @@ uint64_t total_weight_bytes(const Plan& p) {
   return n;
 }
 
+// "tiktoken, N ranks + M specials" for a tiktoken bundle, the size of other tokenizer data.
+std::string tokenizer_text(const Plan& p) {
+  if (p.tokenizer.empty()) return "none";
+  if (!tokenizer::is_tokenizer_bundle(p.tokenizer)) return format_bytes(p.tokenizer.size()) + " (tokenizer.json)";
+  try {
+    return tokenizer::tokenizer_from_bundle(p.tokenizer, "plan").summary();
+  } catch (const std::exception& e) {
+    return std::string("damaged tiktoken data: ") + e.what();
+  }
+}
+
 std::string summary(const Plan& p) {
   std::string out;
   const Header& h = p.header;
@@ -48,7 +61,7 @@ std::string summary(const Plan& p) {
       h.limits.max_tokens_per_step, h.limits.max_tree_nodes, h.limits.max_context);
   put(out, "model config: %zu bytes of JSON%s\n", p.model_config_json.size(),
       p.draft_config_json.empty() ? "" : " (+ drafter config)");
-  put(out, "tokenizer:    %s\n", p.tokenizer.empty() ? "none" : format_bytes(p.tokenizer.size()).c_str());
+  put(out, "tokenizer:    %s\n", tokenizer_text(p).c_str());
   put(out, "IR:           %zu lines\n",
       p.ir_text.empty() ? size_t{0} : static_cast<size_t>(std::count(p.ir_text.begin(), p.ir_text.end(), '\n')));
   uint64_t cubin_bytes = 0;

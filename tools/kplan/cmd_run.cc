@@ -1,6 +1,7 @@
-// kplan run: generate token ids from a prompt of token ids, autoregressively or with speculative
-// decoding (DFlash's single draft path, or a DDTree of `budget` nodes), and print them on one
-// line; --stats adds labelled figures on stderr.
+// kplan run: generate token ids from a prompt (token ids, or text through the model's tokenizer),
+// autoregressively or with speculative decoding (DFlash's single draft path, or a DDTree of
+// `budget` nodes), and print them on one line, then their text when there is a tokenizer;
+// --stats adds labelled figures on stderr.
 //
 // MODEL is a checkpoint directory (run on the CPU reference backend) or a compiled .kplan plan
 // (run through the runtime's C API session: the GPU when usable, else the CPU); open_target()
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,7 @@
 #include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/oracle_drafter.h"
 #include "runtime/ddtree/random_drafter.h"
+#include "runtime/tokenizer/tokenizer_bundle.h"
 #include "tools/kplan/commands.h"
 
 namespace kplan::cli {
@@ -29,6 +33,8 @@ struct RunArgs {
   std::string draft_dir;
   std::string device = "auto";
   std::string prompt_ids;
+  std::string prompt;  // text, through the tokenizer
+  bool has_prompt = false, has_prompt_ids = false;
   int64_t max_new = 16;
   std::string spec = "none";
   int64_t budget = 16;
@@ -65,6 +71,23 @@ std::vector<int32_t> parse_prompt_ids(const std::string& text) {
     start = end + 1;
   }
   return ids;
+}
+
+// The model's tokenizer: a checkpoint directory's tiktoken.model + tokenizer_config.json, or a
+// plan's tokenizer data; nullopt when it has none.
+std::optional<tokenizer::Tokenizer> load_tokenizer(const RunArgs& args, const TargetModel& target) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(args.model)) {
+    if (!tokenizer::has_tokenizer_files(args.model)) return std::nullopt;
+    return tokenizer::Tokenizer::from_dir(args.model);
+  }
+  const auto* session = dynamic_cast<const SessionTargetModel*>(&target);
+  if (!session) return std::nullopt;
+  uint64_t size = 0;
+  const uint8_t* data = kplan_plan_tokenizer(session->plan(), &size);
+  const std::span<const uint8_t> bytes(data, size);
+  if (!tokenizer::is_tokenizer_bundle(bytes)) return std::nullopt;
+  return tokenizer::tokenizer_from_bundle(bytes, args.model);
 }
 
 SpecMode parse_spec(const std::string& spec) {
@@ -131,10 +154,26 @@ void run(const RunArgs& args) {
   if (args.spec == "ddtree" && args.budget < 1)
     throw Error("--budget must be at least 1 tree node (got " + std::to_string(args.budget) + ")");
   if (args.temperature < 0) throw Error("--temperature must not be negative");
-  const std::vector<int32_t> prompt = parse_prompt_ids(args.prompt_ids);
-  if (prompt.empty()) throw Error("--prompt-ids: the prompt is empty (give ids like 1,2,3)");
+  if (args.has_prompt == args.has_prompt_ids)
+    throw Error("give exactly one of --prompt TEXT and --prompt-ids 1,2,3");
+  std::vector<int32_t> prompt;
+  if (args.has_prompt_ids) {
+    prompt = parse_prompt_ids(args.prompt_ids);
+    if (prompt.empty()) throw Error("--prompt-ids: the prompt is empty (give ids like 1,2,3)");
+  }
+  // A checkpoint directory without tokenizer files fails before its weights load.
+  if (args.has_prompt && std::filesystem::is_directory(args.model) &&
+      !tokenizer::has_tokenizer_files(args.model))
+    throw Error("no tokenizer: MODEL '" + args.model +
+                "' has no tiktoken.model + tokenizer_config.json; use --prompt-ids");
 
   std::unique_ptr<TargetModel> target = open_target(args);
+  const std::optional<tokenizer::Tokenizer> tok = load_tokenizer(args, *target);
+  if (args.has_prompt) {
+    if (!tok) throw Error("no tokenizer: plan '" + args.model + "' carries no tiktoken data; use --prompt-ids");
+    prompt = tok->encode(args.prompt);
+    if (prompt.empty()) throw Error("--prompt: the prompt is empty (give some text)");
+  }
   DecodeOptions options;
   options.spec = parse_spec(args.spec);
   options.budget = args.budget;
@@ -154,6 +193,12 @@ void run(const RunArgs& args) {
   for (size_t i = 0; i < result.tokens.size(); ++i)
     line += (i ? " " : "") + std::to_string(result.tokens[i]);
   std::printf("%s\n", line.c_str());
+  if (tok) {
+    const std::string text = tok->decode(result.tokens);  // raw bytes, as the model made them
+    std::fputs("text: ", stdout);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
+  }
   std::fflush(stdout);
   if (args.stats) {
     std::string mode = args.spec;
@@ -176,7 +221,10 @@ void register_run(CLI::App& app) {
   cmd->add_option("--draft", args->draft_dir, "DFlash drafter checkpoint directory");
   cmd->add_option("--device", args->device, "cpu, gpu or auto")
       ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
-  cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, e.g. 1,2,3")->required();
+  auto* ids = cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, e.g. 1,2,3");
+  cmd->add_option("--prompt", args->prompt,
+                  "Prompt text, tokenized with the model's tiktoken tokenizer (instead of --prompt-ids)")
+      ->excludes(ids);
   cmd->add_option("--max-new", args->max_new, "Tokens to generate (fewer on EOS)");
   cmd->add_option("--spec", args->spec, "Speculative decoding: none, dflash or ddtree")
       ->check(CLI::IsMember({"none", "dflash", "ddtree"}));
@@ -194,7 +242,11 @@ void register_run(CLI::App& app) {
                   "KV cache positions (default: the model's max_position_embeddings)");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the model's EOS ids");
   cmd->add_flag("--stats", args->stats, "Print decoding statistics to stderr");
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args, cmd] {
+    args->has_prompt = cmd->count("--prompt") > 0;
+    args->has_prompt_ids = cmd->count("--prompt-ids") > 0;
+    run(*args);
+  });
 }
 
 }  // namespace kplan::cli

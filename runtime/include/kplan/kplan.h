@@ -77,6 +77,9 @@ typedef struct kplan_plan_info {
 kplan_status kplan_plan_info_get(const kplan_plan* plan, kplan_plan_info* info);
 /* The plan's model config.json text (owned by the plan). */
 const char* kplan_plan_config_json(const kplan_plan* plan);
+/* The plan's tokenizer data (a tiktoken bundle, see runtime/tokenizer/tokenizer_bundle.h; owned by
+ * the plan); *size is 0 when the plan has none. */
+const uint8_t* kplan_plan_tokenizer(const kplan_plan* plan, uint64_t* size);
 /* The plan's drafter config.json text ("" when it has no drafter). */
 const char* kplan_plan_draft_config_json(const kplan_plan* plan);
 

@@ -51,10 +51,12 @@ class SessionTargetModel final : public TargetModel {
   SessionTargetModel(const PlanHandle& plan, kplan_session_options options) {
     kplan_session* s = nullptr;
     api_check(kplan_session_create(plan.get(), &options, &s));
+    plan_ = plan.get();
     session_.reset(s);
     config_ = parse_model_config(nlohmann::json::parse(kplan_plan_config_json(plan.get())), "plan model config");
   }
   kplan_session* session() const { return session_.get(); }
+  kplan_plan* plan() const { return plan_; }
   bool on_gpu() const { return kplan_session_device(session_.get()) == KPLAN_DEVICE_GPU; }
 
   const ModelConfig& config() const override { return config_; }
@@ -89,6 +91,7 @@ class SessionTargetModel final : public TargetModel {
   };
   std::shared_ptr<PlanHandle> owned_plan_;  // destroyed after session_ (declared first)
   std::unique_ptr<kplan_session, Destroy> session_;
+  kplan_plan* plan_ = nullptr;
   ModelConfig config_;
   std::vector<int64_t> capture_layers_;
 };
