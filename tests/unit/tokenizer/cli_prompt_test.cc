@@ -37,7 +37,9 @@ CliResult run_kplan(const std::string& args, const fs::path& scratch) {
 
 // A tiny checkpoint (seed 1) in `dir`, with the synthetic tokenizer files when asked.
 void make_tiny(const fs::path& dir, bool with_tokenizer) {
-  synthesize_target(preset_config("tiny"), dir, {.seed = 1});
+  SynthOptions options;
+  options.seed = 1;
+  synthesize_target(preset_config("tiny"), dir, options);
   if (with_tokenizer) test::write_synthetic_tokenizer(dir);
 }
 
@@ -79,6 +81,35 @@ TEST(CliPrompt, NoTokenizerIsAClearError) {
   const CliResult ids = run_kplan("run " + model.string() + " --prompt-ids 5,6 --max-new 2 --ignore-eos", scratch.path());
   ASSERT_EQ(ids.status, 0) << ids.err;
   EXPECT_EQ(lines_of(ids.out).size(), 1u) << ids.out;
+}
+
+// `kplan compile -o` carries the tokenizer files in the plan: inspect names them, and the plan
+// tokenizes and decodes like the directory. A plan compiled without them refuses --prompt.
+TEST(CliPrompt, PlanCarriesTheTokenizer) {
+  testing_util::TempDir scratch("tok_cli_plan");
+  const fs::path model = scratch.path() / "tiny", plan = scratch.path() / "tiny.kplan";
+  make_tiny(model, true);
+  const CliResult compiled = run_kplan("compile --model " + model.string() + " -o " + plan.string(), scratch.path());
+  ASSERT_EQ(compiled.status, 0) << compiled.err;
+  const CliResult inspect = run_kplan("inspect " + plan.string(), scratch.path());
+  ASSERT_EQ(inspect.status, 0) << inspect.err;
+  testing_util::expect_contains(inspect.out, {"tokenizer:    tiktoken, 768 ranks + 256 specials"});
+
+  const std::string args = " --prompt 'the thing' --max-new 4 --ignore-eos";
+  const CliResult from_dir = run_kplan("run " + model.string() + args, scratch.path());
+  const CliResult from_plan = run_kplan("run " + plan.string() + " --device cpu" + args, scratch.path());
+  ASSERT_EQ(from_plan.status, 0) << from_plan.err;
+  EXPECT_EQ(from_plan.out, from_dir.out);
+  EXPECT_EQ(lines_of(from_plan.out).size(), 2u) << from_plan.out;
+
+  fs::remove(model / "tiktoken.model");
+  fs::remove(model / "tokenizer_config.json");
+  const fs::path bare = scratch.path() / "bare.kplan";
+  ASSERT_EQ(run_kplan("compile --model " + model.string() + " -o " + bare.string(), scratch.path()).status, 0);
+  testing_util::expect_contains(run_kplan("inspect " + bare.string(), scratch.path()).out, {"tokenizer:    none"});
+  const CliResult refused = run_kplan("run " + bare.string() + " --device cpu --prompt 'the thing'", scratch.path());
+  EXPECT_EQ(refused.status, 1);
+  testing_util::expect_contains(refused.err, {"no tokenizer", "use --prompt-ids"});
 }
 
 TEST(CliPrompt, ExactlyOnePromptFlag) {
