@@ -223,7 +223,8 @@ void register_run(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
   auto* ids = cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, e.g. 1,2,3");
   cmd->add_option("--prompt", args->prompt,
-                  "Prompt text, tokenized with the model's tiktoken tokenizer (instead of --prompt-ids)")
+                  "Prompt text, tokenized with the model's tiktoken tokenizer (instead of --prompt-ids); "
+                  "special tokens written in it, e.g. <|im_end|>, become their ids")
       ->excludes(ids);
   cmd->add_option("--max-new", args->max_new, "Tokens to generate (fewer on EOS)");
   cmd->add_option("--spec", args->spec, "Speculative decoding: none, dflash or ddtree")
