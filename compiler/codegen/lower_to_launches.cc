@@ -135,12 +135,18 @@ class Lowerer {
     return shape;
   }
 
+  // A dense row-major view of type `t` at this bucket's token count (base and slot not set).
+  View contiguous_view(const ir::Type& t) const {
+    View view;
+    view.dtype = t.dtype;
+    view.shape = eval_shape(t);
+    view.strides = contiguous_strides(view.shape);
+    return view;
+  }
+
   // A fresh contiguous f32/i32 buffer for `v`, in a slot chosen at the largest bucket.
   View new_root(const Value* v) {
-    View view;
-    view.dtype = v->type().dtype;
-    view.shape = eval_shape(v->type());
-    view.strides = contiguous_strides(view.shape);
+    View view = contiguous_view(v->type());
     view.index = slot_for(v, dtype_size(view.dtype) * product(view.shape));
     return view;
   }
@@ -275,10 +281,7 @@ class Lowerer {
   }
 
   void bind_arg(const Value* a) {
-    View v;
-    v.dtype = a->type().dtype;
-    v.shape = eval_shape(a->type());
-    v.strides = contiguous_strides(v.shape);
+    View v = contiguous_view(a->type());
     const std::string& n = a->name();
     if (n == "tokens" || n == "positions" || n == "tree_mask") {
       v.base = View::Base::StepInput;
@@ -309,12 +312,9 @@ class Lowerer {
     switch (op->kind()) {
       case OpKind::Weight:
       case OpKind::WeightStack: {
-        View v;
+        View v = contiguous_view(result->type());
         v.base = View::Base::Weight;
         v.index = weight_index(op);
-        v.dtype = result->type().dtype;
-        v.shape = eval_shape(result->type());
-        v.strides = contiguous_strides(v.shape);
         views_[result] = v;
         return;
       }
