@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::ir {
 

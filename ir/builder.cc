@@ -1,6 +1,6 @@
 #include "ir/builder.h"
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "ir/infer.h"
 
 namespace kplan::ir {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::ir {
 

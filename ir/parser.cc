@@ -5,7 +5,7 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::ir {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ir/dtype.h"
+#include "ir/support/dtype.h"
 
 namespace kplan::ir {
 

@@ -3,7 +3,7 @@
 #include <set>
 #include <unordered_set>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "ir/infer.h"
 #include "ir/printer.h"
 

@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/frontend/model_config.h"
-#include "compiler/plan/plan_print.h"
-#include "compiler/plan/plan_reader.h"
-#include "ir/error.h"
+#include "runtime/plan_print.h"
+#include "schemas/plan_reader.h"
+#include "ir/support/error.h"
 #include "runtime/gpu/gpu_target_model.h"
 #include "runtime/plan_cpu_target.h"
 #include "runtime/plan_stats.h"

@@ -13,7 +13,7 @@
 #include "compiler/frontend/model_config.h"
 #include "compiler/frontend/safetensors.h"
 #include "compiler/frontend/tensor_spec.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/cpu_backend.h"
 
 namespace kplan {

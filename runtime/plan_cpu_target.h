@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 #include "runtime/step_model.h"
 
 namespace kplan {

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "compiler/frontend/model_config.h"
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 
 namespace kplan {
 

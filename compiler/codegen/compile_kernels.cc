@@ -10,7 +10,7 @@
 
 #include "compiler/codegen/kernel_cache.h"
 #include "compiler/codegen/nvrtc_compile.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen {
 namespace {

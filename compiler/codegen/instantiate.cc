@@ -5,7 +5,7 @@
 
 #include "compiler/codegen/heuristics.h"
 #include "compiler/codegen/kernel_families.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen {
 namespace {

@@ -1,6 +1,6 @@
 #include "compiler/codegen/kernel_families.h"
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen {
 namespace {

@@ -1,6 +1,6 @@
 #include "compiler/codegen/launch_geometry.h"
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen {
 namespace {

@@ -9,7 +9,7 @@
 #include "compiler/codegen/launch_geometry.h"
 #include "compiler/codegen/model_kernels.h"
 #include "compiler/codegen/rope_args.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen {
 namespace {

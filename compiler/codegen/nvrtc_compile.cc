@@ -6,7 +6,7 @@
 #include <cctype>
 #include <cstring>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen {
 namespace {

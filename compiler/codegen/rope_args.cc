@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen {
 

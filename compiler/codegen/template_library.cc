@@ -4,7 +4,7 @@
 #include <set>
 #include <sstream>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen {
 

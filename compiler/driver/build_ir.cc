@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "compiler/driver/build_parts.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

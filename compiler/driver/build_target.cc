@@ -5,7 +5,7 @@
 #include "compiler/driver/build_ir.h"
 #include "compiler/driver/build_parts.h"
 #include "compiler/driver/weight_table.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

@@ -1,6 +1,6 @@
 #include "compiler/driver/weight_table.h"
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

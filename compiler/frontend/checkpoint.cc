@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

@@ -4,7 +4,7 @@
 
 #include "compiler/frontend/json_fields.h"
 #include "compiler/frontend/rope_config.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

@@ -14,24 +14,7 @@
 
 namespace kplan {
 
-struct DraftConfig {
-  std::string model_type;  // e.g. "qwen3" (the architecture of its layers)
-  int64_t hidden_size = 0;
-  int64_t num_hidden_layers = 0;
-  int64_t num_attention_heads = 0;
-  int64_t num_key_value_heads = 0;
-  int64_t head_dim = 0;
-  int64_t intermediate_size = 0;
-  int64_t vocab_size = 0;
-  double rms_norm_eps = 1e-6;
-  double rope_theta = 10000.0;
-  RopeScaling rope_scaling;
-  int64_t max_position_embeddings = 4096;
-  int64_t num_target_layers = 0;  // the target's layer count it was trained against
-  int64_t block_size = 0;         // positions predicted per pass (bonus token + mask tokens)
-  std::vector<int64_t> target_layer_ids;  // target layers whose outputs form the context features
-  int64_t mask_token_id = -1;
-};
+
 
 DraftConfig parse_draft_config(const nlohmann::json& j, const std::string& source);
 DraftConfig load_draft_config(const std::filesystem::path& config_json);

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <string>
 
-#include "ir/dtype.h"
-#include "ir/error.h"
+#include "ir/support/dtype.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

@@ -11,7 +11,7 @@
 
 #include "compiler/frontend/json_fields.h"
 #include "compiler/frontend/rope_config.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 
@@ -243,9 +243,9 @@ ModelConfig parse_text_model(const JsonFields& t, const JsonFields& root) {
 
 }  // namespace
 
-bool QuantConfig::is_quantized(const std::string& module_name) const {
-  if (!enabled) return false;
-  for (const auto& pattern : ignore) {
+bool is_quantized(const QuantConfig& q, const std::string& module_name) {
+  if (!q.enabled) return false;
+  for (const auto& pattern : q.ignore) {
     if (pattern.rfind("re:", 0) == 0) {
       // compressed-tensors matches "re:" patterns with Python's re.match: anchored at the start.
       if (ignore_pattern(pattern).matches_prefix(module_name)) return false;
@@ -254,21 +254,6 @@ bool QuantConfig::is_quantized(const std::string& module_name) const {
     }
   }
   return true;
-}
-
-bool ModelConfig::is_moe_layer(int64_t layer) const {
-  return layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
-}
-
-double ModelConfig::softmax_scale() const {
-  double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim()));
-  // transformers DeepseekV3Attention: with rope scaling and a non-zero mscale_all_dim,
-  // multiply by yarn_get_mscale(factor, mscale_all_dim)^2 (which is 1 when factor <= 1).
-  if (rope_scaling.type != "none" && rope_scaling.mscale_all_dim != 0.0 && rope_scaling.factor > 1.0) {
-    double m = 0.1 * rope_scaling.mscale_all_dim * std::log(rope_scaling.factor) + 1.0;
-    scale *= m * m;
-  }
-  return scale;
 }
 
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source) {

@@ -2,88 +2,17 @@
 // The target model's architecture as read from a HuggingFace config.json (model types
 // deepseek_v3, kimi_k2, and kimi_k25 through its text_config). Every field the DeepSeek-V3
 // architecture uses; anything kplan does not support is refused by name when parsed.
-#include <cstdint>
 #include <filesystem>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "schemas/model_spec.h"
+
 namespace kplan {
 
-struct RopeScaling {
-  std::string type = "none";  // "none" or "yarn"
-  double factor = 1.0;
-  int64_t original_max_position_embeddings = 0;
-  double beta_fast = 32.0;
-  double beta_slow = 1.0;
-  double mscale = 1.0;
-  double mscale_all_dim = 0.0;
-};
-
-// compressed-tensors "pack-quantized" weights (how K2.6 ships its routed experts).
-struct QuantConfig {
-  bool enabled = false;
-  std::string quant_method;  // "compressed-tensors"
-  std::string format;        // "pack-quantized"
-  int num_bits = 4;
-  int group_size = 32;
-  bool symmetric = true;
-  std::vector<std::string> ignore;  // module names, or "re:<regex>" patterns
-  // True when a Linear module (e.g. "model.layers.3.mlp.experts.0.gate_proj") is quantized.
-  bool is_quantized(const std::string& module_name) const;
-};
-
-struct ModelConfig {
-  std::string model_type;    // the text model's type: "deepseek_v3" or "kimi_k2"
-  // "kimi_k25" when the text model sits in text_config, else "". kplan compiles the text model
-  // only: a wrapper's vision tower and projector are not compiled (their tensors are ignored).
-  std::string wrapper_type;
-  std::string tensor_prefix; // "" or "language_model." (multimodal wrappers)
-
-  int64_t vocab_size = 0;
-  int64_t hidden_size = 0;
-  int64_t intermediate_size = 0;      // dense MLP layers
-  int64_t moe_intermediate_size = 0;  // each routed / shared expert
-  int64_t num_hidden_layers = 0;
-  int64_t num_attention_heads = 0;
-  int64_t num_key_value_heads = 0;
-  std::optional<int64_t> q_lora_rank;  // null: q_proj directly
-  int64_t kv_lora_rank = 0;
-  int64_t qk_nope_head_dim = 0;
-  int64_t qk_rope_head_dim = 0;
-  int64_t v_head_dim = 0;
-
-  int64_t n_routed_experts = 0;
-  int64_t num_experts_per_tok = 0;
-  int64_t n_shared_experts = 0;
-  int64_t first_k_dense_replace = 0;
-  int64_t moe_layer_freq = 1;
-  double routed_scaling_factor = 1.0;
-  std::string scoring_func = "sigmoid";  // only sigmoid is supported
-  std::string topk_method = "noaux_tc";  // only noaux_tc is supported
-  int64_t n_group = 1;
-  int64_t topk_group = 1;
-  bool norm_topk_prob = true;
-
-  double rope_theta = 10000.0;
-  RopeScaling rope_scaling;
-  int64_t max_position_embeddings = 4096;
-  double rms_norm_eps = 1e-6;
-  bool tie_word_embeddings = false;
-  int64_t bos_token_id = -1;
-  std::vector<int64_t> eos_token_ids;
-  std::string hidden_act = "silu";
-
-  QuantConfig quant;
-
-  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
-  // MoE layers: layer >= first_k_dense_replace and layer % moe_layer_freq == 0.
-  bool is_moe_layer(int64_t layer) const;
-  // Softmax scale of MLA attention, YaRN mscale applied: qk_head_dim^-0.5 * m^2.
-  double softmax_scale() const;
-};
+// True when a Linear module (e.g. "model.layers.3.mlp.experts.0.gate_proj") is quantized under q.
+bool is_quantized(const QuantConfig& q, const std::string& module_name);
 
 // Parses and validates a config.json (its text). `source` names the file in errors.
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

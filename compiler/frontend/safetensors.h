@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/dtype.h"
+#include "ir/support/dtype.h"
 
 namespace kplan {
 

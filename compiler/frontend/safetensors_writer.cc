@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/frontend/safetensors.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

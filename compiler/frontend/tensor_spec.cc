@@ -17,7 +17,7 @@ class SpecList {
   // A bias-free nn.Linear(in, out) named `module`: weight [out, in] in bf16, or the three
   // compressed-tensors pack-quantized parts when the config quantizes this module.
   void linear(const std::string& module, int64_t out, int64_t in) {
-    if (cfg_ && cfg_->quant.is_quantized(module)) {
+    if (cfg_ && is_quantized(cfg_->quant, module)) {
       const int64_t group = cfg_->quant.group_size;
       specs_.push_back({module + ".weight_packed", DType::I32, {out, ceil_div(in, 8)}, TensorRole::PackedInt4, module, {out, in}});
       specs_.push_back({module + ".weight_scale", DType::BF16, {out, ceil_div(in, group)}, TensorRole::PackedScale, module, {out, in}});

@@ -8,7 +8,7 @@
 
 #include "compiler/frontend/draft_config.h"
 #include "compiler/frontend/model_config.h"
-#include "ir/dtype.h"
+#include "ir/support/dtype.h"
 
 namespace kplan {
 

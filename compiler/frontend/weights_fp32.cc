@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "ir/dtype.h"
-#include "ir/error.h"
+#include "ir/support/dtype.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

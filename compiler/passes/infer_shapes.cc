@@ -2,7 +2,7 @@
 #include <string>
 
 #include "compiler/passes/pass.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "ir/infer.h"
 #include "ir/printer.h"
 

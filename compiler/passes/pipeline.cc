@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "ir/verifier.h"
 
 namespace kplan::passes {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "compiler/codegen/kernel_instance.h"
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 
 namespace kplan::plan {
 

@@ -6,8 +6,8 @@
 #include <iterator>
 
 #include "compiler/codegen/nvrtc_compile.h"
-#include "compiler/plan/plan_writer.h"
-#include "ir/error.h"
+#include "schemas/plan_writer.h"
+#include "ir/support/error.h"
 #include "runtime/tokenizer/tokenizer_bundle.h"
 
 namespace kplan::plan {

@@ -11,7 +11,7 @@
 #include "compiler/frontend/safetensors.h"
 #include "compiler/frontend/tensor_spec.h"
 #include "compiler/plan/lowered_plan.h"
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 
 namespace kplan::plan {
 

@@ -6,8 +6,8 @@
 
 #include "compiler/codegen/lower_to_launches.h"
 #include "compiler/plan/plan_assemble.h"
-#include "compiler/plan/plan_print.h"
-#include "ir/error.h"
+#include "runtime/plan_print.h"
+#include "ir/support/error.h"
 #include "ir/printer.h"
 
 namespace kplan::plan {

@@ -1,6 +1,6 @@
 #include "compiler/synth/presets.h"
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

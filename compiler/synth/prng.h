@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "ir/xoshiro256.h"
+#include "ir/support/xoshiro256.h"
 
 namespace kplan {
 

@@ -10,7 +10,7 @@
 #include "compiler/frontend/safetensors.h"
 #include "compiler/frontend/tensor_spec.h"
 #include "compiler/synth/weight_init.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

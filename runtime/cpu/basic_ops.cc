@@ -6,7 +6,7 @@
 #include <numeric>
 #include <string>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::cpu {
 

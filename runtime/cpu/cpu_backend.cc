@@ -1,6 +1,6 @@
 #include "runtime/cpu/cpu_backend.h"
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/cpu_target.h"
 #include "runtime/cpu/dflash_drafter.h"
 

@@ -3,7 +3,7 @@
 #include <numeric>
 #include <string>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/step_mask.h"
 
 namespace kplan::cpu {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::cpu {
 

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/basic_ops.h"
 
 namespace kplan::cpu {

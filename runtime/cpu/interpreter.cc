@@ -7,7 +7,7 @@
 #include <string>
 
 #include "compiler/frontend/weights_fp32.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/basic_ops.h"
 #include "runtime/cpu/dflash_attention.h"
 #include "runtime/cpu/mla_attention.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/basic_ops.h"
 #include "runtime/cpu/step_mask.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/basic_ops.h"
 
 namespace kplan::cpu {

@@ -5,7 +5,7 @@
 #include <numbers>
 #include <string>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::cpu {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan {
 

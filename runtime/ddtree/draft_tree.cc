@@ -4,7 +4,7 @@
 #include <numeric>
 #include <queue>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/ddtree/log_softmax.h"
 #include "runtime/ddtree/tree_mask.h"
 

@@ -4,7 +4,7 @@
 // platform: sampled decoding and the random/oracle drafters are reproducible from --seed.
 #include <cstdint>
 
-#include "ir/xoshiro256.h"
+#include "ir/support/xoshiro256.h"
 
 namespace kplan {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/draft_tree.h"
 #include "runtime/ddtree/prefill.h"

@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::gpu {
 namespace {

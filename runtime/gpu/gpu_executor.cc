@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "compiler/plan/plan_arch.h"
-#include "ir/dtype.h"
-#include "ir/error.h"
+#include "schemas/plan_arch.h"
+#include "ir/support/dtype.h"
+#include "ir/support/error.h"
 #include "runtime/gpu/cuda_driver.h"
 
 namespace kplan::gpu {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 
 namespace kplan::gpu {
 

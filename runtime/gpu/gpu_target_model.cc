@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::gpu {
 

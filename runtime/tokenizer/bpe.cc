@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::tokenizer {
 namespace {

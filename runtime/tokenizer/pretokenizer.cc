@@ -3,7 +3,7 @@
 
 #include <pcre2.h>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::tokenizer {
 namespace {

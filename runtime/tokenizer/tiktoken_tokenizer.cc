@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::tokenizer {
 namespace {

@@ -13,7 +13,7 @@
 #include <iterator>
 #include <string>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::testing_util {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "kplan/kplan.h"
 #include "kplan/session_target_model.h"
 #include "tools/kplan/commands.h"

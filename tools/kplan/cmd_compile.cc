@@ -9,7 +9,7 @@
 #include "compiler/driver/compile.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/plan/plan_output.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "kplan/kplan.h"
 #include "kplan/session_target_model.h"
 #include "tools/kplan/commands.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "compiler/frontend/draft_config.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "kplan/session_target_model.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/ddtree/decode.h"

@@ -10,7 +10,7 @@
 
 #include "compiler/frontend/model_config.h"
 #include "compiler/synth/synth.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "tools/kplan/commands.h"
 
 namespace kplan::cli {

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "tools/kplan/commands.h"
 
 int main(int argc, char** argv) {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/frontend/model_config.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "kplan/kplan.h"
 #include "runtime/step_model.h"
 

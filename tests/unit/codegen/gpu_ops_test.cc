@@ -23,7 +23,7 @@
 #include "compiler/codegen/model_kernels.h"
 #include "compiler/codegen/rope_args.h"
 #include "compiler/frontend/int4_pack.h"
-#include "ir/dtype.h"
+#include "ir/support/dtype.h"
 #include "runtime/cpu/basic_ops.h"
 #include "runtime/cpu/dflash_attention.h"
 #include "runtime/cpu/mla_attention.h"

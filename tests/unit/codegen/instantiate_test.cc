@@ -10,7 +10,7 @@
 #include "compiler/codegen/model_kernels.h"
 #include "compiler/codegen/nvrtc_compile.h"
 #include "compiler/codegen/template_library.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen {
 namespace {

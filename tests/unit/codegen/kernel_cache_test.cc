@@ -9,7 +9,7 @@
 #include "compiler/codegen/compile_kernels.h"
 #include "compiler/codegen/kernel_cache.h"
 #include "compiler/codegen/model_kernels.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen {
 namespace {

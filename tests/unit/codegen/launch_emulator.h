@@ -10,8 +10,8 @@
 
 #include "compiler/codegen/launch_geometry.h"
 #include "compiler/plan/lowered_plan.h"
-#include "ir/dtype.h"
-#include "ir/error.h"
+#include "ir/support/dtype.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen::testing_util {
 

@@ -11,7 +11,7 @@
 #include "compiler/codegen/lower_to_launches.h"
 #include "compiler/driver/compile.h"
 #include "compiler/plan/plan_assemble.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::codegen {
 namespace {

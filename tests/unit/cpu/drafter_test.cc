@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/frontend/draft_config.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/dflash_drafter.h"
 #include "tests/unit/cpu/cpu_test_util.h"

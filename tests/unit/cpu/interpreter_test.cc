@@ -10,7 +10,7 @@
 #include "compiler/driver/compile.h"
 #include "compiler/frontend/int4_pack.h"
 #include "ir/builder.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/interpreter.h"
 #include "tests/unit/cpu/cpu_test_util.h"
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/basic_ops.h"
 #include "runtime/cpu/dflash_attention.h"
 #include "runtime/cpu/mla_attention.h"

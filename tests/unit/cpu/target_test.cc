@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/basic_ops.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "tests/unit/cpu/cpu_test_util.h"

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/oracle_drafter.h"

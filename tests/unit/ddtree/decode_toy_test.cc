@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/oracle_drafter.h"
 #include "runtime/ddtree/random_drafter.h"

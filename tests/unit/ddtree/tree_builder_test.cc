@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "runtime/ddtree/draft_tree.h"
 #include "runtime/ddtree/log_softmax.h"
 #include "runtime/ddtree/random_stream.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "compiler/frontend/int4_pack.h"
-#include "ir/dtype.h"
+#include "ir/support/dtype.h"
 #include "tests/unit/frontend/test_util.h"
 
 namespace kplan {

@@ -122,15 +122,15 @@ TEST(ModelConfig, ParsesRealKimiK26Config) {
   EXPECT_EQ(c.quant.group_size, 32);
   EXPECT_TRUE(c.quant.symmetric);
   const std::string p = c.tensor_prefix;
-  EXPECT_TRUE(c.quant.is_quantized(p + "model.layers.1.mlp.experts.0.gate_proj"));
-  EXPECT_TRUE(c.quant.is_quantized(p + "model.layers.60.mlp.experts.383.down_proj"));
-  EXPECT_FALSE(c.quant.is_quantized(p + "model.layers.1.self_attn.q_a_proj"));
-  EXPECT_FALSE(c.quant.is_quantized(p + "model.layers.1.self_attn.kv_b_proj"));
-  EXPECT_FALSE(c.quant.is_quantized(p + "model.layers.1.mlp.shared_experts.up_proj"));
-  EXPECT_FALSE(c.quant.is_quantized(p + "model.layers.0.mlp.gate_proj"));
-  EXPECT_FALSE(c.quant.is_quantized(p + "model.layers.0.mlp.down_proj"));
-  EXPECT_FALSE(c.quant.is_quantized(p + "lm_head"));
-  EXPECT_FALSE(c.quant.is_quantized("vision_tower.blocks.0.mlp.fc0"));
+  EXPECT_TRUE(is_quantized(c.quant, p + "model.layers.1.mlp.experts.0.gate_proj"));
+  EXPECT_TRUE(is_quantized(c.quant, p + "model.layers.60.mlp.experts.383.down_proj"));
+  EXPECT_FALSE(is_quantized(c.quant, p + "model.layers.1.self_attn.q_a_proj"));
+  EXPECT_FALSE(is_quantized(c.quant, p + "model.layers.1.self_attn.kv_b_proj"));
+  EXPECT_FALSE(is_quantized(c.quant, p + "model.layers.1.mlp.shared_experts.up_proj"));
+  EXPECT_FALSE(is_quantized(c.quant, p + "model.layers.0.mlp.gate_proj"));
+  EXPECT_FALSE(is_quantized(c.quant, p + "model.layers.0.mlp.down_proj"));
+  EXPECT_FALSE(is_quantized(c.quant, p + "lm_head"));
+  EXPECT_FALSE(is_quantized(c.quant, "vision_tower.blocks.0.mlp.fc0"));
 }
 
 TEST(ModelConfig, ParsesTextOnlyKimiK2WithoutPrefix) {
@@ -142,22 +142,22 @@ TEST(ModelConfig, ParsesTextOnlyKimiK2WithoutPrefix) {
   EXPECT_EQ(c.tensor_prefix, "");
   EXPECT_EQ(c.num_hidden_layers, 61);
   EXPECT_TRUE(c.quant.enabled);
-  EXPECT_TRUE(c.quant.is_quantized("model.layers.5.mlp.experts.9.up_proj"));
-  EXPECT_FALSE(c.quant.is_quantized("model.layers.5.self_attn.o_proj"));
+  EXPECT_TRUE(is_quantized(c.quant, "model.layers.5.mlp.experts.9.up_proj"));
+  EXPECT_FALSE(is_quantized(c.quant, "model.layers.5.self_attn.o_proj"));
 }
 
 TEST(QuantConfig, IgnoreMatchesExactNamesAndAnchoredRegexes) {
   QuantConfig q;
   q.enabled = true;
   q.ignore = {"lm_head", "re:model\\.layers\\.0\\..*"};
-  EXPECT_FALSE(q.is_quantized("lm_head"));
-  EXPECT_TRUE(q.is_quantized("x.lm_head"));  // exact names match exactly
-  EXPECT_FALSE(q.is_quantized("model.layers.0.mlp.experts.1.up_proj"));
+  EXPECT_FALSE(is_quantized(q, "lm_head"));
+  EXPECT_TRUE(is_quantized(q, "x.lm_head"));  // exact names match exactly
+  EXPECT_FALSE(is_quantized(q, "model.layers.0.mlp.experts.1.up_proj"));
   // compressed-tensors uses Python's re.match: anchored at the start of the module name.
-  EXPECT_TRUE(q.is_quantized("language_model.model.layers.0.mlp.experts.1.up_proj"));
-  EXPECT_TRUE(q.is_quantized("model.layers.1.mlp.experts.1.up_proj"));
+  EXPECT_TRUE(is_quantized(q, "language_model.model.layers.0.mlp.experts.1.up_proj"));
+  EXPECT_TRUE(is_quantized(q, "model.layers.1.mlp.experts.1.up_proj"));
   q.enabled = false;
-  EXPECT_FALSE(q.is_quantized("model.layers.1.mlp.experts.1.up_proj"));
+  EXPECT_FALSE(is_quantized(q, "model.layers.1.mlp.experts.1.up_proj"));
 }
 
 TEST(ModelConfig, QuantizationConfigAtTopLevelOrInTextConfig) {

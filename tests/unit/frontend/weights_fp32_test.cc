@@ -7,7 +7,7 @@
 #include "compiler/frontend/int4_pack.h"
 #include "compiler/frontend/safetensors.h"
 #include "compiler/frontend/weights_fp32.h"
-#include "ir/dtype.h"
+#include "ir/support/dtype.h"
 #include "test_util.h"
 
 namespace kplan {

@@ -1,7 +1,7 @@
 // The text form: print -> parse -> print is identical, and malformed text gets a located error.
 #include <gtest/gtest.h>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"

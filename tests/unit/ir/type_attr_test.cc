@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "ir/attr.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "ir/type.h"
 
 namespace kplan::ir {

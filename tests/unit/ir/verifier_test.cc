@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/builder.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "compiler/passes/pipeline.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/passes/pipeline.h"
-#include "ir/error.h"
+#include "ir/support/error.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"

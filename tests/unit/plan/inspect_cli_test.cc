@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "compiler/plan/plan_writer.h"
+#include "schemas/plan_writer.h"
 #include "tests/unit/plan/sample_plan.h"
 
 namespace kplan::plan {

@@ -9,7 +9,7 @@
 #include "compiler/codegen/nvrtc_compile.h"
 #include "compiler/frontend/checkpoint.h"
 #include "compiler/plan/plan_assemble.h"
-#include "compiler/plan/plan_reader.h"
+#include "schemas/plan_reader.h"
 #include "compiler/synth/synth.h"
 
 namespace kplan::plan {

@@ -9,13 +9,13 @@
 #include <iterator>
 #include <string>
 
-#include "compiler/plan/checksum.h"
+#include "ir/support/checksum.h"
 
-#include "compiler/plan/plan_arch.h"
-#include "compiler/plan/plan_file_format.h"
-#include "compiler/plan/plan_reader.h"
-#include "compiler/plan/plan_writer.h"
-#include "ir/error.h"
+#include "schemas/plan_arch.h"
+#include "schemas/plan_file_format.h"
+#include "schemas/plan_reader.h"
+#include "schemas/plan_writer.h"
+#include "ir/support/error.h"
 #include "tests/unit/plan/sample_plan.h"
 
 namespace kplan::plan {

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 #include "compiler/synth/presets.h"
 
 namespace kplan::plan::testing {

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <memory>
 
-#include "compiler/plan/plan_reader.h"
-#include "compiler/plan/plan_writer.h"
-#include "ir/error.h"
+#include "schemas/plan_reader.h"
+#include "schemas/plan_writer.h"
+#include "ir/support/error.h"
 #include "kplan/kplan.h"
 #include "tests/unit/plan/sample_plan.h"
 #include "runtime/gpu/gpu_executor.h"

@@ -13,7 +13,7 @@
 
 #include "compiler/frontend/safetensors.h"
 #include "compiler/frontend/tensor_spec.h"
-#include "compiler/plan/plan_writer.h"
+#include "schemas/plan_writer.h"
 #include "compiler/synth/synth.h"
 #include "kplan/kplan.h"
 #include "kplan/session_target_model.h"

@@ -16,7 +16,7 @@
 
 #include "compiler/codegen/nvrtc_compile.h"
 #include "compiler/synth/presets.h"
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 
 namespace kplan::testing {
 

@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "compiler/codegen/nvrtc_compile.h"
-#include "compiler/plan/plan_reader.h"
-#include "compiler/plan/plan_writer.h"
+#include "schemas/plan_reader.h"
+#include "schemas/plan_writer.h"
 #include "kplan/kplan.h"
 #include "tests/unit/runtime/toy_plan.h"
 

@@ -1,4 +1,4 @@
-#include "ir/dtype.h"
+#include "ir/support/dtype.h"
 
 #include <cmath>
 #include <cstring>

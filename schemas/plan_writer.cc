@@ -1,4 +1,4 @@
-#include "compiler/plan/plan_writer.h"
+#include "schemas/plan_writer.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "compiler/plan/checksum.h"
+#include "ir/support/checksum.h"
 
-#include "compiler/plan/plan_file_format.h"
-#include "ir/error.h"
+#include "schemas/plan_file_format.h"
+#include "ir/support/error.h"
 #include "schemas/kplan_generated.h"
 
 namespace kplan::plan {

@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace kplan::plan {
+namespace kplan {
 
 uint64_t checksum64(const void* data, size_t size);
 
-}  // namespace kplan::plan
+}  // namespace kplan

@@ -6,7 +6,7 @@
 // file and the problem ("damaged plan: ...", "not a kplan plan", "newer format version").
 #include <filesystem>
 
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 
 namespace kplan::plan {
 

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/dtype.h"
+#include "ir/support/dtype.h"
 
 namespace kplan::plan {
 

@@ -2,7 +2,7 @@
 // Readable text views of a plan, for `kplan inspect` (one function per section).
 #include <string>
 
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 
 namespace kplan::plan {
 

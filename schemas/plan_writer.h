@@ -3,7 +3,7 @@
 // weight bytes, then the page-aligned weights data section (plan_file_format.h).
 #include <filesystem>
 
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 
 namespace kplan::plan {
 

@@ -1,4 +1,4 @@
-#include "compiler/plan/plan_reader.h"
+#include "schemas/plan_reader.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,10 +11,10 @@
 #include <memory>
 #include <string>
 
-#include "compiler/plan/checksum.h"
+#include "ir/support/checksum.h"
 
-#include "compiler/plan/plan_file_format.h"
-#include "ir/error.h"
+#include "schemas/plan_file_format.h"
+#include "ir/support/error.h"
 #include "schemas/kplan_generated.h"
 
 namespace kplan::plan {

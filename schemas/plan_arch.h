@@ -3,7 +3,7 @@
 // for this GPU's arch.
 #include <string>
 
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 
 namespace kplan::plan {
 

@@ -1,4 +1,4 @@
-#include "compiler/plan/plan_print.h"
+#include "runtime/plan_print.h"
 
 #include <algorithm>
 #include <cinttypes>

@@ -1,9 +1,9 @@
-#include "compiler/plan/plan_model.h"
+#include "schemas/plan_model.h"
 
 #include <algorithm>
 #include <string>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::plan {
 

@@ -1,8 +1,8 @@
-#include "compiler/plan/plan_arch.h"
+#include "schemas/plan_arch.h"
 
 #include <cstdlib>
 
-#include "ir/error.h"
+#include "ir/support/error.h"
 
 namespace kplan::plan {
 namespace {
