@@ -5,7 +5,7 @@
 // (uniformly, independently), the expected share of experts touched is 1 - (1 - k/E)^T.
 #include <cstdint>
 
-#include "compiler/frontend/model_config.h"
+#include "schemas/model_spec.h"
 #include "schemas/plan_model.h"
 
 namespace kplan {

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "compiler/frontend/model_config.h"
+#include "schemas/model_spec.h"
 
 namespace kplan {
 

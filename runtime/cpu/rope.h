@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "compiler/frontend/model_config.h"
+#include "schemas/model_spec.h"
 
 namespace kplan::cpu {
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compiler/frontend/model_config.h"
 #include "ir/support/error.h"
 
 namespace kplan::gpu {
