@@ -5,13 +5,9 @@
 
 #include "compiler/driver/build_parts.h"
 #include "ir/support/error.h"
+#include "ir/support/yarn.h"
 
 namespace kplan {
-
-namespace {
-// transformers' get_mscale: 0.1 * m * ln(s) + 1 for s > 1.
-double yarn_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
-}  // namespace
 
 ir::Attrs rope_attrs(double theta, const RopeScaling& s, bool interleaved) {
   ir::Attrs a;
@@ -23,10 +19,7 @@ ir::Attrs rope_attrs(double theta, const RopeScaling& s, bool interleaved) {
     a.set("original_max_position_embeddings", s.original_max_position_embeddings);
     a.set("beta_fast", s.beta_fast);
     a.set("beta_slow", s.beta_slow);
-    double af = (s.mscale != 0 && s.mscale_all_dim != 0)
-                    ? yarn_mscale(s.factor, s.mscale) / yarn_mscale(s.factor, s.mscale_all_dim)
-                    : yarn_mscale(s.factor, 1.0);
-    a.set("attention_factor", af);
+    a.set("attention_factor", yarn::attention_factor(s.factor, s.mscale, s.mscale_all_dim));
   } else if (s.type == "none") {
     a.set("scaling", std::string("none"));
     a.set("attention_factor", 1.0);

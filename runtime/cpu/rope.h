@@ -16,9 +16,6 @@
 
 namespace kplan::cpu {
 
-// YaRN's attention-magnitude factor: 0.1 * mscale * ln(scale) + 1 (1 when scale <= 1).
-double yarn_get_mscale(double scale, double mscale);
-
 class Rope {
  public:
   // `dim`: rotated width (DeepSeek: qk_rope_head_dim; Qwen3: head_dim). `max_position_embeddings`

@@ -6,7 +6,7 @@
 
 #include "ir/support/error.h"
 #include "runtime/ddtree/log_softmax.h"
-#include "runtime/ddtree/tree_mask.h"
+#include "ir/support/tree_mask.h"
 
 namespace kplan {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "runtime/ddtree/random_stream.h"
-#include "runtime/ddtree/tree_mask.h"
+#include "ir/support/tree_mask.h"
 #include "runtime/step_model.h"
 
 namespace kplan::test {

@@ -13,7 +13,7 @@
 #include "runtime/ddtree/draft_tree.h"
 #include "runtime/ddtree/log_softmax.h"
 #include "runtime/ddtree/random_stream.h"
-#include "runtime/ddtree/tree_mask.h"
+#include "ir/support/tree_mask.h"
 
 namespace kplan {
 namespace {

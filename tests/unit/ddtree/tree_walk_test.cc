@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/ddtree/tree_mask.h"
+#include "ir/support/tree_mask.h"
 #include "runtime/ddtree/tree_walk.h"
 
 namespace kplan {

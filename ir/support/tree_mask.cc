@@ -1,4 +1,4 @@
-#include "runtime/ddtree/tree_mask.h"
+#include "ir/support/tree_mask.h"
 
 #include <string>
 
@@ -20,6 +20,14 @@ std::vector<uint32_t> ancestor_mask(std::span<const int32_t> parents) {
       for (int64_t w = 0; w < words; ++w) mask[i * words + w] = mask[parent * words + w];
     mask[i * words + i / 32] |= 1u << (i % 32);
   }
+  return mask;
+}
+
+std::vector<uint32_t> causal_mask(int64_t nodes) {
+  const int64_t words = mask_words(nodes);
+  std::vector<uint32_t> mask(static_cast<size_t>(nodes * words), 0u);
+  for (int64_t i = 0; i < nodes; ++i)
+    for (int64_t j = 0; j <= i; ++j) mask[i * words + j / 32] |= 1u << (j % 32);
   return mask;
 }
 
