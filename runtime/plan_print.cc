@@ -59,8 +59,13 @@ std::string summary(const Plan& p) {
   put(out, "archs:        %s\n", archs.c_str());
   put(out, "limits:       max %" PRId64 " tokens/step, %" PRId64 " tree nodes, %" PRId64 " context\n",
       h.limits.max_tokens_per_step, h.limits.max_tree_nodes, h.limits.max_context);
-  put(out, "model config: %zu bytes of JSON%s\n", p.model_config_json.size(),
-      p.draft_config_json.empty() ? "" : " (+ drafter config)");
+  const ModelConfig& m = p.model;
+  put(out, "model:        %s, %" PRId64 " layers, hidden %" PRId64 ", vocab %" PRId64 ", %" PRId64 " routed experts top-%" PRId64 "%s\n",
+      m.model_type.c_str(), m.num_hidden_layers, m.hidden_size, m.vocab_size, m.n_routed_experts, m.num_experts_per_tok,
+      m.quant.enabled ? ", INT4 experts" : "");
+  if (p.draft)
+    put(out, "drafter:      %" PRId64 " layers, block %" PRId64 ", context from %zu target layers\n", p.draft->num_hidden_layers,
+        p.draft->block_size, p.draft->target_layer_ids.size());
   put(out, "tokenizer:    %s\n", tokenizer_text(p).c_str());
   put(out, "IR:           %zu lines\n",
       p.ir_text.empty() ? size_t{0} : static_cast<size_t>(std::count(p.ir_text.begin(), p.ir_text.end(), '\n')));

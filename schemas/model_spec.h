@@ -18,6 +18,7 @@ struct RopeScaling {
   double beta_slow = 1.0;
   double mscale = 1.0;
   double mscale_all_dim = 0.0;
+  bool operator==(const RopeScaling&) const = default;
 };
 
 // compressed-tensors "pack-quantized" weights (how K2.6 ships its routed experts).
@@ -29,6 +30,7 @@ struct QuantConfig {
   int group_size = 32;
   bool symmetric = true;
   std::vector<std::string> ignore;  // module names, or "re:<regex>" patterns
+  bool operator==(const QuantConfig&) const = default;
 };
 
 struct ModelConfig {
@@ -79,6 +81,7 @@ struct ModelConfig {
   bool is_moe_layer(int64_t layer) const;
   // Softmax scale of MLA attention, YaRN mscale applied: qk_head_dim^-0.5 * m^2.
   double softmax_scale() const;
+  bool operator==(const ModelConfig&) const = default;
 };
 
 struct DraftConfig {
@@ -98,6 +101,7 @@ struct DraftConfig {
   int64_t block_size = 0;         // positions predicted per pass (bonus token + mask tokens)
   std::vector<int64_t> target_layer_ids;  // target layers whose outputs form the context features
   int64_t mask_token_id = -1;
+  bool operator==(const DraftConfig&) const = default;
 };
 
 }  // namespace kplan

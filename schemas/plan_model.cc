@@ -13,9 +13,9 @@ const KernelBinary* Kernel::binary_for(const std::string& arch) const {
   return nullptr;
 }
 
-int64_t Plan::weight_index(const std::string& name) const {
+int64_t Plan::weight_index(const std::string& name, const std::string& source) const {
   for (size_t i = 0; i < weights.size(); ++i)
-    if (weights[i].name == name) return static_cast<int64_t>(i);
+    if (weights[i].name == name && weights[i].source == source) return static_cast<int64_t>(i);
   return -1;
 }
 
@@ -130,6 +130,9 @@ void validate_plan(const Plan& plan, const std::string& source) {
   auto fail = [&](const std::string& what) { throw Error(source + ": invalid plan: " + what); };
   const Header& h = plan.header;
   if (h.archs.empty()) fail("header lists no target arch");
+  const ModelConfig& m = plan.model;
+  if (m.vocab_size <= 0 || m.hidden_size <= 0 || m.num_hidden_layers <= 0)
+    fail("the model spec has no vocabulary, hidden size or layers");
 
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const Kernel& kern = plan.kernels[k];

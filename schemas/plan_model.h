@@ -25,17 +25,19 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ir/support/dtype.h"
+#include "schemas/model_spec.h"
 
 namespace kplan::plan {
 
 // Bumped whenever the file layout or the meaning of a field changes; the runtime refuses a plan
 // with a newer version than it knows.
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;  // 2: the typed model spec, weight sources
 
 struct Limits {
   int64_t max_tokens_per_step = 0;  // the largest bucket
@@ -85,6 +87,7 @@ struct Kernel {
 
 struct Weight {
   std::string name;  // checkpoint tensor name (or a derived name for repacked tensors)
+  std::string source = "target";  // the checkpoint it came from: "target" or "draft" (IR ckpt)
   DType dtype = DType::BF16;
   std::vector<int64_t> shape;
   std::string layout = "row_major";  // how the bytes are arranged (e.g. "int4_pack8_k")
@@ -201,7 +204,9 @@ struct Bucket {
 
 struct Plan {
   Header header;
-  std::string model_config_json;  // the target's config.json text
+  ModelConfig model;                 // the target's architecture, typed (what the runtime reads)
+  std::optional<DraftConfig> draft;  // the drafter's, when the plan has one
+  std::string model_config_json;  // the target's config.json text as published (provenance, inspect)
   std::string draft_config_json;  // the drafter's config.json text ("" when none)
   std::vector<uint8_t> tokenizer;  // runtime/tokenizer bundle (tiktoken), or tokenizer.json bytes; empty when none
   std::string ir_text;             // the final IR, as printed
@@ -215,7 +220,7 @@ struct Plan {
   std::shared_ptr<const void> backing;
 
   // Lookups; return -1 / nullptr when absent.
-  int64_t weight_index(const std::string& name) const;
+  int64_t weight_index(const std::string& name, const std::string& source = "target") const;
   const Bucket* bucket_for(const std::string& program, int64_t tokens) const;
   const StepInputBinding* step_input(StepInputKind kind) const;
 };

@@ -16,6 +16,7 @@
 #include "schemas/plan_file_format.h"
 #include "ir/support/error.h"
 #include "schemas/kplan_generated.h"
+#include "schemas/model_spec_table.h"
 
 namespace kplan::plan {
 namespace {
@@ -184,6 +185,10 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
     throw Error(src + ": damaged plan: the metadata's format version " +
                 std::to_string(plan.header.format_version) + " differs from the file header's " +
                 std::to_string(version));
+  if (!root->model())
+    throw Error(src + ": damaged plan: the metadata has no model spec");
+  plan.model = read_model_spec(*root->model());
+  if (root->draft()) plan.draft = read_draft_spec(*root->draft());
   plan.model_config_json = str(root->model_config_json());
   plan.draft_config_json = str(root->draft_config_json());
   plan.tokenizer = vec(root->tokenizer());
@@ -197,6 +202,7 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
     for (const fb::Weight* w : *root->weights()) {
       Weight out;
       out.name = str(w->name());
+      out.source = str(w->source());
       out.dtype = static_cast<DType>(w->dtype());
       out.shape = vec(w->shape());
       out.layout = str(w->layout());

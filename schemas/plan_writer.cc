@@ -14,6 +14,7 @@
 #include "schemas/plan_file_format.h"
 #include "ir/support/error.h"
 #include "schemas/kplan_generated.h"
+#include "schemas/model_spec_table.h"
 
 namespace kplan::plan {
 namespace {
@@ -74,7 +75,7 @@ void build_plan(FlatBufferBuilder& b, const Plan& p) {
   for (const Kernel& k : p.kernels) kernels.push_back(build_kernel(b, k));
   std::vector<Offset<fb::Weight>> weights;
   for (const Weight& w : p.weights)
-    weights.push_back(fb::CreateWeight(b, b.CreateString(w.name), static_cast<fb::DType>(w.dtype),
+    weights.push_back(fb::CreateWeight(b, b.CreateString(w.name), b.CreateString(w.source), static_cast<fb::DType>(w.dtype),
                                        b.CreateVector(w.shape), b.CreateString(w.layout), w.offset,
                                        w.size, w.checksum));
   std::vector<Offset<fb::BufferSlot>> slots;
@@ -94,7 +95,8 @@ void build_plan(FlatBufferBuilder& b, const Plan& p) {
                              b.CreateString(p.draft_config_json), b.CreateVector(p.tokenizer),
                              b.CreateString(p.ir_text), b.CreateVector(kernels), b.CreateVector(weights),
                              buffers, b.CreateVectorOfStructs(inputs), b.CreateVector(kvs),
-                             b.CreateVector(buckets));
+                             b.CreateVector(buckets), build_model_spec(b, p.model),
+                             p.draft ? build_draft_spec(b, *p.draft) : 0);
   fb::FinishPlanBuffer(b, root);
 }
 

@@ -52,6 +52,8 @@ Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const Assemb
   p.header.nvrtc_version = codegen::nvrtc_version();
   p.header.limits = lowered.limits;
 
+  p.model = sources.model;
+  p.draft = sources.draft;
   p.model_config_json = config_text(sources.model_dir);
   if (sources.draft_dir) p.draft_config_json = config_text(*sources.draft_dir);
   std::filesystem::path dir =

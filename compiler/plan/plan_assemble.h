@@ -19,6 +19,8 @@ struct PlanSources {
   std::filesystem::path model_dir;                 // config.json (+ tiktoken.model and tokenizer_config.json, or tokenizer.json, when present)
   std::optional<std::filesystem::path> draft_dir;  // the drafter's config.json
   std::string ir_text;                             // the final IR, printed
+  ModelConfig model;                               // the target's spec, as the frontend parsed it
+  std::optional<DraftConfig> draft;                // the drafter's, with a drafter
 };
 
 struct AssembleOptions {

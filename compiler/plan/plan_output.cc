@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "compiler/codegen/lower_to_launches.h"
+#include "compiler/frontend/draft_config.h"
 #include "compiler/plan/plan_assemble.h"
 #include "runtime/plan_print.h"
 #include "ir/support/error.h"
@@ -59,7 +60,9 @@ void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& targe
   AssembleOptions assemble;
   assemble.archs = split(options.archs);
   codegen::CompileStats stats;
-  Plan p = write_plan_from_compile({target.dir(), draft_dir, ir::print_module(module)}, std::move(lowered), assemble,
+  PlanSources sources{target.dir(), draft_dir, ir::print_module(module), target.config(), std::nullopt};
+  if (draft_dir) sources.draft = load_draft_config(*draft_dir / "config.json");
+  Plan p = write_plan_from_compile(sources, std::move(lowered), assemble,
                                    options.out, &stats);
   uint64_t bytes = 0;
   for (const Weight& w : p.weights) bytes += w.size;

@@ -100,6 +100,7 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
   TempDir cache;
   plan::PlanSources sources;
   sources.model_dir = std::string(KPLAN_TEST_DATA_DIR) + "/configs/tiny.json";
+  sources.model = load_model_config(sources.model_dir);
   plan::AssembleOptions a;
   a.archs = {"sm_90", "sm_120"};
   a.kernels.cache_dir = cache.path();

@@ -45,7 +45,8 @@ fs::path written_sample(const std::string& name) {
 TEST(InspectCli, PrintsTheSummaryByDefault) {
   CliResult r = run_kplan("inspect " + written_sample("a.kplan").string());
   EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("kplan plan, format version 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("kplan plan, format version 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("model:        deepseek_v3, 4 layers"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("buckets:      target/1 (2 launches) target/4 (2 launches)"), std::string::npos) << r.output;
 }
 

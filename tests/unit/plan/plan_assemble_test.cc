@@ -47,7 +47,7 @@ TEST(PlanAssemble, CompilesKernelsForEveryArchAndCarriesTheCheckpoint) {
   opt.archs = {"sm_90", "sm120"};
   opt.kernels.cache_dir = dir / "cache";
   codegen::CompileStats stats;
-  Plan p = write_plan_from_compile({dir / "tiny", std::nullopt, "ir text\n"}, lowered, opt, dir / "tiny.kplan", &stats);
+  Plan p = write_plan_from_compile({dir / "tiny", std::nullopt, "ir text\n", preset_config("tiny"), std::nullopt}, lowered, opt, dir / "tiny.kplan", &stats);
   EXPECT_EQ(stats.misses, 2);
   EXPECT_EQ(p.header.archs, (std::vector<std::string>{"sm_90", "sm_120"}));
   EXPECT_EQ(p.header.nvrtc_version, codegen::nvrtc_version());
@@ -71,7 +71,7 @@ TEST(PlanAssemble, CompilesKernelsForEveryArchAndCarriesTheCheckpoint) {
 
   // The second compile of the same kernels hits the cache.
   codegen::CompileStats again;
-  assemble_plan({dir / "tiny", std::nullopt, ""}, lowered, opt, &again);
+  assemble_plan({dir / "tiny", std::nullopt, "", preset_config("tiny"), std::nullopt}, lowered, opt, &again);
   EXPECT_EQ(again.hits, 2);
   fs::remove_all(dir);
 }

@@ -77,6 +77,8 @@ class PlanFileTest : public ::testing::Test {
 TEST_F(PlanFileTest, RoundTripKeepsEveryField) {
   Plan back = read_plan(path);
   EXPECT_EQ(back.header, original.header);
+  EXPECT_EQ(back.model, original.model);
+  EXPECT_EQ(back.draft, original.draft);
   EXPECT_EQ(back.model_config_json, original.model_config_json);
   EXPECT_EQ(back.draft_config_json, original.draft_config_json);
   EXPECT_EQ(back.tokenizer, original.tokenizer);

@@ -49,7 +49,8 @@ inline Plan sample_plan(std::vector<std::string> archs = {"sm_90", "sm_120"}) {
   p.header.nvrtc_version = "13.0";
   p.header.archs = archs;
   p.header.limits = {4, 4, 64};
-  p.model_config_json = model_config_to_json(preset_config("tiny")).dump(2);
+  p.model = preset_config("tiny");
+  p.model_config_json = model_config_to_json(p.model).dump(2);
   p.tokenizer = {'{', '}'};
   p.ir_text = "func @target(%tokens: i32[T]) {\n  %0 = embedding(%tokens)\n}\n";
 

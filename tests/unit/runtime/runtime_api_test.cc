@@ -123,6 +123,7 @@ fs::path tiny_checkpoint_plan(fs::path* ckpt_dir) {
   p.weights.clear();
   std::ifstream cfg(dir / "config.json");
   p.model_config_json.assign(std::istreambuf_iterator<char>(cfg), {});
+  p.model = config;
   p.header.limits = {8, 8, 64};
   for (const TensorSpec& spec : target_tensor_specs(config)) {
     const TensorView& t = ckpt.get(spec.name);

@@ -67,6 +67,8 @@ inline plan::Plan toy_plan(const std::vector<std::string>& archs) {
   p.header.compiler_version = "test";
   p.header.archs = archs;
   p.header.limits = {4, 4, kToyContext};
+  p.model = preset_config("tiny");
+  p.model.vocab_size = kToyVocab;
   p.model_config_json = toy_config_json();
   Kernel k;
   k.id = "toy_step";
