@@ -141,7 +141,6 @@ Expect mla_expanded(CaseBuilder& c, int64_t H, int64_t Dn, int64_t Dr, int64_t D
   a.set("scale", 0.2);
   c.output(c.b().create(OpKind::MlaAttentionExpanded, operands, a)->result());
   const StepData& s = c.step();
-  const int64_t W = H * Dn + Dr + H * Dv;
   auto row = [&](int64_t j, int64_t col) -> float {  // column `col` of key row j (cache, then step)
     if (j < s.past) return s.cache.row(j)[col];
     const int64_t t = j - s.past;
@@ -169,7 +168,6 @@ Expect mla_expanded(CaseBuilder& c, int64_t H, int64_t Dn, int64_t Dr, int64_t D
         want.push_back(static_cast<float>(acc));
       }
     }
-  (void)W;
   return want;
 }
 
@@ -209,7 +207,7 @@ Expect compact(CaseBuilder& c, int64_t D) {
 }
 
 std::vector<OpCase> make_table() {
-  const bool cpu_only = false;
+  const bool cpu_only = false;  // lowered = false
   std::vector<OpCase> t = {
       {"embedding/h48", 6, 0, 0, Mask::None, {}, 1e-6, true, [](CaseBuilder& c) -> Expect { c.output(c.input(48)); return std::nullopt; }},
       {"rms_norm/d333_t5", 5, 0, 0, Mask::None, {}, 1e-5, true,
