@@ -9,7 +9,7 @@
 #include "kplan/kplan.h"
 #include "schemas/plan_model.h"
 
-// Wraps `plan` as a kplan_plan (closed with kplan_plan_close). The plan is validated as
-// kplan_plan_open validates a file's; `source` names it in messages.
+// Wraps `plan` as a kplan_plan (closed with kplan_plan_close). A plan with launches is validated
+// as kplan_plan_open validates a file's; `source` names it in messages.
 kplan_status kplan_plan_adopt(std::shared_ptr<const kplan::plan::Plan> plan, const std::string& source,
                               kplan_plan** out);
