@@ -1,37 +1,65 @@
-// The C API (runtime/include/kplan/kplan.h) over the plan reader, the GPU executor and the CPU
-// reference: every exception becomes a status and a thread-local message.
+// The C API (runtime/include/kplan/kplan.h) over the plan reader, the GPU model and sessions, the
+// CPU reference and the decode loops: every exception becomes a status and a thread-local message.
 #include "kplan/kplan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "compiler/frontend/model_config.h"
-#include "runtime/plan_print.h"
-#include "schemas/plan_reader.h"
 #include "ir/support/error.h"
+#include "runtime/c_api_plan.h"
+#include "runtime/capped_target.h"
+#include "runtime/ddtree/decode.h"
+#include "runtime/ddtree/oracle_drafter.h"
+#include "runtime/ddtree/prefill.h"
+#include "runtime/ddtree/random_drafter.h"
 #include "runtime/gpu/gpu_target_model.h"
 #include "runtime/plan_cpu_target.h"
+#include "runtime/plan_print.h"
 #include "runtime/plan_stats.h"
+#include "runtime/session_drafter.h"
+#include "runtime/tokenizer/tokenizer_bundle.h"
+#include "schemas/plan_reader.h"
 
 struct kplan_plan {
   std::shared_ptr<const kplan::plan::Plan> plan;
   std::string path;
-  kplan::ModelConfig config;
   std::string sections[6];
+  // The tokenizer, built from the plan's bundle on first use.
+  std::once_flag tokenizer_once;
+  std::unique_ptr<kplan::tokenizer::Tokenizer> tokenizer;
+  std::string tokenizer_error;
+};
+
+// What a model's sessions share: the plan and, on the GPU, the modules and weights on the device.
+struct ModelState {
+  std::shared_ptr<const kplan::plan::Plan> plan;
+  std::string source;
+  std::shared_ptr<const kplan::gpu::GpuModel> gpu;  // null: the CPU reference
+  double load_seconds = 0;
+  std::atomic<int32_t> sessions{0};
+};
+
+struct kplan_model {
+  std::shared_ptr<ModelState> state;
 };
 
 struct kplan_session {
-  kplan_plan* plan = nullptr;
-  std::unique_ptr<kplan::TargetModel> model;
+  std::shared_ptr<ModelState> model;
+  std::unique_ptr<kplan::TargetModel> target;
   kplan::gpu::GpuTargetModel* gpu = nullptr;  // set when the session runs on the GPU
   double load_seconds = 0;
   kplan::StepOutput last;
+  ~kplan_session() {
+    target.reset();
+    if (model) --model->sessions;
+  }
 };
 
 namespace {
@@ -59,6 +87,44 @@ kplan_status guarded(F&& body) {
   }
 }
 
+// Reads a caller's options struct over `defaults`: only the fields its struct_size covers.
+template <typename T>
+T read_options(const T* options, T defaults, const char* what) {
+  if (!options) return defaults;
+  if (options->struct_size < sizeof(uint32_t))
+    throw kplan::Error(std::string(what) + ": struct_size is not set (use its _init function)");
+  std::memcpy(&defaults, options, std::min<size_t>(options->struct_size, sizeof(T)));
+  defaults.struct_size = sizeof(T);
+  return defaults;
+}
+
+// Writes `full` into a caller's struct, as much of it as its struct_size covers.
+template <typename T>
+void write_info(T* out, T full, const char* what) {
+  const uint32_t size = out->struct_size;
+  if (size < sizeof(uint32_t)) throw kplan::Error(std::string(what) + ": struct_size is not set");
+  full.struct_size = size;
+  std::memcpy(out, &full, std::min<size_t>(size, sizeof(T)));
+}
+
+const kplan::tokenizer::Tokenizer& plan_tokenizer(const kplan_plan* plan) {
+  auto* p = const_cast<kplan_plan*>(plan);  // the cache is not part of the plan's value
+  std::call_once(p->tokenizer_once, [&] {
+    const std::vector<uint8_t>& bytes = p->plan->tokenizer;
+    if (!kplan::tokenizer::is_tokenizer_bundle(bytes)) {
+      p->tokenizer_error = "no tokenizer: plan '" + p->path + "' carries no tiktoken data; use --prompt-ids";
+      return;
+    }
+    try {
+      p->tokenizer = std::make_unique<kplan::tokenizer::Tokenizer>(kplan::tokenizer::tokenizer_from_bundle(bytes, p->path));
+    } catch (const kplan::Error& e) {
+      p->tokenizer_error = e.what();
+    }
+  });
+  if (!p->tokenizer) throw kplan::Error(p->tokenizer_error);
+  return *p->tokenizer;
+}
+
 void copy_text(char* dst, size_t cap, const std::string& s) {
   size_t n = std::min(cap - 1, s.size());
   std::memcpy(dst, s.data(), n);
@@ -82,16 +148,29 @@ kplan_status kplan_plan_open(const char* path, const kplan_plan_open_options* op
     auto h = std::make_unique<kplan_plan>();
     h->path = path;
     h->plan = std::make_shared<const kplan::plan::Plan>(kplan::plan::read_plan(path, ro));
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(h->plan->model_config_json);
-    } catch (const nlohmann::json::exception& e) {
-      throw kplan::Error(h->path + ": damaged plan: the model config is not valid JSON");
-    }
-    h->config = kplan::parse_model_config(j, h->path + " (model config)");
     *out = h.release();
   });
 }
+
+}  // extern "C"
+
+// C++ linkage: it takes a C++ plan (runtime/c_api_plan.h).
+kplan_status kplan_plan_adopt(std::shared_ptr<const kplan::plan::Plan> plan, const std::string& source,
+                              kplan_plan** out) {
+  if (!plan || !out) return fail(KPLAN_STATUS_ERROR, "kplan_plan_adopt: null argument");
+  *out = nullptr;
+  return guarded([&] {
+    // A plan without launches (the CPU reference's, made from a checkpoint) has nothing to
+    // cross-check; one with launches is validated as a file's would be.
+    if (!plan->kernels.empty() || !plan->buckets.empty()) kplan::plan::validate_plan(*plan, source);
+    auto h = std::make_unique<kplan_plan>();
+    h->path = source;
+    h->plan = std::move(plan);
+    *out = h.release();
+  });
+}
+
+extern "C" {
 
 void kplan_plan_close(kplan_plan* plan) { delete plan; }
 
@@ -111,20 +190,25 @@ kplan_status kplan_plan_info_get(const kplan_plan* plan, kplan_plan_info* info) 
   if (!plan || !info) return fail(KPLAN_STATUS_ERROR, "kplan_plan_info_get: null argument");
   return guarded([&] {
     const kplan::plan::Plan& p = *plan->plan;
-    std::memset(info, 0, sizeof *info);
-    info->format_version = p.header.format_version;
-    info->vocab_size = plan->config.vocab_size;
-    info->hidden_size = plan->config.hidden_size;
-    info->num_layers = plan->config.num_hidden_layers;
-    info->max_tokens_per_step = p.header.limits.max_tokens_per_step;
-    info->max_tree_nodes = p.header.limits.max_tree_nodes;
-    info->max_context = p.header.limits.max_context;
-    kplan::PlanTraffic t = kplan::plan_traffic(p, plan->config);
-    info->weight_bytes = t.weight_bytes;
-    info->decode_read_bytes = t.decode_weight_bytes;
-    info->kv_bytes_per_token = t.kv_bytes_per_token;
-    info->num_archs = static_cast<int32_t>(std::min<size_t>(8, p.header.archs.size()));
-    for (int i = 0; i < info->num_archs; ++i) copy_text(info->archs[i], sizeof info->archs[i], p.header.archs[i]);
+    kplan_plan_info i;
+    std::memset(&i, 0, sizeof i);
+    i.format_version = p.header.format_version;
+    i.vocab_size = p.model.vocab_size;
+    i.hidden_size = p.model.hidden_size;
+    i.num_layers = p.model.num_hidden_layers;
+    i.max_tokens_per_step = p.header.limits.max_tokens_per_step;
+    i.max_tree_nodes = p.header.limits.max_tree_nodes;
+    i.max_context = p.header.limits.max_context;
+    kplan::PlanTraffic t = kplan::plan_traffic(p, p.model);
+    i.weight_bytes = t.weight_bytes;
+    i.decode_read_bytes = t.decode_weight_bytes;
+    i.kv_bytes_per_token = t.kv_bytes_per_token;
+    i.num_archs = static_cast<int32_t>(std::min<size_t>(8, p.header.archs.size()));
+    for (int a = 0; a < i.num_archs; ++a) copy_text(i.archs[a], sizeof i.archs[a], p.header.archs[a]);
+    i.has_drafter = p.draft ? 1 : 0;
+    i.draft_block_size = p.draft ? static_cast<int32_t>(p.draft->block_size) : 0;
+    i.has_tokenizer = kplan::tokenizer::is_tokenizer_bundle(p.tokenizer) ? 1 : 0;
+    write_info(info, i, "kplan_plan_info_get");
   });
 }
 
@@ -156,30 +240,91 @@ kplan_status kplan_device_probe(kplan_device_info* info) {
   });
 }
 
-kplan_status kplan_session_create(kplan_plan* plan, const kplan_session_options* options, kplan_session** out) {
-  if (!plan || !out) return fail(KPLAN_STATUS_ERROR, "kplan_session_create: null argument");
+void kplan_model_options_init(kplan_model_options* options) {
+  if (!options) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->device = KPLAN_DEVICE_AUTO;
+}
+
+kplan_status kplan_model_create(kplan_plan* plan, const kplan_model_options* options, kplan_model** out) {
+  if (!plan || !out) return fail(KPLAN_STATUS_ERROR, "kplan_model_create: null argument");
   *out = nullptr;
-  kplan_session_options opt{KPLAN_DEVICE_AUTO, 1, 0};
-  if (options) opt = *options;
   return guarded([&] {
-    auto s = std::make_unique<kplan_session>();
-    s->plan = plan;
+    kplan_model_options defaults;
+    kplan_model_options_init(&defaults);
+    const kplan_model_options opt = read_options(options, defaults, "kplan_model_create");
+    if (opt.device < KPLAN_DEVICE_AUTO || opt.device > KPLAN_DEVICE_CPU)
+      throw kplan::Error("kplan_model_create: unknown device kind " + std::to_string(opt.device));
+    auto state = std::make_shared<ModelState>();
+    state->plan = plan->plan;
+    state->source = plan->path;
     auto start = std::chrono::steady_clock::now();
     bool gpu = opt.device == KPLAN_DEVICE_GPU;
     if (opt.device == KPLAN_DEVICE_AUTO) {
       kplan::gpu::DeviceInfo d;
       gpu = kplan::gpu::probe_device(&d, nullptr);
     }
-    if (gpu) {
+    if (gpu) state->gpu = std::make_shared<const kplan::gpu::GpuModel>(plan->plan, plan->path);
+    state->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    *out = new kplan_model{std::move(state)};
+  });
+}
+
+void kplan_model_destroy(kplan_model* model) { delete model; }
+
+kplan_status kplan_model_info_get(const kplan_model* model, kplan_model_info* info) {
+  if (!model || !info) return fail(KPLAN_STATUS_ERROR, "kplan_model_info_get: null argument");
+  return guarded([&] {
+    const ModelState& m = *model->state;
+    kplan_model_info i;
+    std::memset(&i, 0, sizeof i);
+    i.device = m.gpu ? KPLAN_DEVICE_GPU : KPLAN_DEVICE_CPU;
+    i.sessions = m.sessions.load();
+    if (m.gpu) {
+      i.weight_uploads = m.gpu->weight_uploads();
+      i.weight_upload_bytes = m.gpu->weight_upload_bytes();
+      i.device_weight_bytes = m.gpu->weight_bytes();
+      for (const kplan::plan::Bucket& b : m.plan->buckets)
+        if (b.program == "target") i.max_step_tokens = std::max<int64_t>(i.max_step_tokens, b.tokens);
+    }
+    i.load_seconds = m.load_seconds;
+    write_info(info, i, "kplan_model_info_get");
+  });
+}
+
+void kplan_session_options_init(kplan_session_options* options) {
+  if (!options) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->use_graphs = 1;
+}
+
+kplan_status kplan_session_create(kplan_model* model, const kplan_session_options* options, kplan_session** out) {
+  if (!model || !out) return fail(KPLAN_STATUS_ERROR, "kplan_session_create: null argument");
+  *out = nullptr;
+  return guarded([&] {
+    kplan_session_options defaults;
+    kplan_session_options_init(&defaults);
+    const kplan_session_options opt = read_options(options, defaults, "kplan_session_create");
+    if (opt.max_context < 0 || opt.max_step_tokens < 0)
+      throw kplan::Error("kplan_session_create: max_context and max_step_tokens must not be negative");
+    auto s = std::make_unique<kplan_session>();
+    const ModelState& m = *model->state;
+    auto start = std::chrono::steady_clock::now();
+    if (m.gpu) {
       kplan::gpu::GpuExecutor::Options go;
       go.use_graphs = opt.use_graphs != 0;
-      auto m = std::make_unique<kplan::gpu::GpuTargetModel>(plan->plan, plan->path, go);
-      s->gpu = m.get();
-      s->model = std::move(m);
+      auto t = std::make_unique<kplan::gpu::GpuTargetModel>(m.gpu, go);
+      s->gpu = t.get();
+      s->target = std::move(t);
     } else {
-      s->model = kplan::make_plan_cpu_target(plan->plan, plan->path, opt.max_context);
+      s->target = kplan::make_plan_cpu_target(m.plan, m.source, opt.max_context);
     }
+    if (opt.max_step_tokens > 0) s->target = std::make_unique<kplan::CappedTarget>(std::move(s->target), opt.max_step_tokens);
     s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    s->model = model->state;
+    ++s->model->sessions;
     *out = s.release();
   });
 }
@@ -192,6 +337,10 @@ kplan_device_kind kplan_session_device(const kplan_session* session) {
 
 double kplan_session_load_seconds(const kplan_session* session) { return session ? session->load_seconds : 0; }
 
+int64_t kplan_session_max_step_tokens(const kplan_session* session) {
+  return session ? session->target->max_step_tokens() : 0;
+}
+
 kplan_status kplan_session_step(kplan_session* session, const int32_t* tokens, const int32_t* positions, int32_t n,
                                 const uint32_t* tree_mask, float* logits) {
   if (!session || !tokens || !positions || n <= 0)
@@ -201,29 +350,29 @@ kplan_status kplan_session_step(kplan_session* session, const int32_t* tokens, c
     in.tokens.assign(tokens, tokens + n);
     in.positions.assign(positions, positions + n);
     if (tree_mask) in.tree_mask.assign(tree_mask, tree_mask + static_cast<size_t>(n) * ((n + 31) / 32));
-    session->last = session->model->forward(in);
+    session->last = session->target->forward(in);
     if (logits) std::memcpy(logits, session->last.logits.data.data(), session->last.logits.data.size() * sizeof(float));
   });
 }
 
 kplan_status kplan_session_commit(kplan_session* session, const int32_t* keep, int32_t n) {
   if (!session || (n > 0 && !keep) || n < 0) return fail(KPLAN_STATUS_ERROR, "kplan_session_commit: bad arguments");
-  return guarded([&] { session->model->commit(std::span<const int32_t>(keep, static_cast<size_t>(n))); });
+  return guarded([&] { session->target->commit(std::span<const int32_t>(keep, static_cast<size_t>(n))); });
 }
 
-int64_t kplan_session_cache_length(const kplan_session* session) { return session ? session->model->cache_length() : 0; }
+int64_t kplan_session_cache_length(const kplan_session* session) { return session ? session->target->cache_length() : 0; }
 
-int64_t kplan_session_max_context(const kplan_session* session) { return session ? session->model->max_context() : 0; }
+int64_t kplan_session_max_context(const kplan_session* session) { return session ? session->target->max_context() : 0; }
 
 kplan_status kplan_session_reset(kplan_session* session) {
   if (!session) return fail(KPLAN_STATUS_ERROR, "kplan_session_reset: null session");
-  return guarded([&] { session->model->reset(); });
+  return guarded([&] { session->target->reset(); });
 }
 
 kplan_status kplan_session_capture_layers_set(kplan_session* session, const int64_t* layers, int32_t n) {
   if (!session || (n > 0 && !layers) || n < 0)
     return fail(KPLAN_STATUS_ERROR, "kplan_session_capture_layers_set: bad arguments");
-  return guarded([&] { session->model->set_capture_layers(std::vector<int64_t>(layers, layers + n)); });
+  return guarded([&] { session->target->set_capture_layers(std::vector<int64_t>(layers, layers + n)); });
 }
 
 kplan_status kplan_session_captured(kplan_session* session, int32_t index, float* out, int64_t capacity) {
@@ -240,38 +389,156 @@ kplan_status kplan_session_captured(kplan_session* session, int32_t index, float
   });
 }
 
+void kplan_generate_options_init(kplan_generate_options* options) {
+  if (!options) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->spec = KPLAN_SPEC_NONE;
+  options->drafter = KPLAN_DRAFTER_DFLASH;
+  options->budget = 16;
+  options->max_new = 16;
+  options->stop_at_eos = 1;
+  options->oracle_accuracy = 0.8;
+}
+
+namespace {
+
+// The drafter a generate call asks for (null for AR).
+std::unique_ptr<kplan::Drafter> make_drafter(kplan_session& s, const kplan_generate_options& o,
+                                             std::span<const int32_t> prompt, const kplan::DecodeOptions& decode) {
+  if (o.spec == KPLAN_SPEC_NONE) return nullptr;
+  const kplan::plan::Plan& p = *s.model->plan;
+  const std::string mode = o.spec == KPLAN_SPEC_DFLASH ? "dflash" : "ddtree";
+  if (o.drafter == KPLAN_DRAFTER_DFLASH) {
+    if (!p.draft)
+      throw kplan::Error("speculative decoding (" + mode + ") needs a drafter: the plan has no DFlash drafter "
+                         "(compile it with --draft DIR), or use the oracle or random drafter");
+    return kplan::make_session_drafter(s.model->plan, s.model->source);
+  }
+  if (o.draft_depth < 0) throw kplan::Error("the draft depth must not be negative");
+  // As deep as the plan's DFlash drafter would propose (its block size - 1), else 7 (block size 8).
+  int64_t depth = o.draft_depth;
+  if (depth == 0 && p.draft) depth = p.draft->block_size - 1;
+  if (depth <= 0) depth = 7;
+  const int64_t vocab = p.model.vocab_size;
+  if (o.drafter == KPLAN_DRAFTER_RANDOM) return std::make_unique<kplan::RandomDrafter>(vocab, depth, o.seed);
+  if (o.oracle_accuracy < 0 || o.oracle_accuracy > 1) throw kplan::Error("the oracle accuracy must be within [0, 1]");
+  // The oracle is told the true continuation: given, or AR decoding with the same settings first
+  // (greedy, or sampled with the same seed: the speculative walk draws the same samples).
+  std::vector<int32_t> truth(prompt.begin(), prompt.end());
+  if (o.oracle_continuation) {
+    if (o.oracle_continuation_length < 0) throw kplan::Error("the oracle continuation length must not be negative");
+    truth.insert(truth.end(), o.oracle_continuation, o.oracle_continuation + o.oracle_continuation_length);
+  } else {
+    kplan::DecodeOptions ar = decode;
+    ar.spec = kplan::SpecMode::kNone;
+    const kplan::DecodeResult reference = kplan::decode(*s.target, nullptr, prompt, ar);
+    truth.insert(truth.end(), reference.tokens.begin(), reference.tokens.end());
+  }
+  return std::make_unique<kplan::OracleDrafter>(std::move(truth), vocab, depth, o.oracle_accuracy, o.seed);
+}
+
+kplan_generate_stats to_c(const kplan::DecodeStats& d) {
+  kplan_generate_stats c;
+  std::memset(&c, 0, sizeof c);
+  c.prompt_tokens = d.prompt_tokens;
+  c.generated_tokens = d.generated_tokens;
+  c.prefill_steps = d.prefill_steps;
+  c.rounds = d.rounds;
+  c.committed_in_rounds = d.committed_in_rounds;
+  c.tree_nodes = d.tree_nodes;
+  c.target_forwards = d.target_forwards;
+  c.mean_acceptance_length = d.mean_acceptance_length();
+  c.stopped_at_context = d.stopped_at_context ? 1 : 0;
+  c.seconds_prefill = d.seconds.prefill;
+  c.seconds_draft = d.seconds.draft;
+  c.seconds_tree_build = d.seconds.tree_build;
+  c.seconds_verify = d.seconds.verify;
+  c.seconds_walk_commit = d.seconds.walk_commit;
+  return c;
+}
+
+}  // namespace
+
+kplan_status kplan_session_generate(kplan_session* session, const int32_t* prompt, int32_t n_prompt,
+                                    const kplan_generate_options* options, int32_t* out_tokens, int32_t capacity,
+                                    int32_t* n_tokens, kplan_generate_stats* stats) {
+  if (!session || (n_prompt > 0 && !prompt) || n_prompt < 0 || !out_tokens || !n_tokens)
+    return fail(KPLAN_STATUS_ERROR, "kplan_session_generate: null argument");
+  *n_tokens = 0;
+  return guarded([&] {
+    kplan_generate_options defaults;
+    kplan_generate_options_init(&defaults);
+    const kplan_generate_options o = read_options(options, defaults, "kplan_session_generate");
+    if (o.spec < KPLAN_SPEC_NONE || o.spec > KPLAN_SPEC_DDTREE) throw kplan::Error("unknown speculative mode " + std::to_string(o.spec));
+    if (o.drafter < KPLAN_DRAFTER_DFLASH || o.drafter > KPLAN_DRAFTER_RANDOM)
+      throw kplan::Error("unknown drafter kind " + std::to_string(o.drafter));
+    if (o.max_new < 1) throw kplan::Error("max_new must be at least 1");
+    if (capacity < o.max_new)
+      throw kplan::Error("kplan_session_generate: out_tokens holds " + std::to_string(capacity) + " tokens, max_new is " +
+                         std::to_string(o.max_new));
+    if (o.spec == KPLAN_SPEC_DDTREE && o.budget < 1)
+      throw kplan::Error("the DDTree budget must be at least 1 node (got " + std::to_string(o.budget) + ")");
+    if (o.temperature < 0) throw kplan::Error("the temperature must not be negative");
+    const std::span<const int32_t> ids(prompt, static_cast<size_t>(n_prompt));
+    kplan::DecodeOptions d;
+    d.spec = o.spec == KPLAN_SPEC_NONE ? kplan::SpecMode::kNone
+             : o.spec == KPLAN_SPEC_DFLASH ? kplan::SpecMode::kDFlash : kplan::SpecMode::kDDTree;
+    d.budget = o.budget;
+    d.max_new = o.max_new;
+    d.temperature = o.temperature;
+    d.seed = o.seed;
+    if (o.stop_at_eos) d.eos_ids = session->model->plan->model.eos_token_ids;
+    kplan::TargetModel& target = *session->target;
+    kplan::check_prompt(target, ids);  // before the oracle's reference run or a drafter load
+    std::unique_ptr<kplan::Drafter> drafter = make_drafter(*session, o, ids, d);
+    const kplan::DecodeResult r = kplan::decode(target, drafter.get(), ids, d);
+    std::copy(r.tokens.begin(), r.tokens.end(), out_tokens);
+    *n_tokens = static_cast<int32_t>(r.tokens.size());
+    if (stats) write_info(stats, to_c(r.stats), "kplan_session_generate (stats)");
+  });
+}
+
 kplan_status kplan_session_generate_greedy(kplan_session* session, const int32_t* prompt, int32_t n_prompt,
                                            int32_t n_new, int32_t* out_ids) {
   if (!session || !prompt || n_prompt <= 0 || n_new < 0 || (n_new > 0 && !out_ids))
     return fail(KPLAN_STATUS_ERROR, "kplan_session_generate_greedy: bad arguments");
+  if (n_new == 0) return KPLAN_STATUS_OK;
+  kplan_generate_options o;
+  kplan_generate_options_init(&o);
+  o.max_new = n_new;
+  o.stop_at_eos = 0;
+  int32_t n = 0;
+  return kplan_session_generate(session, prompt, n_prompt, &o, out_ids, n_new, &n, nullptr);
+}
+
+kplan_status kplan_tokenizer_encode(const kplan_plan* plan, const char* text, size_t length, int32_t* ids,
+                                    int32_t capacity, int32_t* n_ids) {
+  if (!plan || (!text && length > 0) || !n_ids || (capacity > 0 && !ids) || capacity < 0)
+    return fail(KPLAN_STATUS_ERROR, "kplan_tokenizer_encode: bad arguments");
+  *n_ids = 0;
   return guarded([&] {
-    kplan::TargetModel& m = *session->model;
-    const int64_t chunk = std::max<int64_t>(1, session->plan->plan->header.limits.max_tokens_per_step);
-    auto argmax_last = [](const kplan::Matrix& logits) {
-      const float* row = logits.row(logits.rows - 1);
-      return static_cast<int32_t>(std::max_element(row, row + logits.cols) - row);
-    };
-    int32_t next = 0;
-    for (int64_t start = 0; start < n_prompt; start += chunk) {
-      int64_t n = std::min<int64_t>(chunk, n_prompt - start);
-      kplan::StepInput in;
-      in.tokens.assign(prompt + start, prompt + start + n);
-      for (int64_t i = 0; i < n; ++i) in.positions.push_back(static_cast<int32_t>(m.cache_length() + i));
-      kplan::StepOutput o = m.forward(in);
-      std::vector<int32_t> keep(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) keep[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-      m.commit(keep);
-      next = argmax_last(o.logits);
-    }
-    for (int32_t i = 0; i < n_new; ++i) {
-      out_ids[i] = next;
-      if (i + 1 == n_new) break;
-      kplan::StepInput in{{next}, {static_cast<int32_t>(m.cache_length())}, {}};
-      kplan::StepOutput o = m.forward(in);
-      const int32_t keep0 = 0;
-      m.commit(std::span<const int32_t>(&keep0, 1));
-      next = argmax_last(o.logits);
-    }
+    const std::vector<int32_t> out = plan_tokenizer(plan).encode(std::string_view(text ? text : "", length));
+    *n_ids = static_cast<int32_t>(out.size());
+    if (static_cast<int64_t>(out.size()) > capacity)
+      throw kplan::Error("kplan_tokenizer_encode: the text has " + std::to_string(out.size()) + " tokens, room for " +
+                         std::to_string(capacity));
+    std::copy(out.begin(), out.end(), ids);
+  });
+}
+
+kplan_status kplan_tokenizer_decode(const kplan_plan* plan, const int32_t* ids, int32_t n_ids, char* text,
+                                    size_t capacity, size_t* length) {
+  if (!plan || (n_ids > 0 && !ids) || n_ids < 0 || !length || (capacity > 0 && !text))
+    return fail(KPLAN_STATUS_ERROR, "kplan_tokenizer_decode: bad arguments");
+  *length = 0;
+  return guarded([&] {
+    const std::string out = plan_tokenizer(plan).decode(std::span<const int32_t>(ids, static_cast<size_t>(n_ids)));
+    *length = out.size();
+    if (out.size() > capacity)
+      throw kplan::Error("kplan_tokenizer_decode: the text has " + std::to_string(out.size()) + " bytes, room for " +
+                         std::to_string(capacity));
+    std::memcpy(text, out.data(), out.size());
   });
 }
 
@@ -297,7 +564,7 @@ kplan_status kplan_session_bench_step(kplan_session* session, int32_t tokens, in
   if (!session->gpu) return fail(KPLAN_STATUS_NO_GPU, "no GPU: benchmarks time the GPU runtime");
   return guarded([&] {
     kplan::gpu::GpuTargetModel& m = *session->gpu;
-    const kplan::plan::Plan& p = *session->plan->plan;
+    const kplan::plan::Plan& p = *session->model->plan;
     if (context + tokens > m.max_context())
       throw kplan::Error("bench context " + std::to_string(context) + " leaves no room for a " + std::to_string(tokens) +
                          "-token step in the plan's " + std::to_string(m.max_context()) + " positions");
@@ -305,21 +572,11 @@ kplan_status kplan_session_bench_step(kplan_session* session, int32_t tokens, in
     if (!bucket || static_cast<int32_t>(bucket->tokens) != tokens)
       throw kplan::Error("the plan has no target bucket of exactly " + std::to_string(tokens) + " tokens");
     m.reset();
-    // Fill the KV cache to `context` positions with real prefill steps (token ids cycle the vocab).
-    const int64_t chunk = std::max<int64_t>(1, p.header.limits.max_tokens_per_step);
-    const int64_t vocab = session->plan->config.vocab_size;
-    for (int64_t start = 0; start < context; start += chunk) {
-      int64_t n = std::min(chunk, context - start);
-      kplan::StepInput in;
-      for (int64_t i = 0; i < n; ++i) {
-        in.tokens.push_back(static_cast<int32_t>((start + i) * 7 % vocab));
-        in.positions.push_back(static_cast<int32_t>(start + i));
-      }
-      m.forward(in);
-      std::vector<int32_t> keep(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) keep[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-      m.commit(keep);
-    }
+    // Fill the KV cache to `context` positions with a real prefill (token ids cycle the vocab).
+    const int64_t vocab = p.model.vocab_size;
+    std::vector<int32_t> fill(static_cast<size_t>(context));
+    for (int64_t i = 0; i < context; ++i) fill[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7 % vocab);
+    if (context > 0) kplan::prefill(m, fill, true);
     kplan::StepInput in;
     for (int32_t i = 0; i < tokens; ++i) {
       in.tokens.push_back(static_cast<int32_t>((1 + 13 * i) % vocab));
@@ -329,7 +586,7 @@ kplan_status kplan_session_bench_step(kplan_session* session, int32_t tokens, in
     m.executor().run(*bucket, m.step_inputs_for(in, *bucket));
     std::vector<float> ms = m.executor().time_bucket(*bucket, 10, steps);
     std::sort(ms.begin(), ms.end());
-    kplan::PlanTraffic t = kplan::plan_traffic(p, session->plan->config);
+    kplan::PlanTraffic t = kplan::plan_traffic(p, p.model);
     std::memset(out, 0, sizeof *out);
     out->tokens = tokens;
     out->steps = steps;
@@ -339,7 +596,7 @@ kplan_status kplan_session_bench_step(kplan_session* session, int32_t tokens, in
     out->step_ms_p90 = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
     out->read_bytes = t.step_weight_bytes(tokens) + static_cast<double>(t.kv_bytes_per_token) * static_cast<double>(context + tokens);
     out->achieved_gbps = out->read_bytes / (out->step_ms_median * 1e-3) / 1e9;
-    out->load_seconds = session->load_seconds;
+    out->load_seconds = session->model->load_seconds + session->load_seconds;
     m.reset();
   });
 }

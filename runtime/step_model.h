@@ -27,12 +27,18 @@ struct StepInput {
   // [T, ceil(T/32)]: bit j of row i set when token i may attend new token j (i itself included).
   // Empty means causal (token i attends new tokens 0..i). Every token attends the whole cache.
   std::vector<uint32_t> tree_mask;
+  // Greedy callers need only each token's argmax: a model that selects tokens on the device
+  // (a TokenIds output) may then skip copying the logits back and leave them empty.
+  bool ids_only = false;
 };
 
 struct StepOutput {
   Matrix logits;  // [T, vocab]
   // Outputs of the capture layers (set_capture_layers), each [T, hidden], in the order given.
   std::vector<Matrix> captured;
+  // The argmax of each token's logits [T] when the model selected them on the device (empty
+  // otherwise); with StepInput::ids_only the logits may then be empty.
+  std::vector<int32_t> token_ids;
 };
 
 class TargetModel {
@@ -46,6 +52,9 @@ class TargetModel {
   virtual void commit(std::span<const int32_t> keep) = 0;
   virtual int64_t cache_length() const = 0;
   virtual int64_t max_context() const = 0;
+  // The most tokens one forward() takes (the GPU: its largest bucket); 0 means no limit. Longer
+  // prompts are fed in chunks of this size (runtime/ddtree/prefill.h).
+  virtual int64_t max_step_tokens() const { return 0; }
   virtual void reset() = 0;
   // Which layers' outputs (decoder layer index, 0-based) forward() returns in `captured`.
   virtual void set_capture_layers(std::vector<int64_t> layer_ids) = 0;

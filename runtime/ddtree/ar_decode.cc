@@ -16,13 +16,13 @@ DecodeResult decode_autoregressive(TargetModel& target, std::span<const int32_t>
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
   TokenSampler sampler(options.temperature, options.seed);
   TokenSink sink(options.max_new, options.eos_ids);
-  const int64_t vocab = target.config().vocab_size;
 
   double t0 = seconds_now();
   target.set_capture_layers({});
-  StepOutput out = prefill(target, prompt);
+  StepOutput out = prefill(target, prompt, sampler.greedy());
   stats.target_forwards = 1;
-  int32_t next = sampler.pick(out.logits.row(out.logits.rows - 1), vocab);
+  stats.prefill_steps = prefill_steps(target, stats.prompt_tokens);
+  int32_t next = sampler.pick(out, (out.token_ids.empty() ? out.logits.rows : static_cast<int64_t>(out.token_ids.size())) - 1);
   stats.seconds.prefill = seconds_now() - t0;
   sink.push(next);
 
@@ -35,11 +35,12 @@ DecodeResult decode_autoregressive(TargetModel& target, std::span<const int32_t>
     StepInput in;
     in.tokens = {next};
     in.positions = {static_cast<int32_t>(target.cache_length())};
+    in.ids_only = sampler.greedy();
     out = target.forward(in);
     const double t1 = seconds_now();
     const int32_t keep[] = {0};
     target.commit(keep);
-    next = sampler.pick(out.logits.row(0), vocab);
+    next = sampler.pick(out, 0);
     stats.seconds.verify += t1 - t0;
     stats.seconds.walk_commit += seconds_now() - t1;
     ++stats.rounds;

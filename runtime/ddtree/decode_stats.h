@@ -21,7 +21,8 @@ struct DecodeStats {
   // (= tokens each verify pass produced). Mean acceptance length = committed / rounds.
   int64_t committed_in_rounds = 0;
   int64_t tree_nodes = 0;  // verify tokens over all rounds (roots included)
-  int64_t target_forwards = 0;  // prefill + rounds
+  int64_t target_forwards = 0;  // prefill (counted once) + rounds
+  int64_t prefill_steps = 0;    // target steps the prefill took (chunks of the largest step)
   bool stopped_at_context = false;  // the cache filled up before max_new / EOS
   StageTimes seconds;
 

@@ -1,6 +1,8 @@
 #pragma once
-// Runs the prompt through the target as one causal step after the committed cache and commits
-// all of it. Returns the step's output (logits of every prompt token, captured layer outputs).
+// Runs the prompt through the target after the committed cache and commits all of it, in causal
+// chunks of at most target.max_step_tokens() tokens (one step when the target has no limit):
+// the one prefill every decode loop and the C API use, so no caller sends a step larger than the
+// target's largest bucket.
 #include <cstdint>
 #include <span>
 
@@ -8,6 +10,14 @@
 
 namespace kplan {
 
-StepOutput prefill(TargetModel& target, std::span<const int32_t> prompt);
+// The prefill's output: `logits` (and `token_ids`) hold the last chunk's rows, so row
+// rows - 1 is the prompt's last token; `captured` holds every prompt token's rows (the chunks'
+// captured layer outputs stacked in order), as the drafter's observe() takes them.
+// `ids_only`: greedy callers need no logits (see StepInput::ids_only).
+StepOutput prefill(TargetModel& target, std::span<const int32_t> prompt, bool ids_only = false);
+
+// The chunk size prefill uses for `prompt_tokens` tokens on `target`, and how many steps it takes.
+int64_t prefill_chunk(const TargetModel& target, int64_t prompt_tokens);
+int64_t prefill_steps(const TargetModel& target, int64_t prompt_tokens);
 
 }  // namespace kplan

@@ -46,10 +46,11 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
   std::vector<int32_t> prompt_positions(prompt.size());
   std::iota(prompt_positions.begin(), prompt_positions.end(),
             static_cast<int32_t>(target.cache_length()));
-  StepOutput out = prefill(target, prompt);
+  StepOutput out = prefill(target, prompt, sampler.greedy());
   stats.target_forwards = 1;
+  stats.prefill_steps = prefill_steps(target, stats.prompt_tokens);
   drafter.observe(prompt, prompt_positions, out.captured);
-  int32_t bonus = sampler.pick(out.logits.row(out.logits.rows - 1), vocab);
+  int32_t bonus = sampler.pick(out, (out.token_ids.empty() ? out.logits.rows : static_cast<int64_t>(out.token_ids.size())) - 1);
   stats.seconds.prefill = seconds_now() - t0;
   sink.push(bonus);
 
@@ -81,12 +82,13 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
     t0 = seconds_now();
     stats.seconds.tree_build += t0 - t1;
 
-    const StepOutput verified =
-        target.forward(tree_step_input(tree, static_cast<int32_t>(root_position)));
+    StepInput verify = tree_step_input(tree, static_cast<int32_t>(root_position));
+    verify.ids_only = sampler.greedy();
+    const StepOutput verified = target.forward(verify);
     t1 = seconds_now();
     stats.seconds.verify += t1 - t0;
 
-    const WalkResult walk = walk_tree(tree, verified.logits, sampler);
+    const WalkResult walk = walk_tree(tree, verified, sampler);
     target.commit(walk.accepted);
     std::vector<int32_t> tokens, positions;
     for (int32_t index : walk.accepted) {

@@ -15,6 +15,11 @@ int32_t argmax(const float* values, int64_t n) {
 TokenSampler::TokenSampler(double temperature, uint64_t seed)
     : temperature_(temperature), random_(seed) {}
 
+int32_t TokenSampler::pick(const StepOutput& out, int64_t row) {
+  if (greedy() && !out.token_ids.empty()) return out.token_ids[static_cast<size_t>(row)];
+  return pick(out.logits.row(row), out.logits.cols);
+}
+
 int32_t TokenSampler::pick(const float* logits, int64_t vocab) {
   if (greedy()) return argmax(logits, vocab);
   const double top = logits[argmax(logits, vocab)];

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "runtime/ddtree/random_stream.h"
+#include "runtime/step_model.h"
 
 namespace kplan {
 
@@ -14,6 +15,8 @@ class TokenSampler {
  public:
   TokenSampler(double temperature, uint64_t seed);
   int32_t pick(const float* logits, int64_t vocab);
+  // Row `row` of a step: greedy picks read the device's argmax ids when the step has them.
+  int32_t pick(const StepOutput& out, int64_t row);
   bool greedy() const { return temperature_ <= 0.0; }
 
  private:

@@ -25,5 +25,7 @@ struct WalkResult {
 
 // `logits` [tree.size(), vocab] from the verify step.
 WalkResult walk_tree(const DraftTree& tree, const Matrix& logits, TokenSampler& sampler);
+// The same over a verify step's output (greedy walks read its device argmax ids when present).
+WalkResult walk_tree(const DraftTree& tree, const StepOutput& verified, TokenSampler& sampler);
 
 }  // namespace kplan

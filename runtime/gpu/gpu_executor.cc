@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "schemas/plan_arch.h"
 #include "ir/support/dtype.h"
 #include "ir/support/error.h"
 #include "runtime/gpu/cuda_driver.h"
+#include "runtime/gpu/kv_moves.h"
 
 namespace kplan::gpu {
 
@@ -29,54 +29,17 @@ bool env_flag(const char* name) {
 
 }  // namespace
 
-bool probe_device(DeviceInfo* info, std::string* why) {
-  const CudaDriver* cu = cuda_driver(why);
-  if (!cu) return false;
-  CUdevice dev = 0;
-  CUresult r = cu->cuDeviceGet(&dev, 0);
-  if (r != CUDA_SUCCESS) {
-    if (why) *why = "no GPU: cuDeviceGet failed: " + cuda_error_text(*cu, r);
-    return false;
-  }
-  char name[256] = {};
-  cu->cuDeviceGetName(name, sizeof name - 1, dev);
-  int major = 0, minor = 0, sms = 0;
-  cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-  cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-  cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
-  size_t mem = 0;
-  cu->cuDeviceTotalMem(&mem, dev);
-  int version = 0;
-  cu->cuDriverGetVersion(&version);
-  info->name = name;
-  info->arch = plan::arch_name(major, minor);
-  info->sm_count = sms;
-  info->memory_bytes = mem;
-  info->driver_version = version;
-  return true;
-}
-
-GpuExecutor::GpuExecutor(std::shared_ptr<const plan::Plan> plan, std::string source, Options options)
-    : plan_(std::move(plan)), source_(std::move(source)) {
+GpuExecutor::GpuExecutor(std::shared_ptr<const GpuModel> model, Options options)
+    : model_(std::move(model)), cu_(&model_->driver()), source_(model_->source()) {
   auto start = std::chrono::steady_clock::now();
-  std::string why;
-  if (!probe_device(&device_, &why)) throw Error(why);
-  cu_ = cuda_driver(nullptr);
-  arch_ = plan::select_arch(*plan_, device_.arch, source_);
   use_graphs_ = options.use_graphs && !env_flag("KPLAN_NO_GRAPHS");
-
-  CUdevice dev = 0;
-  cuda_check(*cu_, cu_->cuDeviceGet(&dev, device_index_), "cuDeviceGet");
-  CUcontext ctx = nullptr;
-  cuda_check(*cu_, cu_->cuDevicePrimaryCtxRetain(&ctx, dev), "cannot create a CUDA context");
-  context_ = ctx;
   try {
-    cuda_check(*cu_, cu_->cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    model_->make_current();
     CUstream stream = nullptr;
     cuda_check(*cu_, cu_->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     stream_ = stream;
 
-    const plan::Plan& p = *plan_;
+    const plan::Plan& p = plan();
     arena_bytes_ = std::max<uint64_t>(p.buffers.arena_size, 256);
     CUdeviceptr arena = 0;
     cuda_check(*cu_, cu_->cuMemAlloc(&arena, arena_bytes_),
@@ -98,8 +61,6 @@ GpuExecutor::GpuExecutor(std::shared_ptr<const plan::Plan> plan, std::string sou
     cuda_check(*cu_, cu_->cuMemHostAlloc(&pinned, pinned_bytes_, 0), "cuMemHostAlloc");
     pinned_ = static_cast<uint8_t*>(pinned);
 
-    upload_weights();
-    load_modules();
     prepare_launches();
     if (use_graphs_) build_graphs();
   } catch (...) {
@@ -112,95 +73,21 @@ GpuExecutor::GpuExecutor(std::shared_ptr<const plan::Plan> plan, std::string sou
 GpuExecutor::~GpuExecutor() { release(); }
 
 void GpuExecutor::release() {
-  if (!cu_) return;
-  if (context_) cu_->cuCtxSetCurrent(static_cast<CUcontext>(context_));
+  cu_->cuCtxSetCurrent(static_cast<CUcontext>(model_->context()));
   if (stream_) cu_->cuStreamSynchronize(static_cast<CUstream>(stream_));
   for (void* g : graphs_)
     if (g) cu_->cuGraphExecDestroy(static_cast<CUgraphExec>(g));
   graphs_.clear();
-  for (void* m : modules_)
-    if (m) cu_->cuModuleUnload(static_cast<CUmodule>(m));
-  modules_.clear();
-  if (weights_) cu_->cuMemFree(weights_);
-  weights_ = 0;
   if (arena_) cu_->cuMemFree(arena_);
   arena_ = 0;
   if (pinned_) cu_->cuMemFreeHost(pinned_);
   pinned_ = nullptr;
   if (stream_) cu_->cuStreamDestroy(static_cast<CUstream>(stream_));
   stream_ = nullptr;
-  if (context_) {
-    CUdevice dev = 0;
-    if (cu_->cuDeviceGet(&dev, device_index_) == CUDA_SUCCESS) cu_->cuDevicePrimaryCtxRelease(dev);
-  }
-  context_ = nullptr;
-  cu_ = nullptr;
-}
-
-void GpuExecutor::upload_weights() {
-  const plan::Plan& p = *plan_;
-  // Only weights some launch reads go to the device (a plan may also carry tensors for the CPU
-  // reference only).
-  std::vector<bool> used(p.weights.size(), false);
-  for (const plan::Bucket& b : p.buckets)
-    for (const plan::Launch& l : b.launches)
-      for (const plan::LaunchArg& a : l.args)
-        if (a.kind == plan::ArgKind::Weight) used[a.index] = true;
-  weight_offsets_.assign(p.weights.size(), 0);
-  uint64_t total = 0;
-  for (size_t i = 0; i < p.weights.size(); ++i) {
-    if (!used[i]) continue;
-    weight_offsets_[i] = align_up(total, plan::kWeightAlignment);
-    total = weight_offsets_[i] + p.weights[i].data().size();
-  }
-  weight_bytes_ = total;
-  if (total == 0) return;
-  CUdeviceptr base = 0;
-  cuda_check(*cu_, cu_->cuMemAlloc(&base, total),
-             source_ + ": cannot allocate " + std::to_string(total) + " bytes of device memory for the weights");
-  weights_ = base;
-  // Straight from the mapped file (or the owned bytes): no host-side copy.
-  for (size_t i = 0; i < p.weights.size(); ++i) {
-    std::span<const uint8_t> bytes = p.weights[i].data();
-    if (bytes.empty() || !used[i]) continue;
-    cuda_check(*cu_, cu_->cuMemcpyHtoD(base + weight_offsets_[i], bytes.data(), bytes.size()),
-               source_ + ": uploading weight " + p.weights[i].name);
-  }
-}
-
-void GpuExecutor::load_modules() {
-  const plan::Plan& p = *plan_;
-  modules_.assign(p.kernels.size(), nullptr);
-  functions_.assign(p.kernels.size(), nullptr);
-  for (size_t k = 0; k < p.kernels.size(); ++k) {
-    const plan::Kernel& kern = p.kernels[k];
-    const plan::KernelBinary* bin = kern.binary_for(arch_);
-    if (!bin) throw Error(source_ + ": kernel " + kern.id + " has no cubin for " + arch_);
-    CUmodule mod = nullptr;
-    cuda_check(*cu_, cu_->cuModuleLoadData(&mod, bin->cubin.data()),
-               source_ + ": cannot load the " + arch_ + " cubin of kernel " + kern.id);
-    modules_[k] = mod;
-    CUfunction fn = nullptr;
-    cuda_check(*cu_, cu_->cuModuleGetFunction(&fn, mod, kern.entry.c_str()),
-               source_ + ": kernel " + kern.id + " has no entry " + kern.entry + " in its cubin");
-    functions_[k] = fn;
-  }
-  // Kernels that ask for more than the default 48 KiB of dynamic shared memory must opt in.
-  std::vector<uint32_t> max_smem(p.kernels.size(), 0);
-  for (const plan::Bucket& b : p.buckets)
-    for (const plan::Launch& l : b.launches) max_smem[l.kernel] = std::max(max_smem[l.kernel], l.smem_bytes);
-  for (size_t k = 0; k < p.kernels.size(); ++k)
-    if (max_smem[k] > 48 * 1024)
-      cuda_check(*cu_,
-                 cu_->cuFuncSetAttribute(static_cast<CUfunction>(functions_[k]),
-                                         CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         static_cast<int>(max_smem[k])),
-                 source_ + ": kernel " + p.kernels[k].id + " cannot get " + std::to_string(max_smem[k]) +
-                     " bytes of shared memory");
 }
 
 void GpuExecutor::prepare_launches() {
-  const plan::Plan& p = *plan_;
+  const plan::Plan& p = plan();
   params_.assign(p.buckets.size(), {});
   for (size_t b = 0; b < p.buckets.size(); ++b) {
     for (const plan::Launch& l : p.buckets[b].launches) {
@@ -211,7 +98,7 @@ void GpuExecutor::prepare_launches() {
         uint64_t& cell = lp.storage[a];
         switch (arg.kind) {
           case plan::ArgKind::Buffer: cell = arena_ + p.buffers.slots[arg.index].offset + arg.offset; break;
-          case plan::ArgKind::Weight: cell = weights_ + weight_offsets_[arg.index] + arg.offset; break;
+          case plan::ArgKind::Weight: cell = model_->weight_address(arg.index, arg.offset); break;
           case plan::ArgKind::StepInput: {
             const plan::StepInputBinding* s = p.step_input(static_cast<plan::StepInputKind>(arg.index));
             cell = arena_ + p.buffers.slots[s->slot].offset;
@@ -239,17 +126,17 @@ void GpuExecutor::enqueue(const plan::Bucket& bucket) {
   for (size_t i = 0; i < bucket.launches.size(); ++i) {
     const plan::Launch& l = bucket.launches[i];
     LaunchParams& lp = params_[b][i];
-    CUresult r = cu_->cuLaunchKernel(static_cast<CUfunction>(functions_[l.kernel]), l.grid[0], l.grid[1],
+    CUresult r = cu_->cuLaunchKernel(static_cast<CUfunction>(model_->function(l.kernel)), l.grid[0], l.grid[1],
                                      l.grid[2], l.block[0], l.block[1], l.block[2], l.smem_bytes, stream,
                                      lp.pointers.empty() ? nullptr : lp.pointers.data(), nullptr);
     if (r != CUDA_SUCCESS)
-      throw Error(source_ + ": launch " + std::to_string(i) + " (" + plan_->kernels[l.kernel].id + ") of bucket " +
+      throw Error(source_ + ": launch " + std::to_string(i) + " (" + plan().kernels[l.kernel].id + ") of bucket " +
                   bucket.program + "/" + std::to_string(bucket.tokens) + " failed: " + cuda_error_text(*cu_, r));
   }
 }
 
 void GpuExecutor::build_graphs() {
-  const plan::Plan& p = *plan_;
+  const plan::Plan& p = plan();
   CUstream stream = static_cast<CUstream>(stream_);
   graphs_.assign(p.buckets.size(), nullptr);
   for (size_t b = 0; b < p.buckets.size(); ++b) {
@@ -275,14 +162,14 @@ void GpuExecutor::build_graphs() {
 }
 
 size_t GpuExecutor::bucket_index(const plan::Bucket& bucket) const {
-  const plan::Plan& p = *plan_;
+  const plan::Plan& p = plan();
   size_t b = static_cast<size_t>(&bucket - p.buckets.data());
   if (b >= p.buckets.size()) throw Error("internal: bucket does not belong to this plan");
   return b;
 }
 
 void GpuExecutor::write_inputs(const StepInputs& in) {
-  const plan::Plan& p = *plan_;
+  const plan::Plan& p = plan();
   CUstream stream = static_cast<CUstream>(stream_);
   uint64_t at = 0;
   for (const plan::StepInputBinding& s : p.step_inputs) {
@@ -306,32 +193,43 @@ void GpuExecutor::write_inputs(const StepInputs& in) {
   }
 }
 
-void GpuExecutor::run(const plan::Bucket& bucket, const StepInputs& in) {
-  cuda_check(*cu_, cu_->cuCtxSetCurrent(static_cast<CUcontext>(context_)), "cuCtxSetCurrent");
-  write_inputs(in);
+void GpuExecutor::launch(const plan::Bucket& bucket) {
   CUstream stream = static_cast<CUstream>(stream_);
-  if (use_graphs_) {
+  if (use_graphs_)
     cuda_check(*cu_, cu_->cuGraphLaunch(static_cast<CUgraphExec>(graphs_[bucket_index(bucket)]), stream),
                source_ + ": graph launch");
-  } else {
+  else
     enqueue(bucket);
-  }
-  cuda_check(*cu_, cu_->cuStreamSynchronize(stream),
+}
+
+void GpuExecutor::run(const plan::Bucket& bucket, const StepInputs& in) {
+  model_->make_current();
+  write_inputs(in);
+  launch(bucket);
+  cuda_check(*cu_, cu_->cuStreamSynchronize(static_cast<CUstream>(stream_)),
              source_ + ": step of bucket " + bucket.program + "/" + std::to_string(bucket.tokens) + " failed");
 }
 
-void GpuExecutor::read_output(const plan::StepOutput& out, int64_t rows, float* dst) {
-  const plan::Plan& p = *plan_;
+void GpuExecutor::stage_output(const plan::StepOutput& out, int64_t rows, uint8_t** stage, size_t* count) {
+  const plan::Plan& p = plan();
   rows = std::min(rows, out.rows);
   size_t elem = dtype_size(out.dtype);
-  size_t count = static_cast<size_t>(rows * out.cols);
-  uint64_t stage_at = pinned_bytes_ - align_up(count * elem, 64);  // outputs staged at the end
-  uint8_t* stage = pinned_ + stage_at;
+  *count = static_cast<size_t>(rows * out.cols);
+  uint64_t stage_at = pinned_bytes_ - align_up(*count * elem, 64);  // outputs staged at the end
+  *stage = pinned_ + stage_at;
   CUstream stream = static_cast<CUstream>(stream_);
   cuda_check(*cu_,
-             cu_->cuMemcpyDtoHAsync(stage, arena_ + p.buffers.slots[out.slot].offset + out.offset, count * elem, stream),
+             cu_->cuMemcpyDtoHAsync(*stage, arena_ + p.buffers.slots[out.slot].offset + out.offset, *count * elem,
+                                    stream),
              source_ + ": reading a step output");
   cuda_check(*cu_, cu_->cuStreamSynchronize(stream), source_ + ": reading a step output");
+}
+
+void GpuExecutor::read_output(const plan::StepOutput& out, int64_t rows, float* dst) {
+  model_->make_current();
+  uint8_t* stage = nullptr;
+  size_t count = 0;
+  stage_output(out, rows, &stage, &count);
   switch (out.dtype) {
     case DType::F32: std::memcpy(dst, stage, count * 4); break;
     case DType::BF16:
@@ -349,18 +247,44 @@ void GpuExecutor::read_output(const plan::StepOutput& out, int64_t rows, float* 
   }
 }
 
-void GpuExecutor::move_kv_rows(std::span<const int64_t> from, std::span<const int64_t> to) {
-  const plan::Plan& p = *plan_;
+void GpuExecutor::read_ids(const plan::StepOutput& out, int64_t rows, int32_t* dst) {
+  if (out.dtype != DType::I32 || out.cols != 1)
+    throw Error(source_ + ": invalid plan: a token-ids output must be i32 with one column per token");
+  model_->make_current();
+  uint8_t* stage = nullptr;
+  size_t count = 0;
+  stage_output(out, rows, &stage, &count);
+  std::memcpy(dst, stage, count * 4);
+}
+
+void GpuExecutor::commit_kv(int64_t cache_length, std::span<const int32_t> keep) {
+  const plan::Plan& p = plan();
+  model_->make_current();
   CUstream stream = static_cast<CUstream>(stream_);
+  // A prefix kept in place (prefill, AR, a chain accepted whole) moves nothing.
+  const std::vector<RowMove> moves = kv_row_moves(cache_length, keep);
+  if (moves.empty()) return;
+  if (const plan::Bucket* commit = p.bucket_for("commit", static_cast<int64_t>(keep.size()))) {
+    // The lowered kv_compact launches, replayed like any bucket: kept indices as its tokens.
+    StepInputs in;
+    in.tokens.assign(commit->tokens, 0);
+    std::copy(keep.begin(), keep.end(), in.tokens.begin());
+    in.positions.assign(commit->tokens, 0);
+    in.tree_mask.assign(static_cast<size_t>(commit->tokens) * ((commit->tokens + 31) / 32), 0u);
+    in.cache_length = static_cast<int32_t>(cache_length);
+    in.token_count = static_cast<int32_t>(keep.size());
+    run(*commit, in);
+    return;
+  }
   for (const plan::KvCache& kv : p.kv_caches) {
     uint64_t base = arena_ + p.buffers.slots[kv.slot].offset;
-    for (size_t i = 0; i < from.size(); ++i) {
-      if (from[i] == to[i]) continue;
-      if (from[i] < 0 || to[i] < 0 || static_cast<uint64_t>(std::max(from[i], to[i])) >= kv.rows)
+    for (const RowMove& m : moves) {
+      if (static_cast<uint64_t>(m.from + m.rows) > kv.rows)
         throw Error(source_ + ": KV row move outside cache " + kv.name);
       cuda_check(*cu_,
-                 cu_->cuMemcpyDtoDAsync(base + static_cast<uint64_t>(to[i]) * kv.row_bytes,
-                                        base + static_cast<uint64_t>(from[i]) * kv.row_bytes, kv.row_bytes, stream),
+                 cu_->cuMemcpyDtoDAsync(base + static_cast<uint64_t>(m.to) * kv.row_bytes,
+                                        base + static_cast<uint64_t>(m.from) * kv.row_bytes,
+                                        static_cast<uint64_t>(m.rows) * kv.row_bytes, stream),
                  source_ + ": compacting KV cache " + kv.name);
     }
   }
@@ -368,15 +292,9 @@ void GpuExecutor::move_kv_rows(std::span<const int64_t> from, std::span<const in
 }
 
 std::vector<float> GpuExecutor::time_bucket(const plan::Bucket& bucket, int warmup, int reps) {
-  cuda_check(*cu_, cu_->cuCtxSetCurrent(static_cast<CUcontext>(context_)), "cuCtxSetCurrent");
+  model_->make_current();
   CUstream stream = static_cast<CUstream>(stream_);
-  auto replay = [&] {
-    if (use_graphs_)
-      cuda_check(*cu_, cu_->cuGraphLaunch(static_cast<CUgraphExec>(graphs_[bucket_index(bucket)]), stream),
-                 "graph launch");
-    else
-      enqueue(bucket);
-  };
+  auto replay = [&] { launch(bucket); };
   for (int i = 0; i < warmup; ++i) replay();
   std::vector<CUevent> events(static_cast<size_t>(reps) + 1, nullptr);
   for (CUevent& e : events) cuda_check(*cu_, cu_->cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
@@ -396,6 +314,7 @@ std::vector<float> GpuExecutor::time_bucket(const plan::Bucket& bucket, int warm
 }
 
 void GpuExecutor::clear_arena() {
+  model_->make_current();
   CUstream stream = static_cast<CUstream>(stream_);
   cuda_check(*cu_, cu_->cuMemsetD8Async(arena_, 0, arena_bytes_, stream), "clearing the arena");
   cuda_check(*cu_, cu_->cuStreamSynchronize(stream), "clearing the arena");

@@ -1,21 +1,20 @@
 #pragma once
-// Runs a plan's launch sequences on one GPU through the driver API: the plan's cubins for this
-// GPU's arch loaded with cuModuleLoadData, one device arena per the buffer plan, weights uploaded
-// once, and one CUDA graph per bucket built at load by stream capture of its launches (the
-// plain-launch path, KPLAN_NO_GRAPHS=1 or Options::use_graphs = false, launches them one by one
-// for debugging and profiling). Step inputs are written into their arena slots before a graph
-// replays, so graphs never need rebuilding.
+// One session's execution of a plan on the GPU of a GpuModel (whose modules and weights it
+// shares with every other session): its own stream, one device arena per the buffer plan (KV
+// caches included), pinned staging, and one CUDA graph per bucket built at creation by stream
+// capture of its launches (the plain-launch path, KPLAN_NO_GRAPHS=1 or Options::use_graphs =
+// false, launches them one by one for debugging and profiling). Step inputs are written into
+// their arena slots before a graph replays, so graphs never need rebuilding.
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "runtime/gpu/gpu_model.h"
 #include "schemas/plan_model.h"
 
 namespace kplan::gpu {
-
-struct CudaDriver;
 
 // What the host writes before one step (already padded to the bucket's token count).
 struct StepInputs {
@@ -26,42 +25,35 @@ struct StepInputs {
   int32_t token_count = 0;
 };
 
-struct DeviceInfo {
-  std::string name;  // "NVIDIA H200"
-  std::string arch;  // "sm_90"
-  int sm_count = 0;
-  uint64_t memory_bytes = 0;
-  int driver_version = 0;  // e.g. 13000
-};
-
-// Describes the first GPU; false with `why` set ("no GPU: ...") when there is no usable one.
-bool probe_device(DeviceInfo* info, std::string* why);
-
 class GpuExecutor {
  public:
   struct Options {
     bool use_graphs = true;  // false (or env KPLAN_NO_GRAPHS=1): plain launches
   };
-  // Throws kplan::Error: "no GPU: ..." without a driver or device, the arch refusal, or the
-  // driver's error for a failed load. `source` names the plan in messages.
-  GpuExecutor(std::shared_ptr<const plan::Plan> plan, std::string source, Options options);
+  // Throws kplan::Error with the driver's error for a failed allocation or graph build.
+  GpuExecutor(std::shared_ptr<const GpuModel> model, Options options);
   ~GpuExecutor();
   GpuExecutor(const GpuExecutor&) = delete;
   GpuExecutor& operator=(const GpuExecutor&) = delete;
 
-  const plan::Plan& plan() const { return *plan_; }
-  const DeviceInfo& device() const { return device_; }
-  const std::string& arch() const { return arch_; }  // the plan arch whose cubins were loaded
+  const GpuModel& model() const { return *model_; }
+  const plan::Plan& plan() const { return model_->plan(); }
+  const DeviceInfo& device() const { return model_->device(); }
+  const std::string& arch() const { return model_->arch(); }
   bool uses_graphs() const { return use_graphs_; }
-  double load_seconds() const { return load_seconds_; }      // modules + uploads + graphs
-  uint64_t device_bytes() const { return arena_bytes_ + weight_bytes_; }
+  double load_seconds() const { return load_seconds_; }  // arena + graphs (the model's load apart)
+  uint64_t device_bytes() const { return arena_bytes_; }  // this session's own device memory
 
   // Writes the step inputs, runs the bucket (graph replay or plain launches) and waits.
   void run(const plan::Bucket& bucket, const StepInputs& in);
   // Reads rows [0, rows) of an output of the last run as f32 (converting from bf16/f16).
   void read_output(const plan::StepOutput& out, int64_t rows, float* dst);
-  // Moves KV cache rows within every KV cache: row from[i] -> row to[i], in order.
-  void move_kv_rows(std::span<const int64_t> from, std::span<const int64_t> to);
+  // Reads rows [0, rows) of a TokenIds output of the last run.
+  void read_ids(const plan::StepOutput& out, int64_t rows, int32_t* dst);
+  // Commits pending KV rows cache_length + keep[i] -> cache_length + i in every KV cache: a
+  // replay of the plan's "commit" bucket when it has one (keep indices in the Tokens input, their
+  // count in TokenCount), else a few device-to-device copies per cache (runtime/gpu/kv_moves.h).
+  void commit_kv(int64_t cache_length, std::span<const int32_t> keep);
   // Replays the bucket `reps` times after `warmup` replays, with the current step inputs, and
   // returns each replay's GPU time in milliseconds (CUDA events).
   std::vector<float> time_bucket(const plan::Bucket& bucket, int warmup, int reps);
@@ -70,32 +62,23 @@ class GpuExecutor {
 
  private:
   struct LaunchParams;
-  void release();  // frees every device resource (destructor, failed constructor)
-  void upload_weights();
-  void load_modules();
+  void release();
   void prepare_launches();
   void build_graphs();
   void enqueue(const plan::Bucket& bucket);
+  void launch(const plan::Bucket& bucket);  // graph replay or plain launches, no wait
   void write_inputs(const StepInputs& in);
+  void stage_output(const plan::StepOutput& out, int64_t rows, uint8_t** stage, size_t* count);
   size_t bucket_index(const plan::Bucket& bucket) const;
 
-  std::shared_ptr<const plan::Plan> plan_;
-  std::string source_;
+  std::shared_ptr<const GpuModel> model_;
   const CudaDriver* cu_ = nullptr;
-  DeviceInfo device_;
-  std::string arch_;
+  std::string source_;
   bool use_graphs_ = true;
   double load_seconds_ = 0;
-  void* context_ = nullptr;  // CUcontext (primary)
-  int device_index_ = 0;
   void* stream_ = nullptr;   // CUstream
   uint64_t arena_ = 0;       // CUdeviceptr
   uint64_t arena_bytes_ = 0;
-  uint64_t weights_ = 0;     // CUdeviceptr of all weights
-  uint64_t weight_bytes_ = 0;
-  std::vector<uint64_t> weight_offsets_;  // device offset of each weight in weights_
-  std::vector<void*> modules_;            // CUmodule per kernel
-  std::vector<void*> functions_;          // CUfunction per kernel
   std::vector<std::vector<LaunchParams>> params_;  // per bucket, per launch
   std::vector<void*> graphs_;             // CUgraphExec per bucket
   uint8_t* pinned_ = nullptr;             // staging for step inputs and outputs

@@ -2,36 +2,32 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
-
-#include "compiler/frontend/model_config.h"
 #include "ir/support/error.h"
 
 namespace kplan::gpu {
 
 GpuTargetModel::GpuTargetModel(std::shared_ptr<const plan::Plan> plan, std::string source,
                                GpuExecutor::Options options)
-    : executor_(plan, source, options), source_(std::move(source)) {
+    : GpuTargetModel(std::make_shared<const GpuModel>(std::move(plan), std::move(source)), options) {}
+
+GpuTargetModel::GpuTargetModel(std::shared_ptr<const GpuModel> model, GpuExecutor::Options options)
+    : executor_(std::move(model), options), source_(executor_.model().source()) {
   const plan::Plan& p = executor_.plan();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(p.model_config_json);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(source_ + ": the plan's model config is not valid JSON: " + e.what());
-  }
-  config_ = parse_model_config(j, source_ + " (model config)");
+  const ModelConfig& config = p.model;
   max_context_ = p.header.limits.max_context;
   // A step padded up to its bucket also appends KV rows for the padding, clamped by the kernels to
   // the last row: keeping that row out of use means padding never lands on a real entry.
   for (const plan::KvCache& kv : p.kv_caches) max_context_ = std::min<int64_t>(max_context_, kv.rows - 1);
   for (const plan::Bucket& b : p.buckets)
     for (const plan::StepOutput& o : b.outputs)
-      if (o.kind == plan::OutputKind::Logits && b.program == "target" && o.cols != config_.vocab_size)
+      if (o.kind == plan::OutputKind::Logits && b.program == "target" && o.cols != config.vocab_size)
         throw Error(source_ + ": invalid plan: bucket target/" + std::to_string(b.tokens) + " has " +
                     std::to_string(o.cols) + " logits per token for a vocabulary of " +
-                    std::to_string(config_.vocab_size));
+                    std::to_string(config.vocab_size));
   if (!p.bucket_for("target", 1))
     throw Error(source_ + ": the plan has no target bucket to run (recompile it)");
+  for (const plan::Bucket& b : p.buckets)
+    if (b.program == "target") max_step_tokens_ = std::max<int64_t>(max_step_tokens_, b.tokens);
 }
 
 StepInputs GpuTargetModel::step_inputs_for(const StepInput& in, const plan::Bucket& bucket) const {
@@ -81,7 +77,7 @@ StepOutput GpuTargetModel::forward(const StepInput& in) {
     throw Error(source_ + ": the context would reach " + std::to_string(cache_length_ + t) +
                 " positions; the plan holds " + std::to_string(max_context_));
   for (int32_t tok : in.tokens)
-    if (tok < 0 || tok >= config_.vocab_size)
+    if (tok < 0 || tok >= config().vocab_size)
       throw Error(source_ + ": token id " + std::to_string(tok) + " is outside the vocabulary");
 
   executor_.run(*bucket, step_inputs_for(in, *bucket));
@@ -89,11 +85,21 @@ StepOutput GpuTargetModel::forward(const StepInput& in) {
 
   StepOutput out;
   const plan::StepOutput* logits = nullptr;
-  for (const plan::StepOutput& o : bucket->outputs)
+  const plan::StepOutput* ids = nullptr;
+  for (const plan::StepOutput& o : bucket->outputs) {
     if (o.kind == plan::OutputKind::Logits) logits = &o;
-  if (!logits) throw Error(source_ + ": bucket target/" + std::to_string(bucket->tokens) + " has no logits output");
-  out.logits = Matrix(t, logits->cols);
-  executor_.read_output(*logits, t, out.logits.data.data());
+    if (o.kind == plan::OutputKind::TokenIds) ids = &o;
+  }
+  if (ids) {
+    out.token_ids.resize(static_cast<size_t>(t));
+    executor_.read_ids(*ids, t, out.token_ids.data());
+  }
+  // Token selection on the device: a greedy step reads back only the ids, not [T, vocab] logits.
+  if (!(in.ids_only && ids)) {
+    if (!logits) throw Error(source_ + ": bucket target/" + std::to_string(bucket->tokens) + " has no logits output");
+    out.logits = Matrix(t, logits->cols);
+    executor_.read_output(*logits, t, out.logits.data.data());
+  }
   for (int64_t layer : capture_layers_) {
     for (const plan::StepOutput& o : bucket->outputs) {
       if (o.kind != plan::OutputKind::Hidden || o.layer != layer) continue;
@@ -109,15 +115,10 @@ void GpuTargetModel::commit(std::span<const int32_t> keep) {
   if (static_cast<int64_t>(keep.size()) > pending_)
     throw Error(source_ + ": commit keeps " + std::to_string(keep.size()) + " entries of a " +
                 std::to_string(pending_) + "-token step");
-  std::vector<int64_t> from, to;
-  for (size_t i = 0; i < keep.size(); ++i) {
+  for (size_t i = 0; i < keep.size(); ++i)
     if (keep[i] < 0 || keep[i] >= pending_ || (i && keep[i] <= keep[i - 1]))
       throw Error(source_ + ": commit indices must be increasing step indices below " + std::to_string(pending_));
-    from.push_back(cache_length_ + keep[i]);
-    to.push_back(cache_length_ + static_cast<int64_t>(i));
-  }
-  // Kept indices increase, so each row moves down onto a row already read: in-order copies are safe.
-  executor_.move_kv_rows(from, to);
+  executor_.commit_kv(cache_length_, keep);
   cache_length_ += static_cast<int64_t>(keep.size());
   pending_ = 0;
 }

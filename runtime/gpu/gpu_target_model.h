@@ -1,25 +1,30 @@
 #pragma once
 // The target model over a plan on the GPU: a TargetModel (runtime/step_model.h) the AR, DFlash
 // and DDTree loops drive, with the KV cache state (committed length, pending step) on the host
-// and the caches themselves in the executor's arena.
+// and the caches themselves in its session's arena. Several of them may share one GpuModel
+// (modules and weights on the device once).
 #include <memory>
 #include <string>
 
 #include "runtime/gpu/gpu_executor.h"
+#include "runtime/gpu/gpu_model.h"
 #include "runtime/step_model.h"
 
 namespace kplan::gpu {
 
 class GpuTargetModel : public TargetModel {
  public:
-  GpuTargetModel(std::shared_ptr<const plan::Plan> plan, std::string source,
-                 GpuExecutor::Options options = {});
+  // A session on `model`.
+  GpuTargetModel(std::shared_ptr<const GpuModel> model, GpuExecutor::Options options = {});
+  // A session on a model of its own (loads the plan onto the GPU).
+  GpuTargetModel(std::shared_ptr<const plan::Plan> plan, std::string source, GpuExecutor::Options options = {});
 
-  const ModelConfig& config() const override { return config_; }
+  const ModelConfig& config() const override { return executor_.plan().model; }
   StepOutput forward(const StepInput& in) override;
   void commit(std::span<const int32_t> keep) override;
   int64_t cache_length() const override { return cache_length_; }
   int64_t max_context() const override { return max_context_; }
+  int64_t max_step_tokens() const override { return max_step_tokens_; }
   void reset() override;
   void set_capture_layers(std::vector<int64_t> layer_ids) override;
 
@@ -30,8 +35,8 @@ class GpuTargetModel : public TargetModel {
  private:
   GpuExecutor executor_;
   std::string source_;
-  ModelConfig config_;
   int64_t max_context_ = 0;
+  int64_t max_step_tokens_ = 0;
   int64_t cache_length_ = 0;
   int64_t pending_ = 0;  // tokens of the last forward, not yet committed
   std::vector<int64_t> capture_layers_;

@@ -12,7 +12,7 @@
 
 #include "ir/support/error.h"
 #include "kplan/kplan.h"
-#include "kplan/session_target_model.h"
+#include "tools/kplan/api_handles.h"
 #include "tools/kplan/commands.h"
 
 namespace kplan::cli {
@@ -39,20 +39,27 @@ void run_bench(const BenchArgs& a) {
   api_check(kplan_device_probe(&dev));
 
   auto t0 = std::chrono::steady_clock::now();
-  PlanHandle plan(a.plan, true);
+  PlanPtr plan = open_plan(a.plan.c_str(), true);
   double open_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   kplan_plan_info info{};
+  info.struct_size = sizeof info;
   api_check(kplan_plan_info_get(plan.get(), &info));
-  SessionTargetModel session(plan, kplan_session_options{KPLAN_DEVICE_GPU, a.no_graphs ? 0 : 1, 0});
+  ModelPtr model = create_model(plan.get(), KPLAN_DEVICE_GPU);
+  kplan_session_options so;
+  kplan_session_options_init(&so);
+  so.use_graphs = a.no_graphs ? 0 : 1;
+  SessionPtr session_ptr = create_session(model.get(), so);
+  kplan_session* session = session_ptr.get();
+  const int64_t max_context = kplan_session_max_context(session);
   // The decode step itself needs one more position after the cached ones.
-  int64_t context = std::max<int64_t>(0, std::min<int64_t>(a.context, session.max_context() - 1));
+  int64_t context = std::max<int64_t>(0, std::min<int64_t>(a.context, max_context - 1));
   kplan_bench_result r{};
-  api_check(kplan_session_bench_decode(session.session(), a.steps, context, &r));
+  api_check(kplan_session_bench_decode(session, a.steps, context, &r));
 
   std::printf("device:            %s (%s, %d SMs)\n", dev.name, dev.arch, dev.sm_count);
   std::printf("plan:              %s (%s of weights)\n", a.plan.c_str(), mib(static_cast<double>(info.weight_bytes)).c_str());
   std::printf("plan open:         %.3f s (map + verify checksums)\n", open_s);
-  std::printf("session load:      %.3f s (cubins, weight upload, %s)\n", r.load_seconds,
+  std::printf("session load:      %.3f s (model: cubins, weight upload; session: arena, %s)\n", r.load_seconds,
               a.no_graphs ? "no graphs" : "CUDA graphs");
   std::printf("decode step:       median %.4f ms, min %.4f ms, p90 %.4f ms (%d replays, context %lld)\n",
               r.step_ms_median, r.step_ms_min, r.step_ms_p90, r.steps, static_cast<long long>(r.context));
@@ -70,8 +77,8 @@ void run_bench(const BenchArgs& a) {
     std::printf("%-8s %12s %14s %12s %12s\n", "tokens", "step ms", "ms per token", "MiB read", "GB/s");
     for (int32_t i = 0; i < n; ++i) {
       kplan_bench_result b{};
-      int64_t ctx = std::max<int64_t>(0, std::min<int64_t>(context, session.max_context() - tokens[i]));
-      api_check(kplan_session_bench_step(session.session(), tokens[i], a.steps, ctx, &b));
+      int64_t ctx = std::max<int64_t>(0, std::min<int64_t>(context, max_context - tokens[i]));
+      api_check(kplan_session_bench_step(session, tokens[i], a.steps, ctx, &b));
       std::printf("%-8d %12.4f %14.4f %12.3f %12.2f\n", b.tokens, b.step_ms_median, b.step_ms_median / b.tokens,
                   b.read_bytes / (1024.0 * 1024.0), b.achieved_gbps);
       buckets.push_back({{"tokens", b.tokens},

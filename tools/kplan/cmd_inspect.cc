@@ -7,7 +7,7 @@
 
 #include "ir/support/error.h"
 #include "kplan/kplan.h"
-#include "kplan/session_target_model.h"
+#include "tools/kplan/api_handles.h"
 #include "tools/kplan/commands.h"
 
 namespace kplan::cli {
@@ -20,7 +20,7 @@ struct InspectArgs {
 };
 
 void run_inspect(const InspectArgs& a) {
-  PlanHandle plan(a.plan, !a.no_verify);
+  PlanPtr plan = open_plan(a.plan.c_str(), !a.no_verify);
   std::vector<kplan_plan_section> sections;
   if (a.ir) sections.push_back(KPLAN_PLAN_SECTION_IR);
   if (a.kernels) sections.push_back(KPLAN_PLAN_SECTION_KERNELS);

@@ -3,26 +3,23 @@
 // `budget` nodes), and print them on one line, then their text when there is a tokenizer;
 // --stats adds labelled figures on stderr.
 //
-// MODEL is a checkpoint directory (run on the CPU reference backend) or a compiled .kplan plan
-// (run through the runtime's C API session: the GPU when usable, else the CPU); open_target()
-// below is the one place a target is chosen.
+// Everything runs through the runtime's C API (kplan/kplan.h): tokenizer, model, session and the
+// decode loop. MODEL is a compiled .kplan plan (the GPU when usable, else the CPU), or a checkpoint
+// directory, which the compiler turns into an in-memory plan for the CPU reference first
+// (open_plan() below is the one place that differs).
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
-#include "compiler/frontend/draft_config.h"
 #include "ir/support/error.h"
-#include "kplan/session_target_model.h"
-#include "runtime/cpu/cpu_backend.h"
-#include "runtime/ddtree/decode.h"
-#include "runtime/ddtree/oracle_drafter.h"
-#include "runtime/ddtree/random_drafter.h"
-#include "runtime/tokenizer/tokenizer_bundle.h"
+#include "kplan/kplan.h"
+#include "runtime/c_api_plan.h"
+#include "tools/kplan/api_handles.h"
+#include "tools/kplan/checkpoint_plan.h"
 #include "tools/kplan/commands.h"
 
 namespace kplan::cli {
@@ -73,80 +70,57 @@ std::vector<int32_t> parse_prompt_ids(const std::string& text) {
   return ids;
 }
 
-// The model's tokenizer: a checkpoint directory's tiktoken.model + tokenizer_config.json, or a
-// plan's tokenizer data; nullopt when it has none.
-std::optional<tokenizer::Tokenizer> load_tokenizer(const RunArgs& args, const TargetModel& target) {
-  namespace fs = std::filesystem;
-  if (fs::is_directory(args.model)) {
-    if (!tokenizer::has_tokenizer_files(args.model)) return std::nullopt;
-    return tokenizer::Tokenizer::from_dir(args.model);
-  }
-  const auto* session = dynamic_cast<const SessionTargetModel*>(&target);
-  if (!session) return std::nullopt;
-  uint64_t size = 0;
-  const uint8_t* data = kplan_plan_tokenizer(session->plan(), &size);
-  const std::span<const uint8_t> bytes(data, size);
-  if (!tokenizer::is_tokenizer_bundle(bytes)) return std::nullopt;
-  return tokenizer::tokenizer_from_bundle(bytes, args.model);
-}
-
-SpecMode parse_spec(const std::string& spec) {
-  if (spec == "none") return SpecMode::kNone;
-  if (spec == "dflash") return SpecMode::kDFlash;
-  return SpecMode::kDDTree;  // CLI11 restricts the choices
-}
-
-// The target for MODEL on the chosen device: a plan goes through the runtime session (GPU or
-// CPU), a checkpoint directory to the CPU reference backend.
-std::unique_ptr<TargetModel> open_target(const RunArgs& args) {
+// The plan for MODEL: a .kplan file, or a checkpoint directory (+ --draft DIR) made into one.
+PlanPtr open_plan(const RunArgs& args) {
   namespace fs = std::filesystem;
   const fs::path model(args.model);
   if (!fs::exists(model)) throw Error("MODEL '" + args.model + "' does not exist");
-  const bool is_checkpoint = fs::is_directory(model);
-  if (!is_checkpoint) {
-    // A compiled plan, through the runtime's C API: the GPU when one is usable (auto, gpu), else
-    // the CPU reference over the plan's own tensors (auto, cpu).
-    kplan_session_options o{KPLAN_DEVICE_AUTO, 1, args.max_context};
-    if (args.device == "gpu") o.device = KPLAN_DEVICE_GPU;
-    if (args.device == "cpu") o.device = KPLAN_DEVICE_CPU;
-    return SessionTargetModel::open(args.model, o);
+  if (!fs::is_directory(model)) {
+    if (!args.draft_dir.empty())
+      throw Error("--draft DIR is for a checkpoint directory; a plan carries its drafter (compile it with --draft)");
+    return cli::open_plan(args.model.c_str(), true);
   }
   if (args.device == "gpu")
     throw Error("MODEL '" + args.model + "': --device gpu needs a compiled .kplan plan; run a "
                 "checkpoint directory with --device cpu");
-  return make_cpu_target(model, args.max_context);
+  std::optional<fs::path> draft;
+  if (!args.draft_dir.empty()) draft = args.draft_dir;
+  kplan_plan* p = nullptr;
+  api_check(kplan_plan_adopt(checkpoint_plan(model, draft), args.model, &p));
+  return PlanPtr(p);
 }
 
-std::unique_ptr<Drafter> make_drafter(const RunArgs& args, TargetModel& target,
-                                      const std::vector<int32_t>& prompt,
-                                      const DecodeOptions& options) {
-  const int64_t vocab = target.config().vocab_size;
-  if (args.drafter == "dflash") {
-    if (args.draft_dir.empty())
-      throw Error("--spec " + args.spec +
-                  " needs a drafter: give --draft DIR (a DFlash checkpoint) or --drafter "
-                  "oracle|random");
-    return make_cpu_dflash_drafter(args.draft_dir, target);
-  }
-  if (args.draft_depth < 0) throw Error("--draft-depth must not be negative");
-  // Random and oracle drafters propose as deep as the DFlash drafter would (its block size - 1),
-  // or --draft-depth, or 7 (block size 8).
-  int64_t depth = args.draft_depth;
-  if (depth == 0 && !args.draft_dir.empty())
-    depth = load_draft_config(std::filesystem::path(args.draft_dir) / "config.json").block_size - 1;
-  if (depth == 0) depth = 7;
-  if (args.drafter == "random") return std::make_unique<RandomDrafter>(vocab, depth, args.seed);
-  // The oracle is told the target's true continuation: AR decoding with the same settings run
-  // first (greedy, or sampled with the same seed: the speculative walk draws the same samples).
-  if (args.oracle_accuracy < 0 || args.oracle_accuracy > 1)
-    throw Error("--oracle-accuracy must be within [0, 1]");
-  DecodeOptions ar = options;
-  ar.spec = SpecMode::kNone;
-  std::vector<int32_t> truth = prompt;
-  const DecodeResult reference = decode(target, nullptr, prompt, ar);
-  truth.insert(truth.end(), reference.tokens.begin(), reference.tokens.end());
-  return std::make_unique<OracleDrafter>(std::move(truth), vocab, depth, args.oracle_accuracy,
-                                         args.seed);
+kplan_spec_mode parse_spec(const std::string& spec) {
+  if (spec == "none") return KPLAN_SPEC_NONE;
+  if (spec == "dflash") return KPLAN_SPEC_DFLASH;
+  return KPLAN_SPEC_DDTREE;  // CLI11 restricts the choices
+}
+
+kplan_drafter_kind parse_drafter(const std::string& drafter) {
+  if (drafter == "oracle") return KPLAN_DRAFTER_ORACLE;
+  if (drafter == "random") return KPLAN_DRAFTER_RANDOM;
+  return KPLAN_DRAFTER_DFLASH;
+}
+
+void print_stats(const kplan_generate_stats& s) {
+  auto line = [](const char* fmt, auto... v) {
+    std::fprintf(stderr, fmt, v...);
+    std::fputc('\n', stderr);
+  };
+  line("stats: prompt tokens        %lld", static_cast<long long>(s.prompt_tokens));
+  line("stats: generated tokens     %lld", static_cast<long long>(s.generated_tokens));
+  line("stats: prefill steps        %lld", static_cast<long long>(s.prefill_steps));
+  line("stats: rounds               %lld", static_cast<long long>(s.rounds));
+  line("stats: mean acceptance len  %.3f (tokens per verify pass)", s.mean_acceptance_length);
+  line("stats: mean verify tokens   %.2f", s.rounds ? static_cast<double>(s.tree_nodes) / s.rounds : 0.0);
+  line("stats: target forwards      %lld (AR: %lld, saved %lld)", static_cast<long long>(s.target_forwards),
+       static_cast<long long>(s.generated_tokens), static_cast<long long>(s.generated_tokens - s.target_forwards));
+  if (s.stopped_at_context) line("stats: stopped              context full");
+  line("stats: time prefill         %.3f ms", s.seconds_prefill * 1e3);
+  line("stats: time draft           %.3f ms", s.seconds_draft * 1e3);
+  line("stats: time tree build      %.3f ms", s.seconds_tree_build * 1e3);
+  line("stats: time verify          %.3f ms", s.seconds_verify * 1e3);
+  line("stats: time walk+commit     %.3f ms", s.seconds_walk_commit * 1e3);
 }
 
 void run(const RunArgs& args) {
@@ -161,53 +135,79 @@ void run(const RunArgs& args) {
     prompt = parse_prompt_ids(args.prompt_ids);
     if (prompt.empty()) throw Error("--prompt-ids: the prompt is empty (give ids like 1,2,3)");
   }
-  // A checkpoint directory without tokenizer files fails before its weights load.
-  if (args.has_prompt && std::filesystem::is_directory(args.model) &&
-      !tokenizer::has_tokenizer_files(args.model))
-    throw Error("no tokenizer: MODEL '" + args.model +
-                "' has no tiktoken.model + tokenizer_config.json; use --prompt-ids");
-
-  std::unique_ptr<TargetModel> target = open_target(args);
-  const std::optional<tokenizer::Tokenizer> tok = load_tokenizer(args, *target);
+  PlanPtr plan = open_plan(args);
+  kplan_plan_info info{};
+  info.struct_size = sizeof info;
+  api_check(kplan_plan_info_get(plan.get(), &info));
+  // Without a tokenizer, --prompt fails before the weights load.
+  if (args.has_prompt && !info.has_tokenizer) {
+    if (std::filesystem::is_directory(args.model))
+      throw Error("no tokenizer: MODEL '" + args.model +
+                  "' has no tiktoken.model + tokenizer_config.json; use --prompt-ids");
+    throw Error("no tokenizer: plan '" + args.model + "' carries no tiktoken data; use --prompt-ids");
+  }
   if (args.has_prompt) {
-    if (!tok) throw Error("no tokenizer: plan '" + args.model + "' carries no tiktoken data; use --prompt-ids");
-    prompt = tok->encode(args.prompt);
+    int32_t n = 0;
+    kplan_tokenizer_encode(plan.get(), args.prompt.data(), args.prompt.size(), nullptr, 0, &n);  // asks the size
+    prompt.resize(static_cast<size_t>(n));
+    api_check(kplan_tokenizer_encode(plan.get(), args.prompt.data(), args.prompt.size(), prompt.data(), n, &n));
     if (prompt.empty()) throw Error("--prompt: the prompt is empty (give some text)");
   }
-  DecodeOptions options;
-  options.spec = parse_spec(args.spec);
-  options.budget = args.budget;
-  options.max_new = args.max_new;
-  options.temperature = args.temperature;
-  options.seed = args.seed;
-  if (!args.ignore_eos) options.eos_ids = target->config().eos_token_ids;
+  kplan_generate_options g;
+  kplan_generate_options_init(&g);
+  g.spec = parse_spec(args.spec);
+  g.drafter = parse_drafter(args.drafter);
+  g.budget = static_cast<int32_t>(args.budget);
+  g.max_new = static_cast<int32_t>(args.max_new);
+  g.temperature = args.temperature;
+  g.seed = args.seed;
+  g.stop_at_eos = args.ignore_eos ? 0 : 1;
+  g.draft_depth = static_cast<int32_t>(args.draft_depth);
+  g.oracle_accuracy = args.oracle_accuracy;
+  if (g.spec != KPLAN_SPEC_NONE && g.drafter == KPLAN_DRAFTER_DFLASH && !info.has_drafter)
+    throw Error("--spec " + args.spec + " needs a drafter: " +
+                (std::filesystem::is_directory(args.model) ? "give --draft DIR (a DFlash checkpoint)"
+                                                           : "compile the plan with --draft DIR") +
+                " or --drafter oracle|random");
+  if (args.draft_depth < 0) throw Error("--draft-depth must not be negative");
+  if (args.oracle_accuracy < 0 || args.oracle_accuracy > 1) throw Error("--oracle-accuracy must be within [0, 1]");
 
-  std::unique_ptr<Drafter> drafter;
-  if (options.spec != SpecMode::kNone) {
-    check_prompt(*target, prompt);  // before the oracle's reference run or a drafter load
-    drafter = make_drafter(args, *target, prompt, options);
-  }
-  const DecodeResult result = decode(*target, drafter.get(), prompt, options);
+  ModelPtr model = create_model(plan.get(), args.device == "gpu"   ? KPLAN_DEVICE_GPU
+                                            : args.device == "cpu" ? KPLAN_DEVICE_CPU
+                                                                   : KPLAN_DEVICE_AUTO);
+  kplan_session_options so;
+  kplan_session_options_init(&so);
+  so.max_context = args.max_context;
+  SessionPtr session = create_session(model.get(), so);
+
+  std::vector<int32_t> tokens(static_cast<size_t>(args.max_new));
+  int32_t n = 0;
+  kplan_generate_stats stats{};
+  stats.struct_size = sizeof stats;
+  api_check(kplan_session_generate(session.get(), prompt.data(), static_cast<int32_t>(prompt.size()), &g,
+                                   tokens.data(), static_cast<int32_t>(tokens.size()), &n, &stats));
+  tokens.resize(static_cast<size_t>(n));
 
   std::string line;
-  for (size_t i = 0; i < result.tokens.size(); ++i)
-    line += (i ? " " : "") + std::to_string(result.tokens[i]);
+  for (size_t i = 0; i < tokens.size(); ++i) line += (i ? " " : "") + std::to_string(tokens[i]);
   std::printf("%s\n", line.c_str());
-  if (tok) {
-    const std::string text = tok->decode(result.tokens);  // raw bytes, as the model made them
+  if (info.has_tokenizer) {
+    size_t len = 0;
+    kplan_tokenizer_decode(plan.get(), tokens.data(), n, nullptr, 0, &len);  // asks the size
+    std::string text(len, '\0');
+    api_check(kplan_tokenizer_decode(plan.get(), tokens.data(), n, text.data(), text.size(), &len));
     std::fputs("text: ", stdout);
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fwrite(text.data(), 1, text.size(), stdout);  // raw bytes, as the model made them
     std::fputc('\n', stdout);
   }
   std::fflush(stdout);
   if (args.stats) {
     std::string mode = args.spec;
-    if (options.spec == SpecMode::kDDTree) mode += " budget " + std::to_string(args.budget);
-    if (options.spec != SpecMode::kNone) mode += ", drafter " + args.drafter;
-    const auto* session = dynamic_cast<const SessionTargetModel*>(target.get());
-    std::fprintf(stderr, "stats: mode                 %s, device %s, temperature %g\n",
-                 mode.c_str(), session && session->on_gpu() ? "gpu" : "cpu", args.temperature);
-    std::fputs(format_stats(result.stats).c_str(), stderr);
+    if (g.spec == KPLAN_SPEC_DDTREE) mode += " budget " + std::to_string(args.budget);
+    if (g.spec != KPLAN_SPEC_NONE) mode += ", drafter " + args.drafter;
+    std::fprintf(stderr, "stats: mode                 %s, device %s, temperature %g\n", mode.c_str(),
+                 kplan_session_device(session.get()) == KPLAN_DEVICE_GPU ? "gpu" : "cpu", args.temperature);
+    print_stats(stats);
   }
 }
 

@@ -1,5 +1,15 @@
 /* kplan runtime C API: the one door to a compiled plan (.kplan) for the CLI and any language
- * binding. Plain C, sized integer types, names of the form kplan_<noun>_<verb>.
+ * binding. Plain C, sized integer types, names of the form kplan_<noun>_<verb>. This folder is
+ * self-contained: it includes nothing but the C standard headers.
+ *
+ * Three handles: a plan (the mapped file), a model (the plan loaded onto one device: modules and
+ * weights uploaded once) and sessions on a model (each its own KV cache, step inputs and CUDA
+ * graphs; any number share the model's weights). Handles may be destroyed in any order: a
+ * session keeps what it uses of its model alive, a model what it uses of its plan.
+ *
+ * Structs whose first field is `struct_size` may grow: set it to sizeof the struct you compiled
+ * against (the *_init functions do, with the defaults); the runtime reads or writes only the
+ * fields that fit.
  *
  * Errors: every call returns a kplan_status; on failure kplan_error_last() returns one line that
  * names the problem (valid until the next failing call on the same thread). A missing driver or
@@ -9,11 +19,12 @@
  * one CUDA graph per bucket (debugging, profiling).
  *
  * Typical use:
- *   kplan_plan* plan;  kplan_plan_open("model.kplan", NULL, &plan);
- *   kplan_session* s;  kplan_session_create(plan, NULL, &s);      // GPU when present, else CPU
- *   kplan_session_step(s, tokens, positions, n, NULL, logits);    // logits: n * vocab floats
- *   kplan_session_commit(s, keep, n_keep);
- *   kplan_session_destroy(s); kplan_plan_close(plan);
+ *   kplan_plan* plan;    kplan_plan_open("model.kplan", NULL, &plan);
+ *   kplan_model* model;  kplan_model_create(plan, NULL, &model);   // GPU when present, else CPU
+ *   kplan_session* s;    kplan_session_create(model, NULL, &s);
+ *   kplan_generate_options g; kplan_generate_options_init(&g); g.spec = KPLAN_SPEC_DDTREE;
+ *   kplan_session_generate(s, prompt, n_prompt, &g, out, capacity, &n_out, NULL);
+ *   kplan_session_destroy(s); kplan_model_destroy(model); kplan_plan_close(plan);
  */
 #ifndef KPLAN_KPLAN_H_
 #define KPLAN_KPLAN_H_
@@ -60,6 +71,7 @@ typedef enum kplan_plan_section {
 kplan_status kplan_plan_describe(kplan_plan* plan, kplan_plan_section section, const char** text);
 
 typedef struct kplan_plan_info {
+  uint32_t struct_size;         /* sizeof(kplan_plan_info) */
   uint32_t format_version;
   int64_t vocab_size;
   int64_t hidden_size;
@@ -72,14 +84,29 @@ typedef struct kplan_plan_info {
   uint64_t kv_bytes_per_token;  /* KV cache bytes per cached position, all layers */
   int32_t num_archs;
   char archs[8][16];            /* "sm_90", ... */
+  int32_t has_drafter;          /* 1: the plan carries a DFlash drafter */
+  int32_t draft_block_size;     /* its block size (positions per proposal + 1); 0 without one */
+  int32_t has_tokenizer;        /* 1: kplan_tokenizer_encode / _decode work on this plan */
 } kplan_plan_info;
 
 kplan_status kplan_plan_info_get(const kplan_plan* plan, kplan_plan_info* info);
 /* The plan's model config.json text (owned by the plan). */
 const char* kplan_plan_config_json(const kplan_plan* plan);
-/* The plan's tokenizer data (a tiktoken bundle, see runtime/tokenizer/tokenizer_bundle.h; owned by
+/* The plan's tokenizer data (a tiktoken bundle: JSON {"format": "kplan-tiktoken-1", ...}; owned by
  * the plan); *size is 0 when the plan has none. */
 const uint8_t* kplan_plan_tokenizer(const kplan_plan* plan, uint64_t* size);
+
+/* ---- the plan's tokenizer ---- */
+/* Text (UTF-8 bytes, special tokens such as <|im_end|> written in it become their ids) to token
+ * ids. *n_ids is set to the number of ids; KPLAN_STATUS_ERROR when they do not fit `capacity`
+ * (call with capacity 0 to ask) or the plan has no tokenizer ("no tokenizer: ..."). */
+kplan_status kplan_tokenizer_encode(const kplan_plan* plan, const char* text, size_t length, int32_t* ids,
+                                    int32_t capacity, int32_t* n_ids);
+/* Token ids to the raw bytes the model made (not NUL-terminated). *length is set to their count;
+ * KPLAN_STATUS_ERROR when they do not fit `capacity`, an id is outside the vocabulary, or the
+ * plan has no tokenizer. */
+kplan_status kplan_tokenizer_decode(const kplan_plan* plan, const int32_t* ids, int32_t n_ids, char* text,
+                                    size_t capacity, size_t* length);
 /* The plan's drafter config.json text ("" when it has no drafter). */
 const char* kplan_plan_draft_config_json(const kplan_plan* plan);
 
@@ -95,29 +122,62 @@ typedef struct kplan_device_info {
 /* KPLAN_STATUS_NO_GPU (with the reason in kplan_error_last) when no GPU can be used. */
 kplan_status kplan_device_probe(kplan_device_info* info);
 
-/* ---- sessions: a loaded model with its KV cache ---- */
-typedef struct kplan_session kplan_session;
-
 typedef enum kplan_device_kind {
   KPLAN_DEVICE_AUTO = 0, /* the GPU when one is usable, else the CPU reference */
   KPLAN_DEVICE_GPU = 1,
   KPLAN_DEVICE_CPU = 2,
 } kplan_device_kind;
 
+/* ---- models: a plan on one device, weights uploaded once ---- */
+typedef struct kplan_model kplan_model;
+
+typedef struct kplan_model_options {
+  uint32_t struct_size;      /* sizeof(kplan_model_options) */
+  kplan_device_kind device;  /* AUTO (default), GPU or CPU */
+} kplan_model_options;
+
+void kplan_model_options_init(kplan_model_options* options);
+/* Loads the plan onto the device: on the GPU the cubins of its arch and every weight a launch
+ * reads, once. `options` may be NULL (AUTO). */
+kplan_status kplan_model_create(kplan_plan* plan, const kplan_model_options* options, kplan_model** out);
+void kplan_model_destroy(kplan_model* model);
+
+typedef struct kplan_model_info {
+  uint32_t struct_size;          /* sizeof(kplan_model_info) */
+  kplan_device_kind device;      /* GPU or CPU: where the model runs */
+  int32_t sessions;              /* sessions alive on the model */
+  int32_t weight_uploads;        /* times the weights were copied to the device: 1 on the GPU (at
+                                    create, never per session); 0 on the CPU, whose sessions read
+                                    the plan's mapped weights */
+  uint64_t weight_upload_bytes;  /* bytes those uploads copied */
+  uint64_t device_weight_bytes;  /* weight bytes resident in device memory */
+  int64_t max_step_tokens;       /* most tokens one step takes (GPU: the largest bucket); 0: any */
+  double load_seconds;           /* create: modules and weight upload */
+} kplan_model_info;
+
+kplan_status kplan_model_info_get(const kplan_model* model, kplan_model_info* info);
+
+/* ---- sessions: one decoding stream on a model (KV cache, step inputs, graphs) ---- */
+typedef struct kplan_session kplan_session;
+
 typedef struct kplan_session_options {
-  kplan_device_kind device;
-  int32_t use_graphs;   /* 1 (default): one CUDA graph per bucket; 0: plain launches */
-  int64_t max_context;  /* CPU reference only: KV cache positions (0: the plan's limit) */
+  uint32_t struct_size;     /* sizeof(kplan_session_options) */
+  int32_t use_graphs;       /* GPU: 1 (default) one CUDA graph per bucket; 0: plain launches */
+  int64_t max_context;      /* CPU reference only: KV cache positions (0: the plan's limit) */
+  int64_t max_step_tokens;  /* 0 (default): the model's largest step; else at most this many
+                               tokens per step (prompts are fed in chunks of it) */
 } kplan_session_options;
 
-/* Loads the plan onto the device (the plan must stay open while the session lives).
- * `options` may be NULL (AUTO, graphs). */
-kplan_status kplan_session_create(kplan_plan* plan, const kplan_session_options* options, kplan_session** out);
+void kplan_session_options_init(kplan_session_options* options);
+/* A fresh session (empty KV cache) on the model. `options` may be NULL (the defaults). */
+kplan_status kplan_session_create(kplan_model* model, const kplan_session_options* options, kplan_session** out);
 void kplan_session_destroy(kplan_session* session);
 /* KPLAN_DEVICE_GPU or KPLAN_DEVICE_CPU: where the session runs. */
 kplan_device_kind kplan_session_device(const kplan_session* session);
-/* Seconds the session took to load (GPU: modules, weight upload, graphs). */
+/* Seconds the session took to create (GPU: arena and graphs; the model's load apart). */
 double kplan_session_load_seconds(const kplan_session* session);
+/* The most tokens one kplan_session_step takes (0: any). */
+int64_t kplan_session_max_step_tokens(const kplan_session* session);
 
 /* One target step of n tokens at the given positions against the committed cache.
  * tree_mask: NULL for causal, else n * ceil(n/32) words (bit j of row i: token i attends j).
@@ -135,7 +195,66 @@ kplan_status kplan_session_capture_layers_set(kplan_session* session, const int6
 /* Capture layer `index` (in the order set) of the last step: rows * hidden floats into out. */
 kplan_status kplan_session_captured(kplan_session* session, int32_t index, float* out, int64_t capacity);
 
-/* Greedy AR generation: prefill the prompt, then n_new argmax tokens written to out_ids. */
+/* ---- generation: the decode loops behind the API ---- */
+typedef enum kplan_spec_mode {
+  KPLAN_SPEC_NONE = 0,    /* plain autoregressive decoding */
+  KPLAN_SPEC_DFLASH = 1,  /* one draft path per round: the drafter's argmax chain */
+  KPLAN_SPEC_DDTREE = 2,  /* a best-first draft tree of `budget` nodes per round */
+} kplan_spec_mode;
+
+typedef enum kplan_drafter_kind {
+  KPLAN_DRAFTER_DFLASH = 0,  /* the plan's DFlash drafter (compiled with --draft) */
+  KPLAN_DRAFTER_ORACLE = 1,  /* tests, measurements: told the true continuation */
+  KPLAN_DRAFTER_RANDOM = 2,  /* tests: seeded random proposals */
+} kplan_drafter_kind;
+
+typedef struct kplan_generate_options {
+  uint32_t struct_size;        /* sizeof(kplan_generate_options) */
+  kplan_spec_mode spec;        /* NONE (default) */
+  kplan_drafter_kind drafter;  /* DFLASH (default) */
+  int32_t budget;              /* DDTree: tree nodes per round, verify = 1 + budget tokens (16) */
+  int32_t max_new;             /* tokens to generate, fewer on EOS (16) */
+  double temperature;          /* 0 (default): greedy; > 0: sampling (lossless) */
+  uint64_t seed;               /* sampling and the oracle / random drafters (0) */
+  int32_t stop_at_eos;         /* 1 (default): stop after emitting one of the model's EOS ids */
+  int32_t draft_depth;         /* oracle / random: positions per proposal (0: the plan drafter's
+                                  block size - 1, else 7) */
+  double oracle_accuracy;      /* oracle: chance of proposing the true token per depth (0.8) */
+  const int32_t* oracle_continuation;  /* oracle: the true tokens after the prompt; NULL: the
+                                          session decodes AR with these settings first */
+  int32_t oracle_continuation_length;
+} kplan_generate_options;
+
+void kplan_generate_options_init(kplan_generate_options* options);
+
+typedef struct kplan_generate_stats {
+  uint32_t struct_size;          /* sizeof(kplan_generate_stats) */
+  int64_t prompt_tokens;
+  int64_t generated_tokens;
+  int64_t prefill_steps;         /* target steps of the prefill (chunks of the largest step) */
+  int64_t rounds;                /* target steps after prefill (AR: one per token; else verifies) */
+  int64_t committed_in_rounds;   /* tokens the rounds produced (root + accepted path each) */
+  int64_t tree_nodes;            /* verify tokens over all rounds */
+  int64_t target_forwards;       /* prefill (once) + rounds */
+  double mean_acceptance_length; /* committed_in_rounds / rounds */
+  int32_t stopped_at_context;    /* 1: the KV cache filled before max_new / EOS */
+  double seconds_prefill;
+  double seconds_draft;          /* the drafter's propose and observe */
+  double seconds_tree_build;
+  double seconds_verify;
+  double seconds_walk_commit;    /* the walk and the KV compaction */
+} kplan_generate_stats;
+
+/* Resets the session, prefills the prompt (in chunks of the largest step) and decodes: the new
+ * tokens (EOS included when it ended the decode) go to out_tokens (room for `capacity`, at least
+ * max_new), their count to *n_tokens. `options` may be NULL (greedy AR, 16 tokens); `stats` may
+ * be NULL. Bad input (an empty prompt, ids outside the vocabulary, a prompt longer than the
+ * context, budget < 1 for DDTree, a speculative mode without a drafter) is KPLAN_STATUS_ERROR. */
+kplan_status kplan_session_generate(kplan_session* session, const int32_t* prompt, int32_t n_prompt,
+                                    const kplan_generate_options* options, int32_t* out_tokens, int32_t capacity,
+                                    int32_t* n_tokens, kplan_generate_stats* stats);
+
+/* Greedy AR generation without EOS: kplan_session_generate's shorthand for exactly n_new tokens. */
 kplan_status kplan_session_generate_greedy(kplan_session* session, const int32_t* prompt, int32_t n_prompt,
                                            int32_t n_new, int32_t* out_ids);
 
@@ -150,7 +269,7 @@ typedef struct kplan_bench_result {
   double read_bytes;         /* bytes the step must read: weights (routed experts: expected share
                                 touched by `tokens` tokens) + KV at `context` */
   double achieved_gbps;      /* read_bytes / median step time, GB/s (1e9) */
-  double load_seconds;       /* session load */
+  double load_seconds;       /* model load + session creation */
 } kplan_bench_result;
 
 /* Times `steps` replays of the 1-token decode bucket after prefilling `context` positions. */

@@ -16,7 +16,7 @@
 
 #include "kplan/kplan.h"
 #include "tests/unit/plan/sample_plan.h"
-#include "kplan/session_target_model.h"
+#include "tests/unit/runtime/session_target.h"
 #include "tests/unit/cpu/sha256.h"
 
 namespace kplan {
@@ -73,9 +73,10 @@ TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
             0)
       << file_text(dir / "compile.log");
 
-  PlanHandle plan(plan_file.string());
-  SessionTargetModel gpu(plan, kplan_session_options{KPLAN_DEVICE_GPU, 1, 0});
-  SessionTargetModel cpu(plan, kplan_session_options{KPLAN_DEVICE_CPU, 1, 0});
+  PlanHandle gpu_plan(plan_file.string(), KPLAN_DEVICE_GPU);
+  PlanHandle cpu_plan(plan_file.string(), KPLAN_DEVICE_CPU);
+  SessionTargetModel gpu(gpu_plan);
+  SessionTargetModel cpu(cpu_plan);
   ASSERT_TRUE(gpu.on_gpu());
   const int64_t vocab = gpu.config().vocab_size;
 

@@ -11,6 +11,7 @@
 #include "ir/support/error.h"
 #include "kplan/kplan.h"
 #include "tests/unit/plan/sample_plan.h"
+#include "runtime/gpu/gpu_device.h"
 #include "runtime/gpu/gpu_executor.h"
 #include "runtime/gpu/gpu_target_model.h"
 #include "tests/unit/runtime/toy_plan.h"
@@ -112,8 +113,10 @@ TEST(GpuRuntime, CApiStepsAndBenchmarksTheToyPlan) {
   fs::path file = toy_plan_file(arch, "capi.kplan");
   kplan_plan* plan = nullptr;
   ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &plan), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_model* model = nullptr;
+  ASSERT_EQ(kplan_model_create(plan, nullptr, &model), KPLAN_STATUS_OK) << kplan_error_last();
   kplan_session* s = nullptr;
-  ASSERT_EQ(kplan_session_create(plan, nullptr, &s), KPLAN_STATUS_OK) << kplan_error_last();
+  ASSERT_EQ(kplan_session_create(model, nullptr, &s), KPLAN_STATUS_OK) << kplan_error_last();
   EXPECT_EQ(kplan_session_device(s), KPLAN_DEVICE_GPU);
   int32_t tok[2] = {3, 4}, pos[2] = {0, 1};
   std::vector<float> logits(2 * testing::kToyVocab);
@@ -137,6 +140,78 @@ TEST(GpuRuntime, CApiStepsAndBenchmarksTheToyPlan) {
   EXPECT_EQ(buckets[0], 1);
   EXPECT_EQ(buckets[1], 4);
   kplan_session_destroy(s);
+  kplan_model_destroy(model);
+  kplan_plan_close(plan);
+}
+
+// Two sessions on one model: the weights go to the device once (measured by free device memory
+// and by the model's upload count), each session has its own KV cache, and both match the host
+// model. The toy's one weight is padded to 256 MiB so the upload dwarfs a session's arena.
+TEST(GpuRuntime, TwoSessionsOnOneModelUploadTheWeightsOnce) {
+  REQUIRE_GPU();
+  plan::Plan toy = testing::toy_plan({arch});
+  constexpr uint64_t kBallast = 256ull << 20;
+  toy.weights[0].owned.resize(kBallast);  // the kernel reads the first kToyVocab floats only
+  toy.weights[0].shape = {static_cast<int64_t>(kBallast / 4)};
+  auto p = std::make_shared<const plan::Plan>(std::move(toy));
+  uint64_t free0 = 0, free1 = 0, free2 = 0, free3 = 0, total = 0;
+  gpu::device_memory(&free0, &total);
+  auto model = std::make_shared<const gpu::GpuModel>(p, "toy (ballast)");
+  gpu::device_memory(&free1, &total);
+  EXPECT_GE(free0 - free1, kBallast) << "the model holds the weights";
+  EXPECT_EQ(model->weight_uploads(), 1);
+  EXPECT_EQ(model->weight_upload_bytes(), kBallast);
+  {
+    gpu::GpuTargetModel a(model);
+    gpu::device_memory(&free2, &total);
+    gpu::GpuTargetModel b(model);
+    gpu::device_memory(&free3, &total);
+    std::printf("[ figures  ] model %.1f MiB, session a %.1f MiB, session b %.1f MiB\n", (free0 - free1) / 1048576.0,
+                (free1 - free2) / 1048576.0, (free2 - free3) / 1048576.0);
+    EXPECT_LT(free1 - free2, kBallast / 4) << "a session must not upload the weights again";
+    EXPECT_LT(free2 - free3, kBallast / 4) << "a second session must not upload the weights again";
+    EXPECT_EQ(model->weight_uploads(), 1);
+    // Separate KV caches: a's sequence, then b's from empty, both exact.
+    run_sequence(a);
+    EXPECT_EQ(b.cache_length(), 0);
+    run_sequence(b);
+    EXPECT_EQ(a.cache_length(), 9);
+  }
+}
+
+// The same through the C API: model info counts one upload however many sessions there are.
+TEST(GpuRuntime, CApiSessionsShareTheModelsWeights) {
+  REQUIRE_GPU();
+  fs::path file = toy_plan_file(arch, "shared.kplan");
+  kplan_plan* plan = nullptr;
+  ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &plan), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_model* model = nullptr;
+  ASSERT_EQ(kplan_model_create(plan, nullptr, &model), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_model_info info{};
+  info.struct_size = sizeof info;
+  ASSERT_EQ(kplan_model_info_get(model, &info), KPLAN_STATUS_OK);
+  EXPECT_EQ(info.device, KPLAN_DEVICE_GPU);
+  EXPECT_EQ(info.weight_uploads, 1);
+  EXPECT_EQ(info.weight_upload_bytes, static_cast<uint64_t>(testing::kToyVocab * 4));
+  EXPECT_EQ(info.max_step_tokens, 4);
+  kplan_session *a = nullptr, *b = nullptr;
+  ASSERT_EQ(kplan_session_create(model, nullptr, &a), KPLAN_STATUS_OK) << kplan_error_last();
+  ASSERT_EQ(kplan_session_create(model, nullptr, &b), KPLAN_STATUS_OK) << kplan_error_last();
+  ASSERT_EQ(kplan_model_info_get(model, &info), KPLAN_STATUS_OK);
+  EXPECT_EQ(info.sessions, 2);
+  EXPECT_EQ(info.weight_uploads, 1);
+  // A prompt longer than the largest bucket (4) is chunked: 10 tokens through generate.
+  std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  std::vector<int32_t> got_a(3), got_b(3);
+  ASSERT_EQ(kplan_session_generate_greedy(a, prompt.data(), 10, 3, got_a.data()), KPLAN_STATUS_OK) << kplan_error_last();
+  ASSERT_EQ(kplan_session_generate_greedy(b, prompt.data(), 10, 3, got_b.data()), KPLAN_STATUS_OK) << kplan_error_last();
+  EXPECT_EQ(got_a, got_b);
+  kplan_session_destroy(a);
+  kplan_model_destroy(model);  // b keeps what it uses alive
+  int32_t tok = 3, pos = 0;
+  ASSERT_EQ(kplan_session_reset(b), KPLAN_STATUS_OK);
+  EXPECT_EQ(kplan_session_step(b, &tok, &pos, 1, nullptr, nullptr), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_session_destroy(b);
   kplan_plan_close(plan);
 }
 

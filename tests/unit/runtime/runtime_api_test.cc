@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,7 +17,7 @@
 #include "schemas/plan_writer.h"
 #include "compiler/synth/synth.h"
 #include "kplan/kplan.h"
-#include "kplan/session_target_model.h"
+#include "tests/unit/runtime/session_target.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/plan_stats.h"
 #include "tests/unit/plan/sample_plan.h"
@@ -54,10 +55,12 @@ TEST(RuntimeApi, AGpuSessionWithoutAGpuSaysNoGpu) {
   fs::path file = sample_plan_file("nogpu.kplan");
   kplan_plan* plan = nullptr;
   ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &plan), KPLAN_STATUS_OK) << kplan_error_last();
-  kplan_session_options o{KPLAN_DEVICE_GPU, 1, 0};
-  kplan_session* s = nullptr;
-  EXPECT_EQ(kplan_session_create(plan, &o, &s), KPLAN_STATUS_NO_GPU);
-  EXPECT_EQ(s, nullptr);
+  kplan_model_options o;
+  kplan_model_options_init(&o);
+  o.device = KPLAN_DEVICE_GPU;
+  kplan_model* m = nullptr;
+  EXPECT_EQ(kplan_model_create(plan, &o, &m), KPLAN_STATUS_NO_GPU);
+  EXPECT_EQ(m, nullptr);
   EXPECT_EQ(std::string(kplan_error_last()).rfind("no GPU: ", 0), 0u) << kplan_error_last();
   kplan_plan_close(plan);
 }
@@ -98,6 +101,9 @@ TEST(RuntimeApi, InfoCountsTheBytesADecodeStepReads) {
   kplan_plan* plan = nullptr;
   ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &plan), KPLAN_STATUS_OK) << kplan_error_last();
   kplan_plan_info info{};
+  EXPECT_EQ(kplan_plan_info_get(plan, &info), KPLAN_STATUS_ERROR) << "struct_size unset";
+  EXPECT_NE(std::string(kplan_error_last()).find("struct_size"), std::string::npos) << kplan_error_last();
+  info.struct_size = sizeof info;
   ASSERT_EQ(kplan_plan_info_get(plan, &info), KPLAN_STATUS_OK);
   // embed 256 B (one row of 16: 16 B), lm_head 259 B (all), expert 17600 B (top-2 of 8 experts).
   EXPECT_EQ(info.weight_bytes, 256u + 259u + 17600u);
@@ -143,8 +149,8 @@ fs::path tiny_checkpoint_plan(fs::path* ckpt_dir) {
 TEST(RuntimeApi, CpuSessionOverAPlanMatchesTheCheckpointReference) {
   fs::path ckpt;
   fs::path file = tiny_checkpoint_plan(&ckpt);
-  PlanHandle plan(file.string());
-  SessionTargetModel session(plan, kplan_session_options{KPLAN_DEVICE_CPU, 1, 0});
+  PlanHandle plan(file.string(), KPLAN_DEVICE_CPU);
+  SessionTargetModel session(plan);
   EXPECT_FALSE(session.on_gpu());
   std::unique_ptr<TargetModel> direct = make_cpu_target(ckpt, 64);
   StepInput prompt{{0, 17, 300, 5, 999}, {0, 1, 2, 3, 4}, {}};
@@ -158,8 +164,8 @@ TEST(RuntimeApi, CpuSessionOverAPlanMatchesTheCheckpointReference) {
 TEST(RuntimeApi, GreedyGenerationOnTheCpuMatchesAStepByStepLoop) {
   fs::path ckpt;
   fs::path file = tiny_checkpoint_plan(&ckpt);
-  PlanHandle plan(file.string());
-  SessionTargetModel session(plan, kplan_session_options{KPLAN_DEVICE_CPU, 1, 0});
+  PlanHandle plan(file.string(), KPLAN_DEVICE_CPU);
+  SessionTargetModel session(plan);
   std::vector<int32_t> prompt = {0, 17, 300, 5, 999, 42, 7, 8, 9, 10};  // > 8: prefilled in two chunks
   std::vector<int32_t> got(6);
   ASSERT_EQ(kplan_session_generate_greedy(session.session(), prompt.data(), static_cast<int32_t>(prompt.size()), 6,
@@ -181,6 +187,145 @@ TEST(RuntimeApi, GreedyGenerationOnTheCpuMatchesAStepByStepLoop) {
     in = StepInput{{next}, {static_cast<int32_t>(direct->cache_length())}, {}};
   }
   EXPECT_EQ(got, want);
+}
+
+// Two sessions on one model: one model, one weight placement (the query the GPU test also makes
+// with device memory), separate KV caches, identical results.
+TEST(RuntimeApi, TwoSessionsOnOneModelShareItAndKeepTheirOwnCaches) {
+  fs::path ckpt;
+  fs::path file = tiny_checkpoint_plan(&ckpt);
+  kplan_plan* plan = nullptr;
+  ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &plan), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_model_options mo;
+  kplan_model_options_init(&mo);
+  mo.device = KPLAN_DEVICE_CPU;
+  kplan_model* model = nullptr;
+  ASSERT_EQ(kplan_model_create(plan, &mo, &model), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_plan_close(plan);  // the model keeps what it needs of the plan
+  kplan_model_info before{};
+  before.struct_size = sizeof before;
+  ASSERT_EQ(kplan_model_info_get(model, &before), KPLAN_STATUS_OK);
+  EXPECT_EQ(before.device, KPLAN_DEVICE_CPU);
+  EXPECT_EQ(before.sessions, 0);
+  kplan_session *a = nullptr, *b = nullptr;
+  ASSERT_EQ(kplan_session_create(model, nullptr, &a), KPLAN_STATUS_OK) << kplan_error_last();
+  ASSERT_EQ(kplan_session_create(model, nullptr, &b), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_model_info after{};
+  after.struct_size = sizeof after;
+  ASSERT_EQ(kplan_model_info_get(model, &after), KPLAN_STATUS_OK);
+  EXPECT_EQ(after.sessions, 2);
+  EXPECT_EQ(after.weight_uploads, before.weight_uploads) << "sessions never place the weights again";
+  EXPECT_EQ(after.weight_upload_bytes, before.weight_upload_bytes);
+
+  int32_t tok[3] = {4, 8, 15}, pos[3] = {0, 1, 2};
+  std::vector<float> la(3 * 1024), lb(3 * 1024);
+  ASSERT_EQ(kplan_session_step(a, tok, pos, 3, nullptr, la.data()), KPLAN_STATUS_OK) << kplan_error_last();
+  int32_t keep[3] = {0, 1, 2};
+  ASSERT_EQ(kplan_session_commit(a, keep, 3), KPLAN_STATUS_OK);
+  EXPECT_EQ(kplan_session_cache_length(a), 3);
+  EXPECT_EQ(kplan_session_cache_length(b), 0) << "b has its own cache";
+  ASSERT_EQ(kplan_session_step(b, tok, pos, 3, nullptr, lb.data()), KPLAN_STATUS_OK) << kplan_error_last();
+  EXPECT_EQ(la, lb);
+  kplan_model_destroy(model);  // sessions keep it alive
+  ASSERT_EQ(kplan_session_commit(b, keep, 3), KPLAN_STATUS_OK);
+  kplan_session_destroy(a);
+  kplan_session_destroy(b);
+}
+
+// The C API's own loop chunks too: a session capped at 8 tokens per step decodes a 200-token
+// prompt, in AR, DFlash and DDTree, exactly as an uncapped session.
+TEST(RuntimeApi, GenerateChunksAPromptLongerThanTheLargestStep) {
+  fs::path ckpt;
+  fs::path file = tiny_checkpoint_plan(&ckpt);
+  PlanHandle plan(file.string(), KPLAN_DEVICE_CPU);
+  auto session = [&](int64_t cap) {
+    kplan_session_options o;
+    kplan_session_options_init(&o);
+    o.max_context = 256;
+    o.max_step_tokens = cap;
+    kplan_session* s = nullptr;
+    EXPECT_EQ(kplan_session_create(plan.model(), &o, &s), KPLAN_STATUS_OK) << kplan_error_last();
+    return s;
+  };
+  kplan_session* whole = session(0);
+  kplan_session* capped = session(8);
+  EXPECT_EQ(kplan_session_max_step_tokens(capped), 8);
+  std::vector<int32_t> prompt(200);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % 1024);
+  int32_t too_long[9] = {};
+  int32_t at[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(kplan_session_step(capped, too_long, at, 9, nullptr, nullptr), KPLAN_STATUS_ERROR);
+  EXPECT_NE(std::string(kplan_error_last()).find("exceeds the session's largest step (8 tokens)"), std::string::npos);
+
+  auto generate = [&](kplan_session* s, kplan_spec_mode spec, kplan_drafter_kind drafter, kplan_generate_stats* st) {
+    kplan_generate_options g;
+    kplan_generate_options_init(&g);
+    g.spec = spec;
+    g.drafter = drafter;
+    g.budget = 5;
+    g.max_new = 6;
+    g.stop_at_eos = 0;
+    std::vector<int32_t> out(6);
+    int32_t n = 0;
+    EXPECT_EQ(kplan_session_generate(s, prompt.data(), 200, &g, out.data(), 6, &n, st), KPLAN_STATUS_OK)
+        << kplan_error_last();
+    out.resize(static_cast<size_t>(n));
+    return out;
+  };
+  kplan_generate_stats stats{};
+  stats.struct_size = sizeof stats;
+  const std::vector<int32_t> want = generate(whole, KPLAN_SPEC_NONE, KPLAN_DRAFTER_DFLASH, nullptr);
+  ASSERT_EQ(want.size(), 6u);
+  EXPECT_EQ(generate(capped, KPLAN_SPEC_NONE, KPLAN_DRAFTER_DFLASH, &stats), want) << "AR";
+  EXPECT_EQ(stats.prefill_steps, 25);
+  EXPECT_EQ(stats.generated_tokens, 6);
+  EXPECT_EQ(generate(capped, KPLAN_SPEC_DFLASH, KPLAN_DRAFTER_ORACLE, &stats), want) << "DFlash, oracle";
+  EXPECT_EQ(generate(capped, KPLAN_SPEC_DDTREE, KPLAN_DRAFTER_RANDOM, &stats), want) << "DDTree, random";
+  EXPECT_GT(stats.rounds, 0);
+  kplan_session_destroy(whole);
+  kplan_session_destroy(capped);
+}
+
+TEST(RuntimeApi, GenerateRefusesBadOptionsClearly) {
+  fs::path ckpt;
+  fs::path file = tiny_checkpoint_plan(&ckpt);
+  PlanHandle plan(file.string(), KPLAN_DEVICE_CPU);
+  SessionTargetModel s(plan);
+  int32_t prompt[2] = {1, 2}, out[4];
+  int32_t n = 0;
+  kplan_generate_options g;
+  kplan_generate_options_init(&g);
+  g.max_new = 4;
+  auto refused = [&](const kplan_generate_options& o, int32_t capacity, const std::string& needle) {
+    EXPECT_EQ(kplan_session_generate(s.session(), prompt, 2, &o, out, capacity, &n, nullptr), KPLAN_STATUS_ERROR);
+    EXPECT_NE(std::string(kplan_error_last()).find(needle), std::string::npos) << kplan_error_last();
+  };
+  refused(g, 2, "out_tokens holds 2 tokens");
+  kplan_generate_options unset = g;
+  unset.struct_size = 0;
+  refused(unset, 4, "struct_size is not set");
+  kplan_generate_options tree = g;
+  tree.spec = KPLAN_SPEC_DDTREE;
+  refused(tree, 4, "needs a drafter");
+  tree.drafter = KPLAN_DRAFTER_RANDOM;
+  tree.budget = 0;
+  refused(tree, 4, "budget must be at least 1");
+  // An older caller's smaller struct: the fields it has, defaults for the rest.
+  kplan_generate_options old = g;
+  old.struct_size = offsetof(kplan_generate_options, temperature);
+  EXPECT_EQ(kplan_session_generate(s.session(), prompt, 2, &old, out, 4, &n, nullptr), KPLAN_STATUS_OK)
+      << kplan_error_last();
+  EXPECT_EQ(n, 4);
+}
+
+TEST(RuntimeApi, APlanWithoutATokenizerSaysSo) {
+  fs::path file = sample_plan_file("notok.kplan");
+  kplan_plan* plan = nullptr;
+  ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &plan), KPLAN_STATUS_OK) << kplan_error_last();
+  int32_t n = -1;
+  EXPECT_EQ(kplan_tokenizer_encode(plan, "hi", 2, nullptr, 0, &n), KPLAN_STATUS_ERROR);
+  EXPECT_EQ(std::string(kplan_error_last()).rfind("no tokenizer: ", 0), 0u) << kplan_error_last();
+  kplan_plan_close(plan);
 }
 
 }  // namespace

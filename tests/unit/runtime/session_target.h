@@ -1,17 +1,15 @@
 #pragma once
-// A TargetModel (runtime/step_model.h) over a C API session, so the C++ decode loops (AR, DFlash,
-// DDTree) run a compiled plan through the one door the CLI uses. Errors become kplan::Error
-// carrying the C API's message.
+// Test helper: a TargetModel (runtime/step_model.h) over a C API session, so tests drive a
+// compiled plan through the one door the CLI uses. Errors become kplan::Error carrying the C
+// API's message. The model spec comes from the plan (schemas/plan_reader.h), not config.json.
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "compiler/frontend/model_config.h"
 #include "ir/support/error.h"
 #include "kplan/kplan.h"
 #include "runtime/step_model.h"
+#include "schemas/plan_reader.h"
 
 namespace kplan {
 
@@ -20,43 +18,49 @@ inline void api_check(kplan_status s) {
   if (s != KPLAN_STATUS_OK) throw Error(kplan_error_last());
 }
 
-// Owns an open plan (closed on destruction).
+// An open plan and a model on `device` (closed on destruction).
 class PlanHandle {
  public:
-  explicit PlanHandle(const std::string& path, bool verify_weights = true) {
-    kplan_plan_open_options o{verify_weights ? 1 : 0};
+  explicit PlanHandle(const std::string& path, kplan_device_kind device = KPLAN_DEVICE_AUTO) {
     kplan_plan* p = nullptr;
-    api_check(kplan_plan_open(path.c_str(), &o, &p));
+    api_check(kplan_plan_open(path.c_str(), nullptr, &p));
     plan_.reset(p);
+    spec_ = plan::read_plan(path, {.verify_weights = false}).model;
+    kplan_model_options o;
+    kplan_model_options_init(&o);
+    o.device = device;
+    kplan_model* m = nullptr;
+    api_check(kplan_model_create(p, &o, &m));
+    model_.reset(m);
   }
   kplan_plan* get() const { return plan_.get(); }
+  kplan_model* model() const { return model_.get(); }
+  const ModelConfig& spec() const { return spec_; }
 
  private:
   struct Close {
     void operator()(kplan_plan* p) const { kplan_plan_close(p); }
   };
+  struct Destroy {
+    void operator()(kplan_model* m) const { kplan_model_destroy(m); }
+  };
   std::unique_ptr<kplan_plan, Close> plan_;
+  std::unique_ptr<kplan_model, Destroy> model_;
+  ModelConfig spec_;
 };
 
 class SessionTargetModel final : public TargetModel {
  public:
-  // Opens the plan at `path` and keeps it open as long as the model lives.
-  static std::unique_ptr<SessionTargetModel> open(const std::string& path, kplan_session_options options) {
-    auto plan = std::make_shared<PlanHandle>(path);
-    auto model = std::make_unique<SessionTargetModel>(*plan, options);
-    model->owned_plan_ = std::move(plan);
-    return model;
-  }
-  // `plan` must outlive the model.
-  SessionTargetModel(const PlanHandle& plan, kplan_session_options options) {
+  // `plan` must outlive the session.
+  explicit SessionTargetModel(const PlanHandle& plan, int64_t max_step_tokens = 0) : config_(plan.spec()) {
+    kplan_session_options o;
+    kplan_session_options_init(&o);
+    o.max_step_tokens = max_step_tokens;
     kplan_session* s = nullptr;
-    api_check(kplan_session_create(plan.get(), &options, &s));
-    plan_ = plan.get();
+    api_check(kplan_session_create(plan.model(), &o, &s));
     session_.reset(s);
-    config_ = parse_model_config(nlohmann::json::parse(kplan_plan_config_json(plan.get())), "plan model config");
   }
   kplan_session* session() const { return session_.get(); }
-  kplan_plan* plan() const { return plan_; }
   bool on_gpu() const { return kplan_session_device(session_.get()) == KPLAN_DEVICE_GPU; }
 
   const ModelConfig& config() const override { return config_; }
@@ -79,6 +83,7 @@ class SessionTargetModel final : public TargetModel {
   }
   int64_t cache_length() const override { return kplan_session_cache_length(session_.get()); }
   int64_t max_context() const override { return kplan_session_max_context(session_.get()); }
+  int64_t max_step_tokens() const override { return kplan_session_max_step_tokens(session_.get()); }
   void reset() override { api_check(kplan_session_reset(session_.get())); }
   void set_capture_layers(std::vector<int64_t> layer_ids) override {
     api_check(kplan_session_capture_layers_set(session_.get(), layer_ids.data(), static_cast<int32_t>(layer_ids.size())));
@@ -89,9 +94,7 @@ class SessionTargetModel final : public TargetModel {
   struct Destroy {
     void operator()(kplan_session* s) const { kplan_session_destroy(s); }
   };
-  std::shared_ptr<PlanHandle> owned_plan_;  // destroyed after session_ (declared first)
   std::unique_ptr<kplan_session, Destroy> session_;
-  kplan_plan* plan_ = nullptr;
   ModelConfig config_;
   std::vector<int64_t> capture_layers_;
 };

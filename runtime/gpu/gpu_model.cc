@@ -1,0 +1,130 @@
+#include "runtime/gpu/gpu_model.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "ir/support/error.h"
+#include "runtime/gpu/cuda_driver.h"
+#include "schemas/plan_arch.h"
+
+namespace kplan::gpu {
+namespace {
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+GpuModel::GpuModel(std::shared_ptr<const plan::Plan> plan, std::string source)
+    : plan_(std::move(plan)), source_(std::move(source)) {
+  auto start = std::chrono::steady_clock::now();
+  std::string why;
+  if (!probe_device(&device_, &why)) throw Error(why);
+  cu_ = cuda_driver(nullptr);
+  arch_ = plan::select_arch(*plan_, device_.arch, source_);
+  CUdevice dev = 0;
+  cuda_check(*cu_, cu_->cuDeviceGet(&dev, device_index_), "cuDeviceGet");
+  CUcontext ctx = nullptr;
+  cuda_check(*cu_, cu_->cuDevicePrimaryCtxRetain(&ctx, dev), "cannot create a CUDA context");
+  context_ = ctx;
+  try {
+    make_current();
+    upload_weights();
+    load_modules();
+  } catch (...) {
+    release();
+    throw;
+  }
+  load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+GpuModel::~GpuModel() { release(); }
+
+void GpuModel::make_current() const {
+  cuda_check(*cu_, cu_->cuCtxSetCurrent(static_cast<CUcontext>(context_)), "cuCtxSetCurrent");
+}
+
+void GpuModel::release() {
+  if (!cu_) return;
+  if (context_) cu_->cuCtxSetCurrent(static_cast<CUcontext>(context_));
+  for (void* m : modules_)
+    if (m) cu_->cuModuleUnload(static_cast<CUmodule>(m));
+  modules_.clear();
+  if (weights_) cu_->cuMemFree(weights_);
+  weights_ = 0;
+  if (context_) {
+    CUdevice dev = 0;
+    if (cu_->cuDeviceGet(&dev, device_index_) == CUDA_SUCCESS) cu_->cuDevicePrimaryCtxRelease(dev);
+  }
+  context_ = nullptr;
+  cu_ = nullptr;
+}
+
+uint64_t GpuModel::weight_address(uint32_t index, uint64_t offset) const {
+  return weights_ + weight_offsets_[index] + offset;
+}
+
+void GpuModel::upload_weights() {
+  const plan::Plan& p = *plan_;
+  // Only weights some launch reads go to the device (a plan may also carry tensors for the CPU
+  // reference only).
+  std::vector<bool> used(p.weights.size(), false);
+  for (const plan::Bucket& b : p.buckets)
+    for (const plan::Launch& l : b.launches)
+      for (const plan::LaunchArg& a : l.args)
+        if (a.kind == plan::ArgKind::Weight) used[a.index] = true;
+  weight_offsets_.assign(p.weights.size(), 0);
+  uint64_t total = 0;
+  for (size_t i = 0; i < p.weights.size(); ++i) {
+    if (!used[i]) continue;
+    weight_offsets_[i] = align_up(total, plan::kWeightAlignment);
+    total = weight_offsets_[i] + p.weights[i].data().size();
+  }
+  weight_bytes_ = total;
+  if (total == 0) return;
+  CUdeviceptr base = 0;
+  cuda_check(*cu_, cu_->cuMemAlloc(&base, total),
+             source_ + ": cannot allocate " + std::to_string(total) + " bytes of device memory for the weights");
+  weights_ = base;
+  // Straight from the mapped file (or the owned bytes): no host-side copy.
+  for (size_t i = 0; i < p.weights.size(); ++i) {
+    std::span<const uint8_t> bytes = p.weights[i].data();
+    if (bytes.empty() || !used[i]) continue;
+    cuda_check(*cu_, cu_->cuMemcpyHtoD(base + weight_offsets_[i], bytes.data(), bytes.size()),
+               source_ + ": uploading weight " + p.weights[i].name);
+    weight_upload_bytes_ += bytes.size();
+  }
+  ++weight_uploads_;
+}
+
+void GpuModel::load_modules() {
+  const plan::Plan& p = *plan_;
+  modules_.assign(p.kernels.size(), nullptr);
+  functions_.assign(p.kernels.size(), nullptr);
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const plan::Kernel& kern = p.kernels[k];
+    const plan::KernelBinary* bin = kern.binary_for(arch_);
+    if (!bin) throw Error(source_ + ": kernel " + kern.id + " has no cubin for " + arch_);
+    CUmodule mod = nullptr;
+    cuda_check(*cu_, cu_->cuModuleLoadData(&mod, bin->cubin.data()),
+               source_ + ": cannot load the " + arch_ + " cubin of kernel " + kern.id);
+    modules_[k] = mod;
+    CUfunction fn = nullptr;
+    cuda_check(*cu_, cu_->cuModuleGetFunction(&fn, mod, kern.entry.c_str()),
+               source_ + ": kernel " + kern.id + " has no entry " + kern.entry + " in its cubin");
+    functions_[k] = fn;
+  }
+  // Kernels that ask for more than the default 48 KiB of dynamic shared memory must opt in.
+  std::vector<uint32_t> max_smem(p.kernels.size(), 0);
+  for (const plan::Bucket& b : p.buckets)
+    for (const plan::Launch& l : b.launches) max_smem[l.kernel] = std::max(max_smem[l.kernel], l.smem_bytes);
+  for (size_t k = 0; k < p.kernels.size(); ++k)
+    if (max_smem[k] > 48 * 1024)
+      cuda_check(*cu_,
+                 cu_->cuFuncSetAttribute(static_cast<CUfunction>(functions_[k]),
+                                         CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         static_cast<int>(max_smem[k])),
+                 source_ + ": kernel " + p.kernels[k].id + " cannot get " + std::to_string(max_smem[k]) +
+                     " bytes of shared memory");
+}
+
+}  // namespace kplan::gpu

@@ -1,0 +1,68 @@
+#pragma once
+// A plan loaded onto one GPU, shared by every session on it: the device's primary context, the
+// plan's cubins for this GPU's arch as modules, and the weights uploaded once. Sessions
+// (GpuExecutor) add what is theirs alone: a stream, the activation arena with its KV caches,
+// pinned staging and one CUDA graph per bucket.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/gpu/gpu_device.h"
+#include "schemas/plan_model.h"
+
+namespace kplan::gpu {
+
+struct CudaDriver;
+
+class GpuModel {
+ public:
+  // Throws kplan::Error: "no GPU: ..." without a driver or device, the arch refusal, or the
+  // driver's error for a failed load. `source` names the plan in messages.
+  GpuModel(std::shared_ptr<const plan::Plan> plan, std::string source);
+  ~GpuModel();
+  GpuModel(const GpuModel&) = delete;
+  GpuModel& operator=(const GpuModel&) = delete;
+
+  const plan::Plan& plan() const { return *plan_; }
+  const std::shared_ptr<const plan::Plan>& plan_ptr() const { return plan_; }
+  const std::string& source() const { return source_; }
+  const DeviceInfo& device() const { return device_; }
+  const std::string& arch() const { return arch_; }  // the plan arch whose cubins were loaded
+  const CudaDriver& driver() const { return *cu_; }
+  void* context() const { return context_; }  // CUcontext
+  // Makes the model's context current on the calling thread.
+  void make_current() const;
+
+  // Device address of weight `index` (+ offset); the CUfunction of kernel `index`.
+  uint64_t weight_address(uint32_t index, uint64_t offset) const;
+  void* function(uint32_t kernel) const { return functions_[kernel]; }
+
+  uint64_t weight_bytes() const { return weight_bytes_; }  // on the device
+  int weight_uploads() const { return weight_uploads_; }   // 1: the constructor's, never more
+  uint64_t weight_upload_bytes() const { return weight_upload_bytes_; }
+  double load_seconds() const { return load_seconds_; }    // modules + weight upload
+
+ private:
+  void release();
+  void upload_weights();
+  void load_modules();
+
+  std::shared_ptr<const plan::Plan> plan_;
+  std::string source_;
+  const CudaDriver* cu_ = nullptr;
+  DeviceInfo device_;
+  std::string arch_;
+  void* context_ = nullptr;  // CUcontext (primary)
+  int device_index_ = 0;
+  uint64_t weights_ = 0;     // CUdeviceptr of all weights
+  uint64_t weight_bytes_ = 0;
+  int weight_uploads_ = 0;
+  uint64_t weight_upload_bytes_ = 0;
+  double load_seconds_ = 0;
+  std::vector<uint64_t> weight_offsets_;  // device offset of each weight in weights_
+  std::vector<void*> modules_;            // CUmodule per kernel
+  std::vector<void*> functions_;          // CUfunction per kernel
+};
+
+}  // namespace kplan::gpu
