@@ -15,13 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "compiler/driver/reference_plan.h"
 #include "compiler/frontend/draft_config.h"
 #include "ir/support/error.h"
 #include "kplan/session_target_model.h"
-#include "runtime/cpu/cpu_backend.h"
 #include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/oracle_drafter.h"
 #include "runtime/ddtree/random_drafter.h"
+#include "runtime/plan_cpu_target.h"
 #include "runtime/tokenizer/tokenizer_bundle.h"
 #include "tools/kplan/commands.h"
 
@@ -97,8 +98,9 @@ SpecMode parse_spec(const std::string& spec) {
 }
 
 // The target for MODEL on the chosen device: a plan goes through the runtime session (GPU or
-// CPU), a checkpoint directory to the CPU reference backend.
-std::unique_ptr<TargetModel> open_target(const RunArgs& args) {
+// CPU), a checkpoint directory to the CPU reference backend over its in-memory plan (set in
+// `reference_plan_out`, with the DFlash drafter when one will be used).
+std::unique_ptr<TargetModel> open_target(const RunArgs& args, std::shared_ptr<const plan::Plan>& reference_plan_out) {
   namespace fs = std::filesystem;
   const fs::path model(args.model);
   if (!fs::exists(model)) throw Error("MODEL '" + args.model + "' does not exist");
@@ -114,10 +116,14 @@ std::unique_ptr<TargetModel> open_target(const RunArgs& args) {
   if (args.device == "gpu")
     throw Error("MODEL '" + args.model + "': --device gpu needs a compiled .kplan plan; run a "
                 "checkpoint directory with --device cpu");
-  return make_cpu_target(model, args.max_context);
+  ReferencePlanOptions options;
+  if (args.spec != "none" && args.drafter == "dflash" && !args.draft_dir.empty()) options.draft = args.draft_dir;
+  reference_plan_out = std::make_shared<const plan::Plan>(reference_plan(model, options));
+  return make_plan_cpu_target(reference_plan_out, args.model, args.max_context);
 }
 
 std::unique_ptr<Drafter> make_drafter(const RunArgs& args, TargetModel& target,
+                                      const std::shared_ptr<const plan::Plan>& checkpoint_plan,
                                       const std::vector<int32_t>& prompt,
                                       const DecodeOptions& options) {
   const int64_t vocab = target.config().vocab_size;
@@ -126,7 +132,9 @@ std::unique_ptr<Drafter> make_drafter(const RunArgs& args, TargetModel& target,
       throw Error("--spec " + args.spec +
                   " needs a drafter: give --draft DIR (a DFlash checkpoint) or --drafter "
                   "oracle|random");
-    return make_cpu_dflash_drafter(args.draft_dir, target);
+    if (!checkpoint_plan || !checkpoint_plan->draft)
+      throw Error("--draft with a compiled plan: the DFlash drafter needs a CPU target over a checkpoint directory");
+    return make_plan_cpu_drafter(checkpoint_plan, args.draft_dir);
   }
   if (args.draft_depth < 0) throw Error("--draft-depth must not be negative");
   // Random and oracle drafters propose as deep as the DFlash drafter would (its block size - 1),
@@ -167,7 +175,8 @@ void run(const RunArgs& args) {
     throw Error("no tokenizer: MODEL '" + args.model +
                 "' has no tiktoken.model + tokenizer_config.json; use --prompt-ids");
 
-  std::unique_ptr<TargetModel> target = open_target(args);
+  std::shared_ptr<const plan::Plan> reference;
+  std::unique_ptr<TargetModel> target = open_target(args, reference);
   const std::optional<tokenizer::Tokenizer> tok = load_tokenizer(args, *target);
   if (args.has_prompt) {
     if (!tok) throw Error("no tokenizer: plan '" + args.model + "' carries no tiktoken data; use --prompt-ids");
@@ -185,7 +194,7 @@ void run(const RunArgs& args) {
   std::unique_ptr<Drafter> drafter;
   if (options.spec != SpecMode::kNone) {
     check_prompt(*target, prompt);  // before the oracle's reference run or a drafter load
-    drafter = make_drafter(args, *target, prompt, options);
+    drafter = make_drafter(args, *target, reference, prompt, options);
   }
   const DecodeResult result = decode(*target, drafter.get(), prompt, options);
 
