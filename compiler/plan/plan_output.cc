@@ -8,7 +8,6 @@
 #include "compiler/frontend/draft_config.h"
 #include "compiler/plan/ir_weights.h"
 #include "compiler/plan/plan_assemble.h"
-#include "runtime/plan_print.h"
 #include "ir/support/error.h"
 #include "ir/printer.h"
 
@@ -76,8 +75,9 @@ void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& targe
                                    options.out, &stats);
   uint64_t bytes = 0;
   for (const Weight& w : p.weights) bytes += w.size;
-  std::fprintf(stderr, "kplan compile: wrote %s: %zu buckets, %s of weights; %s\n", options.out.c_str(),
-               p.buckets.size(), format_bytes(bytes).c_str(), stats.summary().c_str());
+  // MiB by hand: the compiler does not link the runtime's plan printer.
+  std::fprintf(stderr, "kplan compile: wrote %s: %zu buckets, %.2f MiB of weights; %s\n", options.out.c_str(),
+               p.buckets.size(), static_cast<double>(bytes) / (1024.0 * 1024.0), stats.summary().c_str());
 }
 
 }  // namespace kplan::plan
