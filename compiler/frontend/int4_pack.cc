@@ -7,6 +7,7 @@
 
 #include "ir/support/dtype.h"
 #include "ir/support/error.h"
+#include "ir/support/int4.h"
 
 namespace kplan {
 
@@ -37,9 +38,8 @@ PackedInt4 pack_int4(std::span<const float> weight, int64_t out, int64_t in, int
       const float s = bf16_to_float(scale_bf16);
       for (int64_t c = g * group_size; c < (g + 1) * group_size; ++c) {
         float q = std::clamp(std::nearbyint(row[c] / s), -8.0f, 7.0f);  // FE_TONEAREST: half to even
-        uint32_t nibble = static_cast<uint32_t>(static_cast<int>(q) + 8);
         uint32_t& word = reinterpret_cast<uint32_t&>(p.packed[static_cast<size_t>(r * (in / 8) + c / 8)]);
-        word |= nibble << (4 * (c % 8));
+        int4::set_value(word, c, static_cast<int>(q));
       }
     }
   }
@@ -47,8 +47,7 @@ PackedInt4 pack_int4(std::span<const float> weight, int64_t out, int64_t in, int
 }
 
 int unpacked_int4_value(const PackedInt4& p, int64_t r, int64_t c) {
-  uint32_t word = static_cast<uint32_t>(p.packed[static_cast<size_t>(r * (p.in / 8) + c / 8)]);
-  return static_cast<int>((word >> (4 * (c % 8))) & 0xF) - 8;
+  return int4::value(reinterpret_cast<const uint32_t*>(p.packed.data()) + r * (p.in / 8), c);
 }
 
 std::vector<float> unpack_int4(const PackedInt4& p) {

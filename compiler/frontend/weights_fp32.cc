@@ -4,6 +4,7 @@
 
 #include "ir/support/dtype.h"
 #include "ir/support/error.h"
+#include "ir/support/int4.h"
 
 namespace kplan {
 
@@ -120,10 +121,8 @@ Fp32Tensor dequantize_pack_quantized(const TensorView& packed, const TensorView&
   const uint8_t* words = packed.bytes.data();
   for (int64_t r = 0; r < out; ++r) {
     for (int64_t c = 0; c < in; ++c) {
-      uint32_t word;
-      std::memcpy(&word, words + 4 * (r * packed_cols + c / 8), 4);
-      const int nibble = static_cast<int>((word >> (4 * (c % 8))) & 0xF);
-      w.data[r * in + c] = static_cast<float>(nibble - 8) * float_at(scale, r * groups + c / group_size);
+      const int q = int4::value_unaligned(words + 4 * r * packed_cols, c);
+      w.data[r * in + c] = static_cast<float>(q) * float_at(scale, r * groups + c / group_size);
     }
   }
   return w;

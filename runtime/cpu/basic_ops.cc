@@ -70,6 +70,40 @@ Matrix swiglu(const Matrix& gate, const Matrix& up) {
   return out;
 }
 
+Matrix add(const Matrix& a, const Matrix& b) {
+  if (a.rows != b.rows || a.cols != b.cols) throw Error("add: shapes differ");
+  Matrix out(a.rows, a.cols);
+  for (size_t i = 0; i < out.data.size(); ++i) out.data[i] = a.data[i] + b.data[i];
+  return out;
+}
+
+Matrix kv_append(const Matrix& cache, const std::vector<const Matrix*>& parts) {
+  const int64_t S = cache.rows, D = cache.cols, T = parts.empty() ? 0 : parts[0]->rows;
+  Matrix out(S + T, D);
+  std::copy(cache.data.begin(), cache.data.end(), out.data.begin());
+  int64_t col = 0;
+  for (const Matrix* p : parts) {
+    if (p->rows != T) throw Error("kv_append: parts have different row counts");
+    for (int64_t t = 0; t < T; ++t) std::copy_n(p->row(t), p->cols, out.row(S + t) + col);
+    col += p->cols;
+  }
+  if (col != D) throw Error("kv_append: parts do not fill a cache row");
+  return out;
+}
+
+Matrix kv_compact(const Matrix& cache, const Matrix& step, std::span<const int32_t> keep) {
+  const int64_t S = cache.rows, D = cache.cols, A = static_cast<int64_t>(keep.size());
+  if (step.cols != D) throw Error("kv_compact: step rows are not cache rows");
+  Matrix out(S + A, D);
+  std::copy(cache.data.begin(), cache.data.end(), out.data.begin());
+  for (int64_t a = 0; a < A; ++a) {
+    if (keep[a] < 0 || keep[a] >= step.rows)
+      throw Error("kv_compact: keep index " + std::to_string(keep[a]) + " outside the step");
+    std::copy_n(step.row(keep[a]), D, out.row(S + a));
+  }
+  return out;
+}
+
 Matrix swiglu_mlp(const Matrix& x, const Matrix& gate_w, const Matrix& up_w,
                   const Matrix& down_w) {
   return matmul(swiglu(matmul(x, gate_w), matmul(x, up_w)), down_w);

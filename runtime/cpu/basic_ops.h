@@ -26,12 +26,22 @@ Matrix matmul(const Matrix& x, const Matrix& w);
 void matvec(const float* x, const float* w, int64_t rows, int64_t cols, float* out);
 void matvec(const float* x, const Matrix& w, float* out);
 
+// a + b, elementwise (same shape).
+Matrix add(const Matrix& a, const Matrix& b);
+
 float silu(float x);
 // silu(gate) * up, elementwise (same shape).
 Matrix swiglu(const Matrix& gate, const Matrix& up);
 // down(silu(gate(x)) * up(x)): the SwiGLU MLP of DeepSeek-V3 and Qwen3 (no biases).
 Matrix swiglu_mlp(const Matrix& x, const Matrix& gate_w, const Matrix& up_w,
                   const Matrix& down_w);
+
+// KV cache rows (ir/OPS.md): kv_append -> [S+T, D], rows of `cache` then each step row t as
+// concat(parts[0][t], parts[1][t], ...); kv_compact -> [S+A, D], rows of `cache` then
+// step[keep[i]]. Throw kplan::Error when widths do not fill a row or a keep index is outside the
+// step. (A backend that updates its cache in place writes only the rows after S.)
+Matrix kv_append(const Matrix& cache, const std::vector<const Matrix*>& parts);
+Matrix kv_compact(const Matrix& cache, const Matrix& step, std::span<const int32_t> keep);
 
 // Numerically stable softmax / log-softmax of one row, in place.
 void softmax_inplace(float* x, int64_t n);

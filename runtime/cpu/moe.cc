@@ -89,4 +89,44 @@ Matrix moe_experts(const Matrix& x, const Routing& routing,
   return out;
 }
 
+namespace {
+const ExpertWeights& routed_expert(const Routing& r, const std::vector<ExpertWeights>& experts, size_t slot) {
+  const int32_t e = r.experts[slot];
+  if (e < 0 || e >= static_cast<int32_t>(experts.size()))
+    throw Error("moe: expert id " + std::to_string(e) + " outside [0, " + std::to_string(experts.size()) + ")");
+  return experts[static_cast<size_t>(e)];
+}
+}  // namespace
+
+Matrix moe_expert_hidden(const Matrix& x, const Routing& routing,
+                         const std::vector<ExpertWeights>& experts) {
+  const int64_t inter = experts.empty() ? 0 : experts[0].inter;
+  Matrix h(x.rows * routing.top_k, inter);
+  std::vector<float> u(static_cast<size_t>(inter));
+  for (int64_t t = 0; t < x.rows; ++t)
+    for (int64_t j = 0; j < routing.top_k; ++j) {
+      const ExpertWeights& w = routed_expert(routing, experts, static_cast<size_t>(t * routing.top_k + j));
+      float* g = h.row(t * routing.top_k + j);
+      matvec(x.row(t), w.gate, inter, x.cols, g);
+      matvec(x.row(t), w.up, inter, x.cols, u.data());
+      for (int64_t i = 0; i < inter; ++i) g[i] = silu(g[i]) * u[i];
+    }
+  return h;
+}
+
+Matrix moe_expert_combine(const Matrix& h, const Routing& routing,
+                          const std::vector<ExpertWeights>& experts, int64_t hidden) {
+  const int64_t T = routing.top_k ? h.rows / routing.top_k : 0;
+  Matrix out(T, hidden);
+  std::vector<float> y(static_cast<size_t>(hidden));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < routing.top_k; ++j) {
+      const size_t slot = static_cast<size_t>(t * routing.top_k + j);
+      const ExpertWeights& w = routed_expert(routing, experts, slot);
+      matvec(h.row(static_cast<int64_t>(slot)), w.down, hidden, h.cols, y.data());
+      for (int64_t c = 0; c < hidden; ++c) out.row(t)[c] += routing.weights[slot] * y[c];
+    }
+  return out;
+}
+
 }  // namespace kplan::cpu

@@ -17,6 +17,11 @@ Rope::Rope(int64_t dim, double theta, const RopeScaling& scaling,
   if (attention_factor) attention_factor_ = static_cast<float>(*attention_factor);
 }
 
+Rope::Rope(std::vector<float> inv_freq, float attention_factor)
+    : dim_(2 * static_cast<int64_t>(inv_freq.size())), inv_freq_(std::move(inv_freq)), attention_factor_(attention_factor) {
+  if (dim_ <= 0) throw Error("rope: no frequencies");
+}
+
 void Rope::init(double theta, const RopeScaling& scaling, int64_t max_position_embeddings) {
   const int64_t dim = dim_;
   if (dim <= 0 || dim % 2 != 0)

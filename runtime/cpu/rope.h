@@ -24,6 +24,9 @@ class Rope {
   Rope(int64_t dim, double theta, const RopeScaling& scaling, int64_t max_position_embeddings,
        std::optional<double> attention_factor = std::nullopt);
 
+  // From frequencies already computed (dim = 2 * inv_freq.size()): what a kernel launch carries.
+  Rope(std::vector<float> inv_freq, float attention_factor);
+
   int64_t dim() const { return dim_; }
   const std::vector<float>& inv_freq() const { return inv_freq_; }
   // The factor cos and sin are multiplied by (YaRN's attention_factor; 1 for plain RoPE).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU check for issue 4, run on the GPU machine: GPU unit tests, `kplan run` on the GPU
-# against the CPU reference, and `kplan bench`, ending with a short table.
+# The GPU check, run on the GPU machine: every GPU unit test, `kplan run` on the GPU against the HF
+# goldens (short prompts and a 200-token prompt), and `kplan bench`, ending with a short table.
 #
 # The GPU machine has no FlatBuffers/CLI11/GTest packages, so the binaries are built on the CPU
 # machine (Debian 12 binaries run there; libcuda is dlopen-ed, libnvrtc comes from its CUDA 13)
@@ -15,7 +15,7 @@ build=${KPLAN_BUILD_DIR:-/work/build-plan}
 if [ "${1:-}" = "--stage" ]; then
   set -e
   rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/plans"
-  for b in bin/kplan tests/runtime_tests tests/plan_tests tests/codegen_tests; do
+  for b in bin/kplan tests/runtime_tests tests/plan_tests tests/codegen_tests tests/ops_tests tests/ddtree_tests; do
     [ -x "$build/$b" ] && objcopy --strip-debug "$build/$b" "$stage/bin/$(basename "$b")"
   done
   # Plans compiled here, on the CPU-only machine (the point of AOT); KPLAN_STAGE_PLANS lists them.
@@ -60,6 +60,9 @@ if [ -x "$bin/codegen_tests" ]; then  # every kernel template against the CPU re
   result[codegen_gpu_ops]="rc=$rc $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$out/tests_codegen_gpu.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED  \]|Failure" "$out/tests_codegen_gpu.log" | head -20
 fi
+for t in ops_tests ddtree_tests; do  # the backend-ops table's GPU rows; the decode loops over the GPU
+  [ -x "$bin/$t" ] && { echo "== $t"; run_tests "$t" "$t"; }
+done
 grep -h "^\[ figures  \]" "$out"/tests_*.log
 
 mkdir -p /tmp/kplan_bench
@@ -76,6 +79,15 @@ for p in "$stage"/plans/*.kplan; do
       verdict=MISMATCH; [ "$got" = "$want" ] && verdict=identical
       echo "run $name graphs=$graphs: $got ($verdict to the HF greedy ids)"; grep -E "device|time" /tmp/kplan_run.err
       result[run_${name}_graphs$graphs]="greedy 16 ids $verdict to HF"
+    done
+    # A prompt longer than the largest bucket (200 tokens against 64) is chunked by every loop.
+    long_ids=$(python3 -c "print(','.join(str((7 * i + 3) % 200) for i in range(200)))")
+    for spec in none ddtree; do
+      g=$("$bin/kplan" run "$p" --device gpu --prompt-ids "$long_ids" --max-new 8 --ignore-eos --spec $spec --drafter oracle 2>/tmp/kplan_run.err)
+      c=$("$bin/kplan" run "$p" --device cpu --prompt-ids "$long_ids" --max-new 8 --ignore-eos --spec $spec --drafter oracle 2>>/tmp/kplan_run.err)
+      v="MISMATCH (gpu '$g' cpu '$c' $(head -c 300 /tmp/kplan_run.err))"; [ -n "$g" ] && [ "$g" = "$c" ] && v="identical GPU vs CPU reference"
+      echo "run $name 200-token prompt spec=$spec: $v"
+      result[run_${name}_prompt200_$spec]="$v"
     done
     got=$("$bin/kplan" run "$p" --device gpu --prompt-ids "$ids" --max-new 16 --ignore-eos --spec ddtree \
           --drafter oracle --oracle-accuracy 0.8 --budget 8 --stats 2>/tmp/kplan_run.err)

@@ -1,0 +1,249 @@
+#pragma once
+// One function per kernel family: gather the launch's operands through the strides and offsets
+// it carries, compute with the runtime/cpu op of the IR op the family implements, scatter the
+// result back. What is written here is only what the template's doc block says about addressing
+// (strides, clamped indices, in-place rows); the math is the CPU reference's.
+#include <functional>
+#include <map>
+#include <string>
+
+#include "emulator_launch.h"
+#include "ir/support/tree_mask.h"
+#include "ir/support/yarn.h"
+#include "runtime/cpu/basic_ops.h"
+#include "runtime/cpu/dflash_attention.h"
+#include "runtime/cpu/mla_attention.h"
+#include "runtime/cpu/moe.h"
+#include "runtime/cpu/rope.h"
+
+namespace kplan::codegen::testing_util::families {
+
+inline int32_t clamp_index(int64_t v, int64_t n) { return static_cast<int32_t>(std::clamp<int64_t>(v, 0, n - 1)); }
+
+inline void embedding(LaunchArgs& a) {
+  const int64_t H = a.param("H"), n = a.i32("n_tokens"), vocab = a.i32("vocab");
+  std::vector<int32_t> ids = a.gather_i32("ids", n);
+  for (int32_t& id : ids) id = clamp_index(id, vocab);  // the kernel clamps; the CPU op refuses
+  const Matrix table = a.gather_rows("table", vocab, H, H, DType::BF16);
+  a.scatter_rows("out", H, a.dtype_param("OUT_DT"), cpu::embedding(table, ids));
+}
+
+inline void rms_norm(LaunchArgs& a) {
+  const int64_t D = a.param("D"), n = a.i32("n_rows");
+  const Matrix x = a.gather_rows("x", n, D, a.i32("x_stride"), a.dtype_param("X_DT"));
+  const Matrix w = a.gather_rows("weight", 1, D, D, DType::BF16);
+  a.scatter_rows("y", a.i32("y_stride"), a.dtype_param("Y_DT"), cpu::rms_norm(x, w.data, a.f32("eps")));
+}
+
+// Batched over grid.z (the heads of head_matmul); W_LAYOUT 1 reads W[b] as [K, N].
+inline void matmul(LaunchArgs& a) {
+  const int64_t K = a.param("K"), N = a.param("N"), n = a.i32("n_tokens"), batch = a.launch().grid[2];
+  const bool kn = a.param("W_LAYOUT") == 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"), b * a.i32("x_batch_stride"));
+    const int64_t wb = b * a.i32("w_batch_stride");
+    const Matrix w = a.gather("w", kn ? Strided{N, K, 1, 1, 0, N, wb} : Strided{N, K, K, 1, 0, 1, wb}, DType::BF16);
+    a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), cpu::matmul(x, w), a.param("ACC") != 0,
+                   b * a.i32("y_batch_stride"));
+  }
+}
+
+inline void matmul_int4(LaunchArgs& a) {
+  const int64_t K = a.param("K"), N = a.param("N"), n = a.i32("n_tokens");
+  const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"));
+  a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), cpu::matmul(x, a.gather_int4("w_packed", "w_scale", 0, N, K)),
+                 a.param("ACC") != 0);
+}
+
+inline void rope(LaunchArgs& a) {
+  const int64_t D = a.param("ROPE_DIM"), H = a.param("HEADS"), n = a.i32("n_tokens");
+  std::vector<float> inv_freq(static_cast<size_t>(D / 2));
+  const float factor = a.f32("yarn_factor");
+  if (factor != 1.f) {  // the template's test for YaRN
+    yarn::inv_freq_yarn(D, a.f32("theta"), factor, {a.f32("yarn_low"), a.f32("yarn_high")}, inv_freq.data());
+  } else {
+    yarn::inv_freq_plain(D, a.f32("theta"), inv_freq.data());
+  }
+  const cpu::Rope r(std::move(inv_freq), a.f32("cos_sin_scale"));
+  const std::vector<int32_t> pos = a.gather_i32("positions", n);
+  Matrix x = a.gather("x", Strided{n, D, a.i32("x_row_stride"), H, a.i32("x_head_stride")}, a.dtype_param("X_DT"));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      if (a.param("INTERLEAVED")) r.apply_interleaved(x.row(t * H + h), pos[t]);
+      else r.apply_rotate_half(x.row(t * H + h), pos[t]);
+    }
+  a.scatter("y", Strided{n, D, a.i32("y_row_stride"), H, a.i32("y_head_stride")}, a.dtype_param("Y_DT"), x);
+}
+
+// In place: step token t goes to cache row clamp(cache_len + t, max_slots).
+inline void kv_append(LaunchArgs& a) {
+  const int64_t C = a.param("C"), R = a.param("R"), n = a.i32("n_tokens"), slots = a.i32("max_slots");
+  const DType src = a.dtype_param("SRC_DT");
+  const int32_t len = a.gather_i32("cache_len", 1)[0];
+  const Matrix latent = a.gather_rows("latent_src", n, C, a.i32("latent_src_stride"), src);
+  const Matrix rope = a.gather_rows("rope_src", n, R, a.i32("rope_src_stride"), src);
+  const Matrix rows = cpu::kv_append(Matrix(0, C + R), {&latent, &rope});
+  for (int64_t t = 0; t < n; ++t) {
+    Matrix row(1, C + R);
+    std::copy_n(rows.row(t), C + R, row.row(0));
+    a.scatter_rows("cache", C + R, a.dtype_param("KV_DT"), row, false, clamp_index(len + t, slots) * (C + R));
+  }
+}
+
+// In place: rows L + keep[i] -> L + i for i < n_keep, indices clamped as the template does.
+inline void kv_compact(LaunchArgs& a) {
+  const int64_t D = a.param("C") + a.param("R"), max_keep = a.i32("max_keep"), slots = a.i32("max_slots");
+  const DType t = a.dtype_param("KV_DT");
+  const int32_t len = a.gather_i32("cache_len", 1)[0];
+  const int64_t n = std::clamp<int64_t>(a.gather_i32("n_keep", 1)[0], 0, max_keep);
+  std::vector<int32_t> keep = a.gather_i32("keep", n);
+  for (int32_t& k : keep) k = clamp_index(k, max_keep);
+  Matrix step(max_keep, D);
+  for (int64_t j = 0; j < max_keep; ++j) {
+    const Matrix row = a.gather_rows("cache", 1, D, D, t, clamp_index(len + j, slots) * D);
+    std::copy_n(row.row(0), D, step.row(j));
+  }
+  const Matrix kept = cpu::kv_compact(Matrix(0, D), step, keep);
+  for (int64_t i = 0; i < n; ++i) {
+    Matrix row(1, D);
+    std::copy_n(kept.row(i), D, row.row(0));
+    a.scatter_rows("cache", D, t, row, false, clamp_index(len + i, slots) * D);
+  }
+}
+
+// Keys: the committed cache rows [0, cache_len), then the step's rows under the tree mask.
+inline void mla_attention(LaunchArgs& a) {
+  const int64_t H = a.param("HEADS"), C = a.param("C"), R = a.param("R"), n = a.i32("n_tokens");
+  const int32_t past = a.gather_i32("cache_len", 1)[0];
+  const Matrix ql = a.gather_rows("q_latent", n, H * C, a.i32("q_latent_row_stride"), a.dtype_param("Q_DT"));
+  Matrix qr = a.gather("q_rope", Strided{n, R, a.i32("q_rope_row_stride"), H, a.i32("q_rope_head_stride")}, a.dtype_param("Q_DT"));
+  qr.rows = n;  // [n*H, R] row-major is [n, H*R]
+  qr.cols = H * R;
+  const Matrix kv = a.gather_rows("kv_cache", past + n, C + R, C + R, a.dtype_param("KV_DT"));
+  Matrix latent(kv.rows, C), k_rope(kv.rows, R);
+  for (int64_t s = 0; s < kv.rows; ++s) {
+    std::copy_n(kv.row(s), C, latent.row(s));
+    std::copy_n(kv.row(s) + C, R, k_rope.row(s));
+  }
+  // The bucket's mask rows are mask_words wide; the op takes rows of mask_words(n).
+  const int64_t words = a.i32("mask_words"), need = mask_words(n);
+  const std::vector<uint32_t> bucket_mask = a.gather_u32("tree_mask", n * words);
+  std::vector<uint32_t> mask(static_cast<size_t>(n * need));
+  for (int64_t t = 0; t < n; ++t) std::copy_n(bucket_mask.begin() + t * words, need, mask.begin() + t * need);
+  const Matrix o = cpu::mla_attention_absorbed(ql, qr, latent, k_rope, past, mask, cpu::MlaDims{H, C, 0, R, 0}, a.f32("softmax_scale"));
+  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("O_DT"), o);
+}
+
+inline void gqa_attention(LaunchArgs& a) {
+  const int64_t H = a.param("HEADS"), G = a.param("KV_HEADS"), D = a.param("D"), n = a.i32("n_queries");
+  const int64_t keys = a.gather_i32("n_keys_base", 1)[0] + a.i32("n_keys_extra");
+  const DType kv = a.dtype_param("KV_DT");
+  const Matrix q = a.gather_rows("q", n, H * D, a.i32("q_row_stride"), a.dtype_param("Q_DT"));
+  const Matrix k = a.gather_rows("k", keys, G * D, a.i32("k_row_stride"), kv);
+  const Matrix v = a.gather_rows("v", keys, G * D, a.i32("v_row_stride"), kv);
+  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("O_DT"), cpu::gqa_attention_full(q, k, v, H, G, D, a.f32("scale")));
+}
+
+inline void add(LaunchArgs& a) {
+  const int64_t D = a.param("D"), n = a.i32("n_tokens");
+  const Matrix x = a.gather_rows("a", n, D, D, a.dtype_param("A_DT")), y = a.gather_rows("b", n, D, D, a.dtype_param("B_DT"));
+  a.scatter_rows("out", D, a.dtype_param("O_DT"), cpu::add(x, y));
+}
+
+inline void swiglu(LaunchArgs& a) {
+  const int64_t I = a.param("I"), n = a.i32("n_tokens");
+  const Matrix g = a.gather_rows("gate", n, I, a.i32("gate_row_stride"), a.dtype_param("G_DT"));
+  const Matrix u = a.gather_rows("up", n, I, a.i32("up_row_stride"), a.dtype_param("U_DT"));
+  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("O_DT"), cpu::swiglu(g, u));
+}
+
+inline void copy_rows(LaunchArgs& a) {
+  const Matrix x = a.gather_rows("x", a.i32("n_rows"), a.param("COLS"), a.i32("x_stride"), a.dtype_param("X_DT"));
+  a.scatter_rows("y", a.i32("y_stride"), a.dtype_param("Y_DT"), x);
+}
+
+inline void moe_router(LaunchArgs& a) {
+  const int64_t E = a.param("E"), K = a.param("TOPK"), n = a.i32("n_tokens");
+  const Matrix logits = a.gather_rows("logits", n, E, E, DType::F32);
+  const Matrix bias = a.gather_rows("bias", 1, E, E, DType::F32);
+  const cpu::RouterParams p{E, K, a.param("N_GROUP"), a.param("TOPK_GROUP"), a.param("NORM") != 0, a.f32("routed_scaling")};
+  const cpu::Routing r = cpu::moe_route_logits(logits, bias.data, p);
+  a.scatter_i32("topk_ids", r.experts);
+  Matrix w(n, K);
+  w.data = r.weights;
+  a.scatter_rows("topk_weights", K, DType::F32, w);
+}
+
+// Every expert's matrix [E * rows, cols] (bf16, or INT4 with its scales: W_FMT 1).
+inline Matrix expert_stack(LaunchArgs& a, const char* w, const char* scale, int64_t E, int64_t rows, int64_t cols) {
+  if (a.param("W_FMT") == 0) return a.gather_rows(w, E * rows, cols, cols, DType::BF16);
+  return a.gather_int4(w, scale, 0, E * rows, cols);
+}
+
+inline cpu::Routing clamped_routing(LaunchArgs& a, int64_t n, int64_t K, int64_t E) {
+  cpu::Routing r;
+  r.top_k = K;
+  r.experts = a.gather_i32("topk_ids", n * K);
+  for (int32_t& e : r.experts) e = clamp_index(e, E);  // the kernels clamp expert ids
+  return r;
+}
+
+inline void moe_gate_up(LaunchArgs& a) {
+  const int64_t H = a.param("H"), I = a.param("I"), K = a.param("TOPK"), n = a.i32("n_tokens"), E = a.i32("n_experts");
+  const Matrix x = a.gather_rows("x", n, H, a.i32("x_row_stride"), a.dtype_param("X_DT"));
+  const cpu::Routing r = clamped_routing(a, n, K, E);
+  const Matrix gate = expert_stack(a, "w_gate", "w_gate_scale", E, I, H), up = expert_stack(a, "w_up", "w_up_scale", E, I, H);
+  std::vector<cpu::ExpertWeights> experts;
+  for (int64_t e = 0; e < E; ++e) experts.push_back({gate.row(e * I), up.row(e * I), nullptr, I});
+  a.scatter_rows("h", I, DType::F32, cpu::moe_expert_hidden(x, r, experts));
+}
+
+inline void moe_down(LaunchArgs& a) {
+  const int64_t H = a.param("H"), I = a.param("I"), K = a.param("TOPK"), n = a.i32("n_tokens"), E = a.i32("n_experts");
+  const Matrix h = a.gather_rows("h", n * K, I, I, DType::F32);
+  cpu::Routing r = clamped_routing(a, n, K, E);
+  r.weights = a.gather_rows("topk_weights", 1, n * K, n * K, DType::F32).data;
+  const Matrix down = expert_stack(a, "w_down", "w_down_scale", E, H, I);
+  std::vector<cpu::ExpertWeights> experts;
+  for (int64_t e = 0; e < E; ++e) experts.push_back({nullptr, nullptr, down.row(e * H), I});
+  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("Y_DT"), cpu::moe_expert_combine(h, r, experts, H), a.param("ACC") != 0);
+}
+
+inline void argmax(LaunchArgs& a) {
+  const int64_t V = a.param("V"), n = a.i32("n_rows");
+  const Matrix x = a.gather_rows("logits", n, V, a.i32("row_stride"), a.dtype_param("X_DT"));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) ids[r] = static_cast<int32_t>(cpu::argmax(x.row(r), V));
+  a.scatter_i32("out_ids", ids);
+}
+
+// Values as log-probabilities when LOGPROB, else the raw logits.
+inline void topk(LaunchArgs& a) {
+  const int64_t V = a.param("V"), K = a.param("K"), n = a.i32("n_rows");
+  const Matrix x = a.gather_rows("logits", n, V, a.i32("row_stride"), a.dtype_param("X_DT"));
+  const Matrix lp = a.param("LOGPROB") ? cpu::log_softmax(x) : x;
+  std::vector<int32_t> ids;
+  Matrix vals(n, K);
+  for (int64_t r = 0; r < n; ++r) {
+    const std::vector<int64_t> best = cpu::top_k(x.row(r), V, K);
+    for (int64_t j = 0; j < K; ++j) {
+      ids.push_back(static_cast<int32_t>(best[j]));
+      vals.row(r)[j] = lp.row(r)[best[j]];
+    }
+  }
+  a.scatter_i32("out_ids", ids);
+  a.scatter_rows("out_vals", K, DType::F32, vals);
+}
+
+// Family name -> its emulation. A new family adds its line here.
+inline const std::map<std::string, void (*)(LaunchArgs&)>& table() {
+  static const std::map<std::string, void (*)(LaunchArgs&)> t = {
+      {"embedding", embedding},     {"rms_norm", rms_norm},       {"matmul", matmul},       {"matmul_int4", matmul_int4},
+      {"rope", rope},               {"kv_append", kv_append},     {"kv_compact", kv_compact}, {"mla_attention", mla_attention},
+      {"gqa_attention", gqa_attention}, {"add", add},             {"swiglu", swiglu},       {"copy_rows", copy_rows},
+      {"moe_router", moe_router},   {"moe_gate_up", moe_gate_up}, {"moe_down", moe_down},   {"argmax", argmax},
+      {"topk", topk}};
+  return t;
+}
+
+}  // namespace kplan::codegen::testing_util::families
