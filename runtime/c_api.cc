@@ -23,7 +23,6 @@
 #include "runtime/plan_cpu_target.h"
 #include "runtime/plan_print.h"
 #include "runtime/plan_stats.h"
-#include "runtime/session_drafter.h"
 #include "runtime/tokenizer/tokenizer_bundle.h"
 #include "schemas/plan_reader.h"
 
@@ -413,7 +412,7 @@ std::unique_ptr<kplan::Drafter> make_drafter(kplan_session& s, const kplan_gener
     if (!p.draft)
       throw kplan::Error("speculative decoding (" + mode + ") needs a drafter: the plan has no DFlash drafter "
                          "(compile it with --draft DIR), or use the oracle or random drafter");
-    return kplan::make_session_drafter(s.model->plan, s.model->source);
+    return kplan::make_plan_cpu_drafter(s.model->plan, s.model->source);
   }
   if (o.draft_depth < 0) throw kplan::Error("the draft depth must not be negative");
   // As deep as the plan's DFlash drafter would propose (its block size - 1), else 7 (block size 8).

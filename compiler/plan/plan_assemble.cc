@@ -42,16 +42,7 @@ std::vector<Weight> checkpoint_weights(const SafetensorsCheckpoint& checkpoint, 
   return out;
 }
 
-Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const AssembleOptions& options,
-                   codegen::CompileStats* stats) {
-  if (options.archs.empty()) throw Error("kplan compile: no --arch given");
-  Plan p;
-  for (const std::string& a : options.archs) p.header.archs.push_back(codegen::canonical_arch(a));
-  p.header.compiler_version = "0.1.0";
-  p.header.cuda_version = std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
-  p.header.nvrtc_version = codegen::nvrtc_version();
-  p.header.limits = lowered.limits;
-
+void describe_sources(const PlanSources& sources, Plan& p) {
   p.model = sources.model;
   p.draft = sources.draft;
   p.model_config_json = config_text(sources.model_dir);
@@ -65,6 +56,19 @@ Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const Assemb
     p.tokenizer.assign(tok.begin(), tok.end());
   }
   p.ir_text = sources.ir_text;
+}
+
+Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const AssembleOptions& options,
+                   codegen::CompileStats* stats) {
+  if (options.archs.empty()) throw Error("kplan compile: no --arch given");
+  Plan p;
+  for (const std::string& a : options.archs) p.header.archs.push_back(codegen::canonical_arch(a));
+  p.header.compiler_version = "0.1.0";
+  p.header.cuda_version = std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
+  p.header.nvrtc_version = codegen::nvrtc_version();
+  p.header.limits = lowered.limits;
+
+  describe_sources(sources, p);
 
   codegen::CompileOptions copt = options.kernels;
   copt.archs = p.header.archs;

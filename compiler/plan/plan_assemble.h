@@ -28,6 +28,10 @@ struct AssembleOptions {
   codegen::CompileOptions kernels;  // its archs are replaced by `archs`
 };
 
+// Sets what a plan reads from its sources beside the launches: the typed specs, the config.json
+// texts, the tokenizer and the IR text (assemble_plan and the CPU reference plan both use it).
+void describe_sources(const PlanSources& sources, Plan& p);
+
 // Throws kplan::Error (NVRTC failures carry the kernel id and log).
 Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const AssembleOptions& options,
                    codegen::CompileStats* stats = nullptr);

@@ -6,8 +6,8 @@
 
 #include "compiler/codegen/lower_to_launches.h"
 #include "compiler/frontend/draft_config.h"
+#include "compiler/plan/ir_weights.h"
 #include "compiler/plan/plan_assemble.h"
-#include "runtime/plan_print.h"
 #include "ir/support/error.h"
 #include "ir/printer.h"
 
@@ -56,6 +56,15 @@ void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& targe
   const SafetensorsCheckpoint& weights = target.weights();
   LoweredPlan lowered = codegen::lower_target(
       *fn, [&](const std::string& name) { return weights.get(name).bytes; }, lower);
+  // The plan carries every weight any function names (the drafter's too), so the CPU reference
+  // can run its IR; the lowering above only adds those @target's launches read.
+  std::optional<DraftCheckpoint> draft;
+  if (draft_dir) draft = DraftCheckpoint::open(*draft_dir);
+  add_ir_weights(module, [&](const std::string& source, const std::string& name) {
+    if (source == "draft" && draft) return draft->weights().get(name).bytes;
+    if (source != "target") throw Error("the IR names weight " + name + " of checkpoint '" + source + "', which was not given");
+    return weights.get(name).bytes;
+  }, lowered.weights);
 
   AssembleOptions assemble;
   assemble.archs = split(options.archs);
@@ -66,8 +75,9 @@ void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& targe
                                    options.out, &stats);
   uint64_t bytes = 0;
   for (const Weight& w : p.weights) bytes += w.size;
-  std::fprintf(stderr, "kplan compile: wrote %s: %zu buckets, %s of weights; %s\n", options.out.c_str(),
-               p.buckets.size(), format_bytes(bytes).c_str(), stats.summary().c_str());
+  // MiB by hand: the compiler does not link the runtime's plan printer.
+  std::fprintf(stderr, "kplan compile: wrote %s: %zu buckets, %.2f MiB of weights; %s\n", options.out.c_str(),
+               p.buckets.size(), static_cast<double>(bytes) / (1024.0 * 1024.0), stats.summary().c_str());
 }
 
 }  // namespace kplan::plan

@@ -1,26 +1,14 @@
 #include "runtime/cpu/cpu_target.h"
 
-#include <numeric>
 #include <string>
 
 #include "ir/support/error.h"
-#include "runtime/cpu/step_mask.h"
+#include "ir/support/tree_mask.h"
+#include "runtime/cpu/plan_ir.h"
 
 namespace kplan::cpu {
 
 namespace {
-
-CompileResult compile_target(const std::filesystem::path& dir) {
-  CompileOptions options;
-  options.model = dir;
-  options.build.tree_mask = true;
-  // Every layer's output is an output of @target, so capture layers can change at run time.
-  ModelConfig config = load_model_config(dir / "config.json");
-  std::vector<int64_t> all(static_cast<size_t>(config.num_hidden_layers));
-  std::iota(all.begin(), all.end(), 0);
-  options.build.capture_layers = all;
-  return compile_to_ir(options);
-}
 
 Matrix to_matrix(const Tensor& t) {
   Matrix m;
@@ -32,31 +20,45 @@ Matrix to_matrix(const Tensor& t) {
 
 }  // namespace
 
-CpuTarget::CpuTarget(const std::filesystem::path& checkpoint_dir, int64_t max_context)
-    : checkpoint_dir_(checkpoint_dir), compiled_(compile_target(checkpoint_dir)) {
-  const ModelConfig& c = config();
+CpuTarget::CpuTarget(std::shared_ptr<const plan::Plan> plan, const std::string& source, int64_t max_context)
+    : plan_(std::move(plan)), source_(source), module_(parse_plan_ir(*plan_, source)) {
   if (max_context < 0) throw Error("max context must not be negative, got " + std::to_string(max_context));
-  max_context_ = max_context > 0 ? max_context : c.max_position_embeddings;
-  const CheckpointSources sources = {{"target", &compiled_.target->weights()}};
-  step_ = std::make_unique<Interpreter>(function_named(*compiled_.module, "target"), sources);
-  commit_ = std::make_unique<Interpreter>(function_named(*compiled_.module, "target_commit"), sources);
+  max_context_ = max_context > 0                           ? max_context
+                 : plan_->header.limits.max_context > 0 ? plan_->header.limits.max_context
+                                                         : config().max_position_embeddings;
+  const WeightTable weights(plan_->weights, source);
+  const ir::Function& step = function_named(*module_, "target");
+  step_ = std::make_unique<Interpreter>(step, weights);
+  commit_ = std::make_unique<Interpreter>(function_named(*module_, "target_commit"), weights);
+  takes_tree_mask_ = step.arg("tree_mask") != nullptr;
+  for (int64_t l = 0; l < config().num_hidden_layers; ++l)
+    if (step.output_value("hidden." + std::to_string(l))) capturable_.insert(l);
+  const ir::Value* kv0 = step.arg("kv.0");
+  if (!kv0 || kv0->type().rank() != 2)
+    throw Error(source + ": the plan's @target takes no [S, row] KV cache argument %kv.0");
+  kv_row_ = kv0->type().shape[1].constant;
   reset();
 }
 
 void CpuTarget::reset() {
-  const ModelConfig& c = config();
-  const int64_t row = c.kv_lora_rank + c.qk_rope_head_dim;
-  kv_.assign(static_cast<size_t>(c.num_hidden_layers), std::make_shared<Tensor>(Tensor::floats({0, row})));
+  kv_.assign(static_cast<size_t>(config().num_hidden_layers), std::make_shared<Tensor>(Tensor::floats({0, kv_row_})));
   kv_step_.assign(kv_.size(), nullptr);
   committed_ = 0;
   pending_ = 0;
 }
 
 void CpuTarget::set_capture_layers(std::vector<int64_t> layer_ids) {
-  for (int64_t id : layer_ids)
+  for (int64_t id : layer_ids) {
     if (id < 0 || id >= config().num_hidden_layers)
       throw Error("capture layer " + std::to_string(id) + " is not a decoder layer (the target has " +
                   std::to_string(config().num_hidden_layers) + ")");
+    if (!capturable_.count(id)) {
+      std::string have;
+      for (int64_t l : capturable_) have += (have.empty() ? "" : ", ") + std::to_string(l);
+      throw Error(source_ + ": the plan's @target does not return layer " + std::to_string(id) +
+                  "'s output (it returns layers: " + (have.empty() ? "none" : have) + ")");
+    }
+  }
   capture_layers_ = std::move(layer_ids);
 }
 
@@ -76,16 +78,15 @@ StepOutput CpuTarget::forward(const StepInput& in) {
     throw Error("context full: " + std::to_string(committed_) + " cached + " + std::to_string(T) +
                 " new tokens exceed the maximum context of " + std::to_string(max_context_));
 
-  // An empty mask means causal; @target always takes one.
-  std::vector<int32_t> mask(static_cast<size_t>(T * words), 0);
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = 0; j < T; ++j)
-      if (step_mask_allows(in.tree_mask, T, i, j)) mask[i * words + j / 32] |= static_cast<int32_t>(1u << (j % 32));
-
+  // An empty mask means causal.
+  const std::vector<uint32_t> mask = in.tree_mask.empty() ? causal_mask(T) : in.tree_mask;
   std::map<std::string, TensorPtr> args;
   args["tokens"] = int_tensor({T}, in.tokens);
   args["positions"] = int_tensor({T}, in.positions);
-  args["tree_mask"] = int_tensor({T, words}, std::move(mask));
+  if (takes_tree_mask_)
+    args["tree_mask"] = int_tensor({T, words}, std::vector<int32_t>(mask.begin(), mask.end()));
+  else if (mask != causal_mask(T))
+    throw Error(source_ + ": the plan's @target is causal (compiled without a tree mask): it cannot run a tree step");
   for (size_t l = 0; l < kv_.size(); ++l) args["kv." + std::to_string(l)] = kv_[l];
   auto out = step_->run(args);
 

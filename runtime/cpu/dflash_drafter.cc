@@ -4,28 +4,25 @@
 
 #include "ir/support/error.h"
 #include "runtime/cpu/basic_ops.h"
+#include "runtime/cpu/plan_ir.h"
 
 namespace kplan::cpu {
 
 namespace {
 
-CompileResult compile_with_draft(const std::filesystem::path& target_dir,
-                                 const std::filesystem::path& draft_dir) {
-  CompileOptions options;
-  options.model = target_dir;
-  options.draft = draft_dir;
-  return compile_to_ir(options);
+const plan::Plan& with_drafter(const std::shared_ptr<const plan::Plan>& plan, const std::string& source) {
+  if (!plan) throw Error(source + ": no plan");
+  if (!plan->draft) throw Error(source + ": the plan has no DFlash drafter (compile it with --draft DIR)");
+  return *plan;
 }
 
 }  // namespace
 
-CpuDFlashDrafter::CpuDFlashDrafter(const std::filesystem::path& target_dir,
-                                   const std::filesystem::path& draft_dir)
-    : compiled_(compile_with_draft(target_dir, draft_dir)) {
-  const CheckpointSources sources = {{"target", &compiled_.target->weights()},
-                                     {"draft", &compiled_.draft->weights()}};
-  context_ = std::make_unique<Interpreter>(function_named(*compiled_.module, "draft_context"), sources);
-  draft_ = std::make_unique<Interpreter>(function_named(*compiled_.module, "draft"), sources);
+CpuDFlashDrafter::CpuDFlashDrafter(std::shared_ptr<const plan::Plan> plan, const std::string& source)
+    : plan_(std::move(plan)), module_(parse_plan_ir(with_drafter(plan_, source), source)) {
+  const WeightTable weights(plan_->weights, source);
+  context_ = std::make_unique<Interpreter>(function_named(*module_, "draft_context"), weights);
+  draft_ = std::make_unique<Interpreter>(function_named(*module_, "draft"), weights);
   reset();
 }
 

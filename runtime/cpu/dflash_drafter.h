@@ -1,25 +1,28 @@
 #pragma once
-// The DFlash block-diffusion drafter on the CPU (z-lab dflash model.py semantics): the compiled
-// IR's @draft_context (context features = hidden_norm(fc(concat of the target's capture-layer
+// The DFlash block-diffusion drafter on the CPU (z-lab dflash model.py semantics): the plan's
+// own @draft_context (context features = hidden_norm(fc(concat of the target's capture-layer
 // outputs)) -> per-layer context K/V, appended to the drafter's cache) and @draft (the block
 // [bonus, mask x (block_size-1)] embedded with the TARGET's embedding, Qwen3-style layers
 // attending non-causally over [context ; block], the drafter's own final norm, the TARGET's
-// lm_head). Context K/V persist across rounds; the block's K/V are never stored.
+// lm_head). Context K/V persist across rounds; the block's K/V are never stored. It reads the
+// target's weights from the plan, not from a target model, so any target that returns the
+// capture layers' hidden states (CPU or GPU) can drive it.
 #include <cstdint>
-#include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
-#include "compiler/driver/compile.h"
 #include "runtime/cpu/interpreter.h"
 #include "runtime/step_model.h"
+#include "schemas/plan_model.h"
 
 namespace kplan::cpu {
 
 class CpuDFlashDrafter final : public Drafter {
  public:
-  // Compiles target + drafter (the fit is checked: hidden size, vocab, target layer ids).
-  CpuDFlashDrafter(const std::filesystem::path& target_dir, const std::filesystem::path& draft_dir);
+  // Throws kplan::Error naming `source` when the plan has no drafter (Plan::draft, @draft,
+  // @draft_context) or lacks a weight its IR names.
+  CpuDFlashDrafter(std::shared_ptr<const plan::Plan> plan, const std::string& source);
 
   void observe(std::span<const int32_t> tokens, std::span<const int32_t> positions,
                const std::vector<Matrix>& captured) override;
@@ -31,11 +34,12 @@ class CpuDFlashDrafter final : public Drafter {
 
   // Raw logits [block_size - 1, vocab]: row d-1 is the distribution for position bonus + d.
   Matrix depth_logits(int32_t bonus_token, int32_t bonus_position) const;
-  const DraftConfig& config() const { return compiled_.draft->config(); }
+  const DraftConfig& config() const { return *plan_->draft; }
   int64_t context_length() const { return context_length_; }
 
  private:
-  CompileResult compiled_;
+  std::shared_ptr<const plan::Plan> plan_;
+  std::unique_ptr<ir::Module> module_;
   std::unique_ptr<Interpreter> context_, draft_;
   int64_t context_length_ = 0;
   std::vector<TensorPtr> dk_, dv_;  // per drafter layer, [context, kv_heads * head_dim]

@@ -6,8 +6,8 @@
 #include <limits>
 #include <string>
 
-#include "compiler/frontend/weights_fp32.h"
 #include "ir/support/error.h"
+#include "ir/support/int4.h"
 #include "runtime/cpu/basic_ops.h"
 #include "runtime/cpu/dflash_attention.h"
 #include "runtime/cpu/mla_attention.h"
@@ -18,35 +18,6 @@
 namespace kplan::cpu {
 
 using ir::OpKind;
-
-int64_t Tensor::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-Tensor Tensor::floats(std::vector<int64_t> shape) {
-  Tensor t;
-  t.shape = std::move(shape);
-  t.f.assign(static_cast<size_t>(t.numel()), 0.0f);
-  return t;
-}
-
-Tensor Tensor::ints(std::vector<int64_t> shape) {
-  Tensor t;
-  t.shape = std::move(shape);
-  t.is_int = true;
-  t.i.assign(static_cast<size_t>(t.numel()), 0);
-  return t;
-}
-
-TensorPtr int_tensor(std::vector<int64_t> shape, std::vector<int32_t> values) {
-  auto t = std::make_shared<Tensor>();
-  t->shape = std::move(shape);
-  t->is_int = true;
-  t->i = std::move(values);
-  return t;
-}
 
 const ir::Function& function_named(const ir::Module& m, const char* name) {
   const ir::Function* fn = m.function(name);
@@ -89,21 +60,6 @@ int64_t span_size(const std::vector<int64_t>& s, size_t from, size_t to) {
   return n;
 }
 
-// Reads a weight as stored: floats upcast through the frontend, integers raw.
-TensorPtr load_weight(const SafetensorsCheckpoint& ckpt, const std::string& name) {
-  const TensorView& v = ckpt.get(name);
-  auto t = std::make_shared<Tensor>();
-  t->shape = v.shape;
-  if (v.dtype == DType::I32) {
-    t->is_int = true;
-    t->i.resize(static_cast<size_t>(v.numel()));
-    std::memcpy(t->i.data(), v.bytes.data(), t->i.size() * 4);
-  } else {
-    t->f = tensor_fp32(v).data;
-  }
-  return t;
-}
-
 // A Matrix copy of a 2-D float tensor (or of rows x cols elements of any tensor).
 Matrix as_matrix(const Tensor& t, int64_t rows, int64_t cols) {
   Matrix m;
@@ -120,18 +76,17 @@ TensorPtr from_matrix(Matrix m, std::vector<int64_t> shape) {
   return t;
 }
 
-// compressed-tensors pack-quantized INT4 (ir/OPS.md matmul_int4): packed [N, K/8], scale
-// [N, K/G] -> w [N, K] = (nibble - 8) * scale.
+// compressed-tensors pack-quantized INT4 (ir/OPS.md matmul_int4, ir/support/int4.h): packed
+// [N, K/8], scale [N, K/G] -> w [N, K] = q * scale.
 std::vector<float> dequantize_int4(const int32_t* packed, const float* scale, int64_t n, int64_t k,
                                    int64_t group) {
   std::vector<float> w(static_cast<size_t>(n * k));
-  const int64_t words = k / 8, groups = k / group;
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < k; ++c) {
-      const uint32_t word = static_cast<uint32_t>(packed[r * words + c / 8]);
-      const int nib = static_cast<int>((word >> (4 * (c % 8))) & 0xFu);
-      w[r * k + c] = static_cast<float>(nib - 8) * scale[r * groups + c / group];
-    }
+  const int64_t words = k / int4::kValuesPerWord, groups = k / group;
+  for (int64_t r = 0; r < n; ++r) {
+    const auto* row = reinterpret_cast<const uint32_t*>(packed + r * words);
+    for (int64_t c = 0; c < k; ++c)
+      w[r * k + c] = static_cast<float>(int4::value(row, c)) * scale[r * groups + c / group];
+  }
   return w;
 }
 
@@ -143,34 +98,9 @@ struct Interpreter::OpCache {
   std::unique_ptr<Rope> rope;
 };
 
-Interpreter::Interpreter(const ir::Function& fn, const CheckpointSources& sources) : fn_(fn) {
-  for (const ir::Op* op : fn.ops()) {
-    if (op->kind() != OpKind::Weight && op->kind() != OpKind::WeightStack) continue;
-    const std::string ckpt_name = op->attrs().get_string("ckpt");
-    auto it = sources.find(ckpt_name);
-    if (it == sources.end() || !it->second)
-      throw Error("cpu interpreter: @" + fn.name() + " needs weights from checkpoint '" + ckpt_name +
-                  "', which was not given");
-    const std::string name = op->attrs().get_string("name");
-    if (op->kind() == OpKind::Weight) {
-      weights_[op->result()] = load_weight(*it->second, name);
-      continue;
-    }
-    const int64_t count = op->attrs().get_int("count");
-    const size_t star = name.find('*');
-    auto stacked = std::make_shared<Tensor>();
-    for (int64_t e = 0; e < count; ++e) {
-      TensorPtr one = load_weight(*it->second, name.substr(0, star) + std::to_string(e) + name.substr(star + 1));
-      if (e == 0) {
-        stacked->shape = one->shape;
-        stacked->shape.insert(stacked->shape.begin(), count);
-        stacked->is_int = one->is_int;
-      }
-      stacked->f.insert(stacked->f.end(), one->f.begin(), one->f.end());
-      stacked->i.insert(stacked->i.end(), one->i.begin(), one->i.end());
-    }
-    weights_[op->result()] = stacked;
-  }
+Interpreter::Interpreter(const ir::Function& fn, const WeightTable& weights) : fn_(fn) {
+  for (const ir::Op* op : fn.ops())
+    if (op->kind() == OpKind::Weight || op->kind() == OpKind::WeightStack) weights_[op->result()] = weights.load(*op);
 }
 
 Interpreter::~Interpreter() = default;

@@ -1,6 +1,7 @@
 #pragma once
-// Helpers shared by the unit tests of several areas: fresh temp dirs, whole-file reads, and
-// expecting a kplan::Error whose message holds given fragments.
+// Helpers shared by the unit tests of several areas: fresh temp dirs, whole-file reads,
+// expecting a kplan::Error whose message holds given fragments, and the CPU reference over a
+// checkpoint directory (its in-memory plan; link kplan_driver and kplan_runtime to use it).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,9 +12,13 @@
 #include <functional>
 #include <initializer_list>
 #include <iterator>
+#include <memory>
+#include <optional>
 #include <string>
 
+#include "compiler/driver/reference_plan.h"
 #include "ir/support/error.h"
+#include "runtime/plan_cpu_target.h"
 
 namespace kplan::testing_util {
 
@@ -62,6 +67,29 @@ inline std::string error_of(const std::function<void()>& f) {
 
 inline void expect_contains(const std::string& message, std::initializer_list<std::string> fragments) {
   for (const auto& f : fragments) EXPECT_NE(message.find(f), std::string::npos) << "'" << f << "' not in: " << message;
+}
+
+// A checkpoint directory on the CPU reference, through the same door as a .kplan file: its
+// reference plan (with the drafter when `draft` is given), the target over it, and the DFlash
+// drafter over the same plan when there is one.
+struct ReferenceModel {
+  std::shared_ptr<const plan::Plan> plan;
+  std::unique_ptr<TargetModel> target;
+  std::unique_ptr<Drafter> drafter;
+};
+
+inline ReferenceModel reference_model(const std::filesystem::path& target_dir, int64_t max_context = 0,
+                                      const std::optional<std::filesystem::path>& draft = std::nullopt) {
+  ReferenceModel m;
+  m.plan = std::make_shared<const plan::Plan>(reference_plan(target_dir, {.draft = draft}));
+  m.target = make_plan_cpu_target(m.plan, target_dir.string(), max_context);
+  if (draft) m.drafter = make_plan_cpu_drafter(m.plan, draft->string());
+  return m;
+}
+
+// The target alone.
+inline std::unique_ptr<TargetModel> reference_target(const std::filesystem::path& target_dir, int64_t max_context = 0) {
+  return reference_model(target_dir, max_context).target;
 }
 
 }  // namespace kplan::testing_util

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "compiler/driver/reference_plan.h"
 #include "ir/support/error.h"
 #include "kplan/kplan.h"
 #include "runtime/c_api_plan.h"
 #include "tools/kplan/api_handles.h"
-#include "tools/kplan/checkpoint_plan.h"
 #include "tools/kplan/commands.h"
 
 namespace kplan::cli {
@@ -83,10 +83,10 @@ PlanPtr open_plan(const RunArgs& args) {
   if (args.device == "gpu")
     throw Error("MODEL '" + args.model + "': --device gpu needs a compiled .kplan plan; run a "
                 "checkpoint directory with --device cpu");
-  std::optional<fs::path> draft;
-  if (!args.draft_dir.empty()) draft = args.draft_dir;
+  ReferencePlanOptions options;
+  if (!args.draft_dir.empty()) options.draft = args.draft_dir;
   kplan_plan* p = nullptr;
-  api_check(kplan_plan_adopt(checkpoint_plan(model, draft), args.model, &p));
+  api_check(kplan_plan_adopt(std::make_shared<const plan::Plan>(reference_plan(model, options)), args.model, &p));
   return PlanPtr(p);
 }
 

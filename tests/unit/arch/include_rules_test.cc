@@ -21,23 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Files (repo-relative) that still include compiler/ headers: the CPU reference rebuilt from the
-// checkpoint (cpuplan removes these with the CPU reference over the plan's own IR).
-const std::set<std::string> kKnownIncludeExceptions = {
-    "runtime/cpu/cpu_target.h",
-    "runtime/cpu/dflash_drafter.h",
-    "runtime/cpu/interpreter.h",
-    "runtime/cpu/interpreter.cc",
-    "runtime/plan_cpu_target.cc",
-};
-
-// Runtime sources whose objects pull compiler objects into the runtime's link (same cause).
-const std::set<std::string> kKnownLinkExceptions = {
-    "runtime/cpu/cpu_target.cc",
-    "runtime/cpu/interpreter.cc",
-    "runtime/plan_cpu_target.cc",
-};
-
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream s;
@@ -72,13 +55,7 @@ TEST(Arrows, NothingBelowTheCompilerIncludesIt) {
       for (const std::string& inc : includes_of(e.path()))
         if (inc.rfind("compiler/", 0) == 0) violations.insert(fs::relative(e.path(), root).string());
     }
-  std::set<std::string> unexpected, stale;
-  for (const std::string& v : violations)
-    if (!kKnownIncludeExceptions.count(v)) unexpected.insert(v);
-  for (const std::string& k : kKnownIncludeExceptions)
-    if (!violations.count(k)) stale.insert(k);
-  EXPECT_TRUE(unexpected.empty()) << "these files include compiler/ headers:" << set_text(unexpected);
-  EXPECT_TRUE(stale.empty()) << "no longer violations: remove them from kKnownIncludeExceptions:" << set_text(stale);
+  EXPECT_TRUE(violations.empty()) << "these files include compiler/ headers:" << set_text(violations);
 }
 
 TEST(Arrows, ThePublicFolderIsSelfContainedC) {
@@ -139,15 +116,9 @@ TEST(Arrows, TheRuntimeLinksNoCompilerAndNoNvrtc) {
     for (int hops = 0; is_compiler_member(at) && hops < 100 && needed_by.count(at); ++hops) at = needed_by[at];
     roots.insert(member_source(at));
   }
-  std::set<std::string> unexpected;
-  for (const std::string& r : roots)
-    if (!kKnownLinkExceptions.count(r)) unexpected.insert(r);
-  EXPECT_TRUE(unexpected.empty()) << "these pull compiler objects into the runtime:" << set_text(unexpected);
-  std::printf("[ figures  ] %d compiler objects in the runtime's link, from:%s\n", compiler_members,
-              set_text(roots).c_str());
+  EXPECT_EQ(compiler_members, 0) << "these pull compiler objects into the runtime:" << set_text(roots);
 
-  // NVRTC: no symbol of it in the probe (it comes only with compiler objects, so while those are
-  // known exceptions it is reported, not failed).
+  // NVRTC: no symbol of it in the probe, and no libnvrtc on its link line.
   const std::string cmd = "nm -C " + std::string(KPLAN_LINK_PROBE) + " 2>/dev/null | grep -c nvrtc";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
@@ -157,19 +128,8 @@ TEST(Arrows, TheRuntimeLinksNoCompilerAndNoNvrtc) {
   const bool loads_nvrtc = map.find("libnvrtc") != std::string::npos;
   std::printf("[ figures  ] nvrtc symbols in the probe: %d, libnvrtc on its link line: %s\n", nvrtc_symbols,
               loads_nvrtc ? "yes" : "no");
-  if (kKnownLinkExceptions.empty()) {
-    EXPECT_EQ(nvrtc_symbols, 0);
-    EXPECT_FALSE(loads_nvrtc);
-    EXPECT_EQ(compiler_members, 0);
-  } else {
-    std::set<std::string> stale;
-    for (const std::string& k : kKnownLinkExceptions)
-      if (!roots.count(k)) stale.insert(k);
-    // A listed file that no longer pulls the compiler in is fine only once none does.
-    EXPECT_TRUE(stale.empty() || roots.empty())
-        << "no longer pull compiler objects in: remove them from kKnownLinkExceptions:" << set_text(stale);
-    EXPECT_FALSE(roots.empty()) << "the runtime links no compiler object: empty kKnownLinkExceptions";
-  }
+  EXPECT_EQ(nvrtc_symbols, 0);
+  EXPECT_FALSE(loads_nvrtc);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "compiler/driver/compile.h"
 #include "launch_emulator.h"
 #include "runtime/cpu/cpu_target.h"
+#include "compiler/driver/reference_plan.h"
 
 namespace kplan::codegen {
 namespace {
@@ -89,7 +90,7 @@ void check_checkpoint(const std::string& preset) {
   plan::LoweredPlan lp = lower_target(*compiled.module->function("target"), compiled.target->weights(), o);
   EmulatedTarget gpu_like(lp);
 
-  cpu::CpuTarget cpu(ckpt, 64);
+  cpu::CpuTarget cpu(std::make_shared<const plan::Plan>(reference_plan(ckpt)), ckpt.string(), 64);
   cpu.set_capture_layers({1});
   const int64_t vocab = cpu.config().vocab_size;
 

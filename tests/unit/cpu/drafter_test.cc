@@ -7,7 +7,6 @@
 
 #include "compiler/frontend/draft_config.h"
 #include "ir/support/error.h"
-#include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/dflash_drafter.h"
 #include "tests/unit/cpu/cpu_test_util.h"
 
@@ -28,8 +27,9 @@ class CpuDrafterTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CpuDrafterTest, ProposesNormalisedLogProbsPerDepth) {
   const auto& dirs = synth_preset(GetParam());
-  auto target = make_cpu_target(dirs.target, 64);
-  auto drafter = make_cpu_dflash_drafter(dirs.draft, *target);
+  auto m = testing_util::reference_model(dirs.target, 64, dirs.draft);
+  auto& target = m.target;
+  auto& drafter = m.drafter;
   const DraftConfig draft = load_draft_config(dirs.draft / "config.json");
   EXPECT_EQ(drafter->max_depth(), draft.block_size - 1);
   EXPECT_EQ(drafter->capture_layers(), draft.target_layer_ids);
@@ -51,9 +51,10 @@ TEST_P(CpuDrafterTest, ProposesNormalisedLogProbsPerDepth) {
 
 TEST_P(CpuDrafterTest, IncrementalObserveEqualsObserveAtOnce) {
   const auto& dirs = synth_preset(GetParam());
-  auto target = make_cpu_target(dirs.target, 64);
-  auto a = make_cpu_dflash_drafter(dirs.draft, *target);
-  auto b = make_cpu_dflash_drafter(dirs.draft, *target);
+  auto m = testing_util::reference_model(dirs.target, 64, dirs.draft);
+  auto& target = m.target;
+  auto& a = m.drafter;
+  auto b = make_plan_cpu_drafter(m.plan, dirs.draft.string());
   target->set_capture_layers(a->capture_layers());
   const std::vector<int32_t> prompt = {20, 21, 22, 23, 24, 25, 26};
   StepOutput out = target->forward(causal_step(prompt, 0));
@@ -79,8 +80,7 @@ TEST_P(CpuDrafterTest, IncrementalObserveEqualsObserveAtOnce) {
 
 TEST_P(CpuDrafterTest, ObserveRejectsWrongCaptures) {
   const auto& dirs = synth_preset(GetParam());
-  auto target = make_cpu_target(dirs.target, 64);
-  auto drafter = make_cpu_dflash_drafter(dirs.draft, *target);
+  auto drafter = testing_util::reference_model(dirs.target, 64, dirs.draft).drafter;
   std::vector<int32_t> tokens = {1, 2};
   EXPECT_THROW(drafter->observe(tokens, iota_positions(0, 2), {}), Error);
   std::vector<Matrix> wrong(drafter->capture_layers().size(), Matrix(2, 3));
@@ -91,28 +91,32 @@ INSTANTIATE_TEST_SUITE_P(Presets, CpuDrafterTest, ::testing::Values("tiny", "tin
 
 TEST(CpuDrafter, RefusesADrafterThatDoesNotFitTheTarget) {
   // tiny2's drafter (hidden 192, layers 1/3/5) against the tiny target (hidden 256, 4 layers).
-  auto target = make_cpu_target(synth_preset("tiny").target, 16);
-  EXPECT_THROW(make_cpu_dflash_drafter(synth_preset("tiny2").draft, *target), Error);
+  testing_util::expect_contains(
+      testing_util::error_of([] { testing_util::reference_model(synth_preset("tiny").target, 16, synth_preset("tiny2").draft); }),
+      {"drafter does not fit the target", "hidden_size"});
 }
 
-// A target the CPU drafter cannot borrow an embedding and lm_head from.
-class NotACpuTarget final : public TargetModel {
- public:
-  const ModelConfig& config() const override { return config_; }
-  StepOutput forward(const StepInput&) override { return {}; }
-  void commit(std::span<const int32_t>) override {}
-  int64_t cache_length() const override { return 0; }
-  int64_t max_context() const override { return 0; }
-  void reset() override {}
-  void set_capture_layers(std::vector<int64_t>) override {}
+// The drafter reads the target's embedding and lm_head from the plan, so it runs against any
+// target that returns the captured hidden states: here a second, independent target over the
+// same checkpoint (as a GPU target would be), fed the same captures, proposes the same.
+TEST(CpuDrafter, WorksAgainstAnyTargetThatReturnsTheCaptures) {
+  const auto& dirs = synth_preset("tiny");
+  auto m = testing_util::reference_model(dirs.target, 32, dirs.draft);
+  auto other = testing_util::reference_target(dirs.target, 32);
+  const std::vector<int32_t> prompt = {3, 4, 5};
+  m.target->set_capture_layers(m.drafter->capture_layers());
+  other->set_capture_layers(m.drafter->capture_layers());
+  StepOutput a = m.target->forward(causal_step(prompt, 0)), b = other->forward(causal_step(prompt, 0));
+  auto second = make_plan_cpu_drafter(m.plan, "second");
+  m.drafter->observe(prompt, iota_positions(0, 3), a.captured);
+  second->observe(prompt, iota_positions(0, 3), b.captured);
+  EXPECT_EQ(m.drafter->propose(6, 3).data, second->propose(6, 3).data);
+}
 
- private:
-  ModelConfig config_;
-};
-
-TEST(CpuDrafter, NeedsACpuTarget) {
-  NotACpuTarget other;
-  EXPECT_THROW(make_cpu_dflash_drafter(synth_preset("tiny").draft, other), Error);
+TEST(CpuDrafter, NeedsAPlanWithADrafter) {
+  auto plan = std::make_shared<const plan::Plan>(reference_plan(synth_preset("tiny").target));
+  testing_util::expect_contains(testing_util::error_of([&] { make_plan_cpu_drafter(plan, "tiny.kplan"); }),
+                                {"tiny.kplan", "no DFlash drafter"});
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "compiler/driver/compile.h"
 #include "compiler/frontend/int4_pack.h"
+#include "compiler/plan/ir_weights.h"
 #include "ir/builder.h"
 #include "ir/support/error.h"
 #include "runtime/cpu/interpreter.h"
@@ -33,6 +34,13 @@ TensorPtr ints(std::vector<int64_t> shape, std::vector<int32_t> v) {
   return t;
 }
 
+// For functions that take everything as arguments.
+const WeightTable& no_weights() {
+  static const std::vector<plan::Weight> none;
+  static const WeightTable table(none, "no plan");
+  return table;
+}
+
 TEST(CpuInterpreter, ViewOpsAndCacheOps) {
   ir::Module m;
   ir::Function& fn = *m.add_function("f");
@@ -47,7 +55,7 @@ TEST(CpuInterpreter, ViewOpsAndCacheOps) {
   b.output(b.reshape(x, {T, 3, 1}), "r");
   b.output(b.kv_append(cache, {b.slice(x, 1, 0, 1), b.slice(x, 1, 1, 2)}), "append");
   b.output(b.kv_compact(cache, x, keep), "compact");
-  Interpreter run(fn, {});
+  Interpreter run(fn, no_weights());
   auto out = run.run({{"x", floats({2, 3}, {1, 2, 3, 4, 5, 6})},
                       {"cache", floats({1, 3}, {9, 9, 9})},
                       {"keep", ints({1}, {1})}});
@@ -82,7 +90,7 @@ TEST(CpuInterpreter, MatmulInt4EqualsMatmulOfDequantisedWeight) {
   ir::Builder b(fn);
   b.output(b.matmul_int4(x, packed, sc, 32), "int4");
   b.output(b.matmul(x, dense), "dense");
-  Interpreter run(fn, {});
+  Interpreter run(fn, no_weights());
   Matrix xs = cpu_test::random_matrix(3, K, rng);
   auto out = run.run({{"x", floats({3, K}, xs.data)},
                       {"packed", ints({N, K / 8}, p.packed)},
@@ -106,7 +114,7 @@ TEST(CpuInterpreter, HeadMatmulTopKArgmaxLogSoftmax) {
   b.output(topk->result(1), "ids");
   b.output(b.create(OpKind::Argmax, {v})->result(), "argmax");
   b.output(b.create(OpKind::LogSoftmax, {v})->result(), "lsm");
-  Interpreter run(fn, {});
+  Interpreter run(fn, no_weights());
   auto out = run.run({{"x", floats({1, 2, 2}, {1, 2, 3, 4})},
                       {"w", floats({2, 1, 2}, {1, 1, 2, -1})},
                       {"v", floats({2, 3}, {0, 5, 5, 3, 1, 2})}});
@@ -143,8 +151,15 @@ TEST_P(CpuInterpreterModel, AbsorbedIrEqualsNaiveIr) {
   ASSERT_EQ(count(ff, OpKind::MlaAttention), layers);
   ASSERT_EQ(count(ff, OpKind::MlaAttentionExpanded), 0);
 
-  const CheckpointSources sources = {{"target", &naive.target->weights()}};
-  Interpreter a(nf, sources), b(ff, sources);
+  // Both functions' weights as a plan carries them, read from the checkpoint.
+  std::vector<plan::Weight> plan_weights;
+  const plan::CheckpointBytes bytes = [&](const std::string&, const std::string& name) {
+    return naive.target->weights().get(name).bytes;
+  };
+  plan::add_ir_weights(*naive.module, bytes, plan_weights);
+  plan::add_ir_weights(*full.module, bytes, plan_weights);
+  const WeightTable weights(plan_weights, "tiny checkpoint");
+  Interpreter a(nf, weights), b(ff, weights);
   const ModelConfig& c = naive.target->config();
   const int64_t row = c.kv_lora_rank + c.qk_rope_head_dim, S = 5, T = 3;
   std::mt19937 rng(9);

@@ -8,7 +8,6 @@
 
 #include "ir/support/error.h"
 #include "runtime/cpu/basic_ops.h"
-#include "runtime/cpu/cpu_backend.h"
 #include "tests/unit/cpu/cpu_test_util.h"
 
 namespace kplan {
@@ -24,7 +23,7 @@ class CpuTargetTest : public ::testing::TestWithParam<const char*> {};
 
 // Prefill of a whole prompt gives the same logits as feeding it one token at a time.
 TEST_P(CpuTargetTest, PrefillEqualsTokenByTokenDecode) {
-  auto model = make_cpu_target(synth_preset(GetParam()).target, 64);
+  auto model = testing_util::reference_target(synth_preset(GetParam()).target, 64);
   const std::vector<int32_t> prompt = {5, 17, 300, 42, 9, 77};
   StepOutput full = model->forward(causal_step(prompt, 0));
   model->reset();
@@ -41,7 +40,7 @@ TEST_P(CpuTargetTest, PrefillEqualsTokenByTokenDecode) {
 // sequential decoding of that node's root-to-node path gives.
 TEST_P(CpuTargetTest, TreeVerifyEqualsSequentialDecodeOfEachPath) {
   const auto& dirs = synth_preset(GetParam());
-  auto model = make_cpu_target(dirs.target, 64);
+  auto model = testing_util::reference_target(dirs.target, 64);
   const std::vector<int32_t> prompt = {11, 23, 5, 8};
   model->forward(causal_step(prompt, 0));
   model->commit(std::vector<int32_t>{0, 1, 2, 3});
@@ -63,7 +62,7 @@ TEST_P(CpuTargetTest, TreeVerifyEqualsSequentialDecodeOfEachPath) {
   for (size_t node = 0; node < tokens.size(); ++node) {
     std::vector<int32_t> path;
     for (int32_t a = static_cast<int32_t>(node); a >= 0; a = parent[a]) path.insert(path.begin(), tokens[a]);
-    auto ref = make_cpu_target(dirs.target, 64);
+    auto ref = testing_util::reference_target(dirs.target, 64);
     std::vector<int32_t> seq = prompt;
     seq.insert(seq.end(), path.begin(), path.end());
     StepOutput s = ref->forward(causal_step(seq, 0));
@@ -76,14 +75,14 @@ TEST_P(CpuTargetTest, TreeVerifyEqualsSequentialDecodeOfEachPath) {
   model->commit(std::vector<int32_t>{0, 2, 4});
   EXPECT_EQ(model->cache_length(), 7);
   StepOutput next = model->forward(causal_step({50}, 7));
-  auto ref = make_cpu_target(dirs.target, 64);
+  auto ref = testing_util::reference_target(dirs.target, 64);
   StepOutput s = ref->forward(causal_step({11, 23, 5, 8, 40, 42, 44, 50}, 0));
   EXPECT_LT(relative_error(next.logits.row(0), s.logits.row(7), s.logits.cols), kTol);
 }
 
 // Capture layers return the chosen decoder layers' outputs in the order asked.
 TEST_P(CpuTargetTest, CapturedLayersFollowTheRequestedOrder) {
-  auto model = make_cpu_target(synth_preset(GetParam()).target, 32);
+  auto model = testing_util::reference_target(synth_preset(GetParam()).target, 32);
   model->set_capture_layers({3, 1});
   StepOutput a = model->forward(causal_step({1, 2, 3}, 0));
   ASSERT_EQ(a.captured.size(), 2u);
@@ -97,7 +96,7 @@ TEST_P(CpuTargetTest, CapturedLayersFollowTheRequestedOrder) {
 }
 
 TEST_P(CpuTargetTest, BadInputsAreClearErrors) {
-  auto model = make_cpu_target(synth_preset(GetParam()).target, 8);
+  auto model = testing_util::reference_target(synth_preset(GetParam()).target, 8);
   EXPECT_EQ(model->max_context(), 8);
   EXPECT_THROW(model->forward(StepInput{}), Error);  // empty prompt
   EXPECT_THROW(model->forward(causal_step(std::vector<int32_t>(9, 4), 0)), Error);  // too long
@@ -116,8 +115,8 @@ TEST_P(CpuTargetTest, BadInputsAreClearErrors) {
   model->forward(causal_step({1, 2, 3, 4, 5}, 3));                 // fills the context exactly
   model->commit(std::vector<int32_t>{0, 1, 2, 3, 4});
   EXPECT_THROW(model->forward(causal_step({1}, 8)), Error);        // context full
-  EXPECT_THROW(make_cpu_target(synth_preset(GetParam()).target / "nope"), Error);
-  EXPECT_THROW(make_cpu_target(synth_preset(GetParam()).target, -1), Error);
+  EXPECT_THROW(testing_util::reference_target(synth_preset(GetParam()).target / "nope"), Error);
+  EXPECT_THROW(testing_util::reference_target(synth_preset(GetParam()).target, -1), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, CpuTargetTest, ::testing::Values("tiny", "tiny2", "tiny-yarn"));
@@ -126,8 +125,8 @@ TEST(CpuTargetInt4, DequantisedExpertsStayCloseToBf16Model) {
   // The INT4 checkpoint quantises the same values the bf16 one holds (4-bit, group 32: ~10%
   // weight error, which the synthetic model amplifies): logits differ, but stay far closer than
   // unrelated models' would (relative error ~1.4). The HF golden checks the exact values.
-  auto bf16 = make_cpu_target(synth_preset("tiny").target, 16);
-  auto int4 = make_cpu_target(synth_preset("tiny", 1, true).target, 16);
+  auto bf16 = testing_util::reference_target(synth_preset("tiny").target, 16);
+  auto int4 = testing_util::reference_target(synth_preset("tiny", 1, true).target, 16);
   const std::vector<int32_t> prompt = {3, 14, 15, 92, 65};
   StepOutput a = bf16->forward(causal_step(prompt, 0)), b = int4->forward(causal_step(prompt, 0));
   for (int64_t r = 0; r < a.logits.rows; ++r) {

@@ -8,10 +8,10 @@
 #include <gtest/gtest.h>
 
 #include "ir/support/error.h"
-#include "runtime/cpu/cpu_backend.h"
 #include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/oracle_drafter.h"
 #include "runtime/ddtree/random_drafter.h"
+#include "runtime/plan_cpu_target.h"
 #include "tests/unit/ddtree/synth_checkpoints.h"
 
 namespace kplan {
@@ -36,7 +36,8 @@ enum class DrafterKind { kOracle, kRandom, kDFlash };
 
 void expect_lossless(const std::string& preset, DrafterKind kind) {
   const auto& ckpt = test::synth_checkpoint(preset);
-  std::unique_ptr<TargetModel> target = make_cpu_target(ckpt.target);
+  testing_util::ReferenceModel model = testing_util::reference_model(ckpt.target, 0, ckpt.draft);
+  std::unique_ptr<TargetModel>& target = model.target;
   const std::vector<int32_t> prompt = prompt_for(preset);
   const DecodeResult ar = decode(*target, nullptr, prompt, greedy(SpecMode::kNone, 0));
   ASSERT_EQ(ar.tokens.size(), static_cast<size_t>(kMaxNew));
@@ -54,7 +55,7 @@ void expect_lossless(const std::string& preset, DrafterKind kind) {
       drafter = std::make_unique<RandomDrafter>(vocab, block - 1, 11);
       break;
     case DrafterKind::kDFlash:
-      drafter = make_cpu_dflash_drafter(ckpt.draft, *target);
+      drafter = std::move(model.drafter);
       break;
   }
   for (int64_t budget : {int64_t{1}, int64_t{3}, block - 1, int64_t{20}}) {
@@ -80,7 +81,8 @@ TEST(CpuDDTree, SampledSpeculativeDrawsTheARSample) {
   // seed DDTree emits exactly the AR sample (here with an oracle that knows it, so trees are
   // deep and accepted, and with the DFlash drafter).
   const auto& ckpt = test::synth_checkpoint("tiny");
-  std::unique_ptr<TargetModel> target = make_cpu_target(ckpt.target);
+  testing_util::ReferenceModel model = testing_util::reference_model(ckpt.target, 0, ckpt.draft);
+  std::unique_ptr<TargetModel>& target = model.target;
   const std::vector<int32_t> prompt = prompt_for("tiny");
   for (uint64_t seed : {3u, 4u}) {
     DecodeOptions o = greedy(SpecMode::kNone, 0);
@@ -95,14 +97,14 @@ TEST(CpuDDTree, SampledSpeculativeDrawsTheARSample) {
     const DecodeResult tree = decode(*target, &oracle, prompt, o);
     EXPECT_EQ(tree.tokens, ar.tokens) << "seed " << seed;
     EXPECT_GT(tree.stats.mean_acceptance_length(), 2.0);
-    std::unique_ptr<Drafter> dflash = make_cpu_dflash_drafter(ckpt.draft, *target);
+    std::unique_ptr<Drafter> dflash = make_plan_cpu_drafter(model.plan, ckpt.draft.string());
     EXPECT_EQ(decode(*target, dflash.get(), prompt, o).tokens, ar.tokens) << "seed " << seed;
   }
 }
 
 TEST(CpuDDTree, RefusesADrafterForAnotherTarget) {
-  std::unique_ptr<TargetModel> tiny = make_cpu_target(test::synth_checkpoint("tiny").target);
-  EXPECT_THROW(make_cpu_dflash_drafter(test::synth_checkpoint("tiny2").draft, *tiny), Error);
+  EXPECT_THROW(testing_util::reference_model(test::synth_checkpoint("tiny").target, 0, test::synth_checkpoint("tiny2").draft),
+               Error);
 }
 
 }  // namespace

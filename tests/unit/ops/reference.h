@@ -1,16 +1,15 @@
 #pragma once
-// The CPU reference of a row: the interpreter over the row's IR function. How weights reach the
-// interpreter is this one function: today a safetensors file of the row's tensors, bound as the
-// "target" checkpoint; when the interpreter binds a plan's weights table by (source, name), it
-// becomes that table (source "target").
+// The CPU reference of a row: the interpreter over the row's IR function, its weights bound from
+// a plan weights table by (source "target", name), as the CPU reference binds a plan's.
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "compiler/frontend/safetensors.h"
 #include "runtime/cpu/interpreter.h"
+#include "runtime/cpu/weight_table.h"
+#include "schemas/plan_model.h"
 #include "tests/unit/ops/op_case.h"
 
 namespace kplan::ops_test {
@@ -18,11 +17,15 @@ namespace kplan::ops_test {
 class Reference {
  public:
   Reference(const ir::Function& fn, const std::vector<TestWeight>& weights, const std::filesystem::path& dir) {
-    std::vector<TensorData> tensors;
-    for (const TestWeight& w : weights) tensors.push_back({w.name, w.dtype, w.shape, w.bytes});
-    write_safetensors(dir / "weights.safetensors", tensors);
-    checkpoint_ = std::make_unique<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(dir / "weights.safetensors"));
-    interpreter_ = std::make_unique<cpu::Interpreter>(fn, cpu::CheckpointSources{{"target", checkpoint_.get()}});
+    for (const TestWeight& t : weights) {
+      plan::Weight w;
+      w.name = t.name;
+      w.dtype = t.dtype;
+      w.shape = t.shape;
+      w.owned = t.bytes;
+      weights_.push_back(std::move(w));
+    }
+    interpreter_ = std::make_unique<cpu::Interpreter>(fn, cpu::WeightTable(weights_, "row " + dir.filename().string()));
   }
 
   // "logits" of the row's function for the step.
@@ -44,7 +47,7 @@ class Reference {
   }
 
  private:
-  std::unique_ptr<SafetensorsCheckpoint> checkpoint_;
+  std::vector<plan::Weight> weights_;
   std::unique_ptr<cpu::Interpreter> interpreter_;
 };
 

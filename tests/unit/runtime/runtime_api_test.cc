@@ -18,9 +18,9 @@
 #include "compiler/synth/synth.h"
 #include "kplan/kplan.h"
 #include "tests/unit/runtime/session_target.h"
-#include "runtime/cpu/cpu_backend.h"
 #include "runtime/plan_stats.h"
 #include "tests/unit/plan/sample_plan.h"
+#include "tests/unit/test_support.h"
 
 namespace kplan {
 namespace {
@@ -122,7 +122,8 @@ fs::path tiny_checkpoint_plan(fs::path* ckpt_dir) {
   fs::path dir = test_dir() / "tiny";
   ModelConfig config = preset_config("tiny");
   synthesize_target(config, dir, {.seed = 1});
-  SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::open(dir);
+  // The model's own IR and every weight it names, from the checkpoint's reference plan.
+  const plan::Plan ref = reference_plan(dir);
   plan::Plan p = plan::testing::sample_plan();
   p.kernels.clear();
   p.buckets.clear();
@@ -130,14 +131,16 @@ fs::path tiny_checkpoint_plan(fs::path* ckpt_dir) {
   std::ifstream cfg(dir / "config.json");
   p.model_config_json.assign(std::istreambuf_iterator<char>(cfg), {});
   p.model = config;
+  p.ir_text = ref.ir_text;
   p.header.limits = {8, 8, 64};
-  for (const TensorSpec& spec : target_tensor_specs(config)) {
-    const TensorView& t = ckpt.get(spec.name);
+  for (const plan::Weight& r : ref.weights) {
     plan::Weight w;
-    w.name = t.name;
-    w.dtype = t.dtype;
-    w.shape = t.shape;
-    w.owned.assign(t.bytes.begin(), t.bytes.end());
+    w.name = r.name;
+    w.source = r.source;
+    w.dtype = r.dtype;
+    w.shape = r.shape;
+    w.layout = r.layout;
+    w.owned.assign(r.data().begin(), r.data().end());
     p.weights.push_back(std::move(w));
   }
   fs::path file = test_dir() / "tiny.kplan";
@@ -152,7 +155,7 @@ TEST(RuntimeApi, CpuSessionOverAPlanMatchesTheCheckpointReference) {
   PlanHandle plan(file.string(), KPLAN_DEVICE_CPU);
   SessionTargetModel session(plan);
   EXPECT_FALSE(session.on_gpu());
-  std::unique_ptr<TargetModel> direct = make_cpu_target(ckpt, 64);
+  std::unique_ptr<TargetModel> direct = testing_util::reference_target(ckpt, 64);
   StepInput prompt{{0, 17, 300, 5, 999}, {0, 1, 2, 3, 4}, {}};
   StepOutput a = session.forward(prompt);
   StepOutput b = direct->forward(prompt);
@@ -172,7 +175,7 @@ TEST(RuntimeApi, GreedyGenerationOnTheCpuMatchesAStepByStepLoop) {
                                           got.data()),
             KPLAN_STATUS_OK)
       << kplan_error_last();
-  std::unique_ptr<TargetModel> direct = make_cpu_target(ckpt, 64);
+  std::unique_ptr<TargetModel> direct = testing_util::reference_target(ckpt, 64);
   StepInput in{prompt, {}, {}};
   for (size_t i = 0; i < prompt.size(); ++i) in.positions.push_back(static_cast<int32_t>(i));
   std::vector<int32_t> want;

@@ -1,0 +1,130 @@
+#include "runtime/cpu/weight_table.h"
+
+#include <cstring>
+
+#include "ir/support/dtype.h"
+#include "ir/support/error.h"
+
+namespace kplan::cpu {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Element i of raw bytes of dtype `d` as fp32 (unaligned-safe: a mapped file's bytes).
+float float_at(const uint8_t* p, DType d, size_t i) {
+  switch (d) {
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::BF16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return bf16_to_float(v);
+    }
+    case DType::F16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return f16_to_float(v);
+    }
+    default:
+      return f8e4m3_to_float(p[i]);
+  }
+}
+
+bool is_float(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16 || d == DType::F8E4M3; }
+
+}  // namespace
+
+bool cpu_readable_layout(const std::string& layout) {
+  return layout == "row_major" || layout == "stacked" || layout == "ct_pack_quantized_int4";
+}
+
+WeightTable::WeightTable(const std::vector<plan::Weight>& weights, std::string plan_source)
+    : plan_source_(std::move(plan_source)) {
+  for (const plan::Weight& w : weights) by_key_.emplace(std::make_pair(w.source, w.name), &w);
+}
+
+const plan::Weight* WeightTable::find(const std::string& source, const std::string& name) const {
+  auto it = by_key_.find({source, name});
+  return it == by_key_.end() ? nullptr : it->second;
+}
+
+TensorPtr WeightTable::read(const plan::Weight& w, const ir::Type& want, const std::string& by) const {
+  const std::string what = plan_source_ + ": weight " + w.name + " (" + w.source + ")";
+  if (!cpu_readable_layout(w.layout))
+    throw Error(what + " has layout '" + w.layout + "', which the CPU reference cannot read (it reads " +
+                "row_major, stacked and ct_pack_quantized_int4)");
+  std::vector<int64_t> shape;
+  for (const ir::Dim& d : want.shape) shape.push_back(d.constant);
+  if (w.dtype != want.dtype || w.shape != shape)
+    throw Error(what + " is " + std::string(dtype_name(w.dtype)) + shape_str(w.shape) + ", but the IR's " + by + " op says " + want.str());
+  auto t = std::make_shared<Tensor>();
+  t->shape = shape;
+  const size_t n = static_cast<size_t>(t->numel());
+  const std::span<const uint8_t> bytes = w.data();
+  if (bytes.size() != n * dtype_size(w.dtype))
+    throw Error(what + " holds " + std::to_string(bytes.size()) + " bytes, its type needs " +
+                std::to_string(n * dtype_size(w.dtype)));
+  if (is_float(w.dtype)) {
+    t->f.resize(n);
+    for (size_t i = 0; i < n; ++i) t->f[i] = float_at(bytes.data(), w.dtype, i);
+    return t;
+  }
+  t->is_int = true;
+  t->i.resize(n);
+  switch (w.dtype) {
+    case DType::I32:
+    case DType::U32: std::memcpy(t->i.data(), bytes.data(), n * 4); break;
+    case DType::I8:
+      for (size_t i = 0; i < n; ++i) t->i[i] = static_cast<int8_t>(bytes[i]);
+      break;
+    case DType::U8:
+    case DType::BOOL:
+      for (size_t i = 0; i < n; ++i) t->i[i] = bytes[i];
+      break;
+    default:
+      throw Error(what + ": dtype " + std::string(dtype_name(w.dtype)) + " is not read by the CPU reference");
+  }
+  return t;
+}
+
+TensorPtr WeightTable::load(const ir::Op& op) const {
+  const std::string source = op.attrs().get_string("ckpt"), name = op.attrs().get_string("name");
+  const ir::Type& type = op.result()->type();
+  const std::string by(op.name());
+  if (op.kind() == ir::OpKind::Weight) {
+    const plan::Weight* w = find(source, name);
+    if (!w)
+      throw Error(plan_source_ + ": the plan has no weight " + name + " (source '" + source +
+                  "'), which its IR names");
+    return read(*w, type, by);
+  }
+  if (const plan::Weight* stacked = find(source, name)) return read(*stacked, type, by);
+  // Not stacked in the plan: stack the experts' own weights (the '*' is the expert index).
+  const int64_t count = op.attrs().get_int("count");
+  const size_t star = name.find('*');
+  ir::Type one{type.dtype, {type.shape.begin() + 1, type.shape.end()}};
+  auto t = std::make_shared<Tensor>();
+  for (int64_t e = 0; e < count; ++e) {
+    const std::string expert = name.substr(0, star) + std::to_string(e) + name.substr(star + 1);
+    const plan::Weight* w = find(source, expert);
+    if (!w)
+      throw Error(plan_source_ + ": the plan has neither the stacked weight " + name + " nor expert weight " +
+                  expert + " (source '" + source + "'), which its IR names");
+    TensorPtr part = read(*w, one, by);
+    t->is_int = part->is_int;
+    t->f.insert(t->f.end(), part->f.begin(), part->f.end());
+    t->i.insert(t->i.end(), part->i.begin(), part->i.end());
+  }
+  for (const ir::Dim& d : type.shape) t->shape.push_back(d.constant);
+  return t;
+}
+
+}  // namespace kplan::cpu
