@@ -260,7 +260,9 @@ kplan_status kplan_model_create(kplan_plan* plan, const kplan_model_options* opt
     state->source = plan->path;
     auto start = std::chrono::steady_clock::now();
     bool gpu = opt.device == KPLAN_DEVICE_GPU;
-    if (opt.device == KPLAN_DEVICE_AUTO) {
+    // AUTO: the GPU when one is usable and the plan has kernels at all (a kernel-less plan, e.g.
+    // a checkpoint directory's reference plan, is for the CPU reference).
+    if (opt.device == KPLAN_DEVICE_AUTO && !plan->plan->header.archs.empty()) {
       kplan::gpu::DeviceInfo d;
       gpu = kplan::gpu::probe_device(&d, nullptr);
     }

@@ -40,9 +40,11 @@ std::string select_arch(const Plan& plan, const std::string& device_arch, const 
     }
   }
   if (!best.empty()) return best;
+  if (plan.header.archs.empty())
+    throw Error(source + ": plan has no GPU kernels (it runs on the CPU reference); compile it with `kplan compile -o "
+                "PLAN --arch " + device_arch + "` for this GPU");
   std::string have;
   for (const std::string& a : plan.header.archs) have += (have.empty() ? "" : ", ") + a;
-  if (have.empty()) have = "no";
   throw Error(source + ": plan has " + have + " kernels only; this GPU is " + device_arch +
               ": recompile with --arch " + device_arch);
 }
