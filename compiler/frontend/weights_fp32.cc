@@ -20,33 +20,12 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   throw Error("tensor " + t.name + (t.file.empty() ? "" : " in " + t.file) + ": " + why);
 }
 
-// Element i of a floating-point view, upcast to fp32 (reads unaligned-safe via memcpy).
+// Element i of a floating-point view, upcast to fp32.
 float float_at(const TensorView& t, int64_t i) {
-  const uint8_t* p = t.bytes.data();
-  switch (t.dtype) {
-    case DType::F32: {
-      float v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case DType::BF16: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return bf16_to_float(v);
-    }
-    case DType::F16: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return f16_to_float(v);
-    }
-    case DType::F8E4M3:
-      return f8e4m3_to_float(p[i]);
-    default:
-      fail(t, "dtype " + std::string(dtype_safetensors_name(t.dtype)) + " is not a floating-point type");
-  }
+  if (!is_float_dtype(t.dtype))
+    fail(t, "dtype " + std::string(dtype_safetensors_name(t.dtype)) + " is not a floating-point type");
+  return element_to_float(t.bytes.data(), t.dtype, static_cast<size_t>(i));
 }
-
-bool is_float(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16 || d == DType::F8E4M3; }
 
 void check_size(const TensorView& t) {
   if (static_cast<uint64_t>(t.bytes.size()) != static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype))
@@ -63,7 +42,7 @@ int64_t Fp32Tensor::numel() const {
 }
 
 Fp32Tensor tensor_fp32(const TensorView& t) {
-  if (!is_float(t.dtype))
+  if (!is_float_dtype(t.dtype))
     fail(t, "dtype " + std::string(dtype_safetensors_name(t.dtype)) + " is not a floating-point type");
   check_size(t);
   Fp32Tensor out;
@@ -105,7 +84,7 @@ Fp32Tensor dequantize_pack_quantized(const TensorView& packed, const TensorView&
     fail(packed, "has shape " + shape_text(packed.shape) + ", expected " + shape_text({out, packed_cols}) +
                      " for weight_shape " + shape_text({out, in}));
 
-  if (!is_float(scale.dtype)) fail(scale, "weight_scale must be a floating-point tensor");
+  if (!is_float_dtype(scale.dtype)) fail(scale, "weight_scale must be a floating-point tensor");
   check_size(scale);
   if (scale.shape.size() != 2 || scale.shape[0] != out || scale.shape[1] <= 0)
     fail(scale, "has shape " + shape_text(scale.shape) + ", expected [" + std::to_string(out) + ", groups]");

@@ -96,4 +96,30 @@ float f8e4m3_to_float(uint8_t v) {
   return sign ? -value : value;
 }
 
+bool is_float_dtype(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16 || t == DType::F8E4M3;
+}
+
+float element_to_float(const uint8_t* p, DType t, size_t i) {
+  switch (t) {
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    case DType::BF16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return bf16_to_float(v);
+    }
+    case DType::F16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return f16_to_float(v);
+    }
+    default:
+      return f8e4m3_to_float(p[i]);
+  }
+}
+
 }  // namespace kplan

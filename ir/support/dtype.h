@@ -27,4 +27,10 @@ float f16_to_float(uint16_t v);
 uint16_t float_to_f16(float v);
 float f8e4m3_to_float(uint8_t v);
 
+// True for the float dtypes element_to_float reads: f32, bf16, f16, f8e4m3.
+bool is_float_dtype(DType t);
+// Element i of raw bytes of float dtype `t`, upcast to fp32 (memcpy: safe on the unaligned bytes
+// of a mapped file). `t` must satisfy is_float_dtype.
+float element_to_float(const uint8_t* bytes, DType t, size_t i);
+
 }  // namespace kplan

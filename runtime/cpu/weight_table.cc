@@ -15,31 +15,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-// Element i of raw bytes of dtype `d` as fp32 (unaligned-safe: a mapped file's bytes).
-float float_at(const uint8_t* p, DType d, size_t i) {
-  switch (d) {
-    case DType::F32: {
-      float v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case DType::BF16: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return bf16_to_float(v);
-    }
-    case DType::F16: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return f16_to_float(v);
-    }
-    default:
-      return f8e4m3_to_float(p[i]);
-  }
-}
-
-bool is_float(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16 || d == DType::F8E4M3; }
-
 }  // namespace
 
 bool cpu_readable_layout(const std::string& layout) {
@@ -72,9 +47,9 @@ TensorPtr WeightTable::read(const plan::Weight& w, const ir::Type& want, const s
   if (bytes.size() != n * dtype_size(w.dtype))
     throw Error(what + " holds " + std::to_string(bytes.size()) + " bytes, its type needs " +
                 std::to_string(n * dtype_size(w.dtype)));
-  if (is_float(w.dtype)) {
+  if (is_float_dtype(w.dtype)) {
     t->f.resize(n);
-    for (size_t i = 0; i < n; ++i) t->f[i] = float_at(bytes.data(), w.dtype, i);
+    for (size_t i = 0; i < n; ++i) t->f[i] = element_to_float(bytes.data(), w.dtype, i);
     return t;
   }
   t->is_int = true;
