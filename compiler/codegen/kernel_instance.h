@@ -17,6 +17,7 @@ const char* arg_kind_name(ArgKind k);  // "ptr", "i32", "f32"
 struct KernelArg {
   std::string name;  // as in the template's doc block, e.g. "x", "n_rows", "eps"
   ArgKind kind = ArgKind::DevicePtr;
+  bool operator==(const KernelArg&) const = default;
 };
 
 // A compile-time constant of the instance (dims, dtype codes, flags, tile sizes). The names and

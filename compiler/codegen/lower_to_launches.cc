@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "compiler/codegen/launch_geometry.h"
-#include "compiler/codegen/model_kernels.h"
+#include "compiler/codegen/families/all.h"
 #include "compiler/codegen/rope_args.h"
 #include "ir/support/error.h"
 
@@ -227,7 +227,16 @@ class Lowerer {
 
   LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 
-  void launch(const Op* op, const KernelSource& k, int64_t rows, std::vector<LaunchArg> args, int64_t batch = 1) {
+  // One launch of `k`; `A` is its family's Args struct (a mismatch is refused here, a swapped or
+  // missing argument does not compile).
+  template <class A>
+  void launch(const Op* op, const KernelSource& k, int64_t rows, const A& typed, int64_t batch = 1) {
+    static const std::vector<KernelArg> signature = signature_of<A>();
+    if (signature.size() != k.signature.size()) throw Error("codegen: launch of " + k.id + " with another family's arguments");
+    for (size_t a = 0; a < signature.size(); ++a) {
+      if (signature[a].name != k.signature[a].name) throw Error("codegen: launch of " + k.id + " with another family's arguments");
+    }
+    std::vector<LaunchArg> args = launch_args(typed);
     auto it = kernel_of_.find(k.id);
     if (it == kernel_of_.end()) {
       out_.kernels.push_back(k);
@@ -260,7 +269,6 @@ class Lowerer {
     return w;
   }
 
-  static int32_t i(int64_t v) { return static_cast<int32_t>(v); }
 
   // ---- one bucket --------------------------------------------------------------------------
   plan::Bucket lower_bucket(int64_t tokens) {
@@ -384,7 +392,8 @@ class Lowerer {
         const View& table = bf16_weight(op, op->operand(1));
         const View out = views_[result] = new_root(result);
         launch(op, embedding_kernel(table.shape[1], ElemType::F32), out.shape[0],
-               {ptr(operand(0)), ptr(table), ptr(out), LaunchArg::i32(i(out.shape[0])), LaunchArg::i32(i(table.shape[0]))});
+               embedding::Args{.ids = ptr(operand(0)), .table = ptr(table), .out = ptr(out), .n_tokens = out.shape[0],
+                               .vocab = table.shape[0]});
         return;
       }
       case OpKind::RmsNorm: {
@@ -392,8 +401,8 @@ class Lowerer {
         const View& w = bf16_weight(op, op->operand(1));
         const View out = views_[result] = new_root(result);
         launch(op, rms_norm_kernel(x.width, ElemType::F32, ElemType::F32), x.rows,
-               {ptr(operand(0)), ptr(w), ptr(out), LaunchArg::i32(i(x.rows)), LaunchArg::i32(i(x.stride)), LaunchArg::i32(i(x.width)),
-                LaunchArg::f32(static_cast<float>(op->attrs().get_float("eps")))});
+               rms_norm::Args{.x = ptr(operand(0)), .weight = ptr(w), .y = ptr(out), .n_rows = x.rows, .x_stride = x.stride,
+                              .y_stride = x.width, .eps = op->attrs().get_float("eps")});
         return;
       }
       case OpKind::Matmul:
@@ -404,8 +413,8 @@ class Lowerer {
         const View out = views_[result] = new_root(result);
         const int64_t n = w.shape[0];
         launch(op, matmul_kernel(x.width, n, ElemType::F32, ElemType::F32), x.rows,
-               {ptr(operand(0)), ptr(w), ptr(out), LaunchArg::i32(i(x.rows)), LaunchArg::i32(i(x.stride)), LaunchArg::i32(0),
-                LaunchArg::i32(i(n)), LaunchArg::i32(0), LaunchArg::i32(0)});
+               matmul::Args{.x = ptr(operand(0)), .w = ptr(w), .y = ptr(out), .n_tokens = x.rows, .x_row_stride = x.stride,
+                            .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0});
         return;
       }
       case OpKind::MatmulInt4: {
@@ -415,7 +424,8 @@ class Lowerer {
         const View out = views_[result] = new_root(result);
         const int64_t n = packed.shape[0];
         launch(op, matmul_int4_kernel(x.width, n, ElemType::F32, ElemType::F32), x.rows,
-               {ptr(operand(0)), ptr(packed), ptr(scale), ptr(out), LaunchArg::i32(i(x.rows)), LaunchArg::i32(i(x.stride)), LaunchArg::i32(i(n))});
+               matmul_int4::Args{.x = ptr(operand(0)), .w_packed = ptr(packed), .w_scale = ptr(scale), .y = ptr(out),
+                                 .n_tokens = x.rows, .x_row_stride = x.stride, .y_row_stride = n});
         return;
       }
       case OpKind::HeadMatmul: {
@@ -433,8 +443,9 @@ class Lowerer {
         }
         const View out = views_[result] = new_root(result);
         launch(op, matmul_kernel(k, n, ElemType::F32, ElemType::F32, kn), x.shape[0],
-               {ptr(x), ptr(w), ptr(out), LaunchArg::i32(i(x.shape[0])), LaunchArg::i32(i(x.strides[0])), LaunchArg::i32(i(x.strides[1])),
-                LaunchArg::i32(i(heads * n)), LaunchArg::i32(i(n)), LaunchArg::i32(i(w.strides[0]))},
+               matmul::Args{.x = ptr(x), .w = ptr(w), .y = ptr(out), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
+                            .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n,
+                            .w_batch_stride = w.strides[0]},
                heads);
         return;
       }
@@ -451,10 +462,10 @@ class Lowerer {
                                      yarn ? a.get_int("original_max_position_embeddings") : 0, yarn ? a.get_float("beta_fast") : 0,
                                      yarn ? a.get_float("beta_slow") : 0, a.get_float("attention_factor"));
         launch(op, rope_kernel(dim, heads, a.get_bool("interleaved"), ElemType::F32, ElemType::F32), rows,
-               {ptr(x), ptr(out), ptr(operand(1)), LaunchArg::i32(i(rows)), LaunchArg::i32(i(x.strides[0])),
-                LaunchArg::i32(i(per_head ? x.strides[1] : dim)), LaunchArg::i32(i(heads * dim)), LaunchArg::i32(i(dim)),
-                LaunchArg::f32(r.theta), LaunchArg::f32(r.yarn_factor), LaunchArg::f32(r.yarn_low), LaunchArg::f32(r.yarn_high),
-                LaunchArg::f32(r.cos_sin_scale)});
+               rope::Args{.x = ptr(x), .y = ptr(out), .positions = ptr(operand(1)), .n_tokens = rows, .x_row_stride = x.strides[0],
+                          .x_head_stride = per_head ? x.strides[1] : dim, .y_row_stride = heads * dim, .y_head_stride = dim,
+                          .theta = r.theta, .yarn_factor = r.yarn_factor, .yarn_low = r.yarn_low, .yarn_high = r.yarn_high,
+                          .cos_sin_scale = r.cos_sin_scale});
         return;
       }
       case OpKind::KvAppend: {
@@ -472,8 +483,9 @@ class Lowerer {
         const Rows a = rows_of(op, view(parts[0]));
         const Rows b = parts.size() == 2 ? rows_of(op, view(parts[1])) : Rows{a.rows, 0, a.stride};
         launch(op, kv_append_kernel(a.width, b.width, ElemType::F32, ElemType::F32), a.rows,
-               {ptr(view(parts[0])), ptr(view(parts.back())), ptr(cache), step(plan::StepInputKind::CacheLength), LaunchArg::i32(i(a.rows)),
-                LaunchArg::i32(i(a.stride)), LaunchArg::i32(i(b.stride)), LaunchArg::i32(i(options_.max_context))});
+               kv_append::Args{.latent_src = ptr(view(parts[0])), .rope_src = ptr(view(parts.back())), .cache = ptr(cache),
+                               .cache_len = step(plan::StepInputKind::CacheLength), .n_tokens = a.rows, .latent_src_stride = a.stride,
+                               .rope_src_stride = b.stride, .max_slots = options_.max_context});
         views_[result] = cache;
         return;
       }
@@ -489,9 +501,12 @@ class Lowerer {
         const View out = views_[result] = new_root(result);
         // Without a mask operand the host's causal TreeMask gives the same visibility.
         launch(op, mla_attention_kernel(heads, c, r, ElemType::F32, ElemType::F32, ElemType::F32), t,
-               {ptr(ql), ptr(qr), ptr(kv), step(plan::StepInputKind::CacheLength), step(plan::StepInputKind::TreeMask), ptr(out),
-                LaunchArg::i32(i(t)), LaunchArg::i32(i(ql.strides[0])), LaunchArg::i32(i(qr.strides[0])), LaunchArg::i32(i(qr.strides[1])),
-                LaunchArg::i32(i(heads * c)), LaunchArg::i32(i((t + 31) / 32)), LaunchArg::f32(static_cast<float>(op->attrs().get_float("scale")))});
+               mla_attention::Args{.q_latent = ptr(ql), .q_rope = ptr(qr), .kv_cache = ptr(kv),
+                                   .cache_len = step(plan::StepInputKind::CacheLength), .tree_mask = step(plan::StepInputKind::TreeMask),
+                                   .out = ptr(out), .n_tokens = t, .q_latent_row_stride = ql.strides[0],
+                                   .q_rope_row_stride = qr.strides[0], .q_rope_head_stride = qr.strides[1],
+                                   .out_row_stride = heads * c, .mask_words = (t + 31) / 32,
+                                   .softmax_scale = op->attrs().get_float("scale")});
         return;
       }
       case OpKind::Add: {
@@ -503,7 +518,7 @@ class Lowerer {
         const View out = views_[result] = new_root(result);
         const int64_t d = out.shape.back(), rows = product(out.shape) / std::max<int64_t>(d, 1);
         launch(op, add_kernel(d, ElemType::F32, ElemType::F32, ElemType::F32), rows,
-               {ptr(a), ptr(b), ptr(out), LaunchArg::i32(i(rows))});
+               add::Args{.a = ptr(a), .b = ptr(b), .out = ptr(out), .n_tokens = rows});
         return;
       }
       case OpKind::Swiglu: {
@@ -511,8 +526,8 @@ class Lowerer {
         const Rows u = rows_of(op, operand(1));
         const View out = views_[result] = new_root(result);
         launch(op, swiglu_kernel(g.width, ElemType::F32, ElemType::F32, ElemType::F32), g.rows,
-               {ptr(operand(0)), ptr(operand(1)), ptr(out), LaunchArg::i32(i(g.rows)), LaunchArg::i32(i(g.stride)), LaunchArg::i32(i(u.stride)),
-                LaunchArg::i32(i(g.width))});
+               swiglu::Args{.gate = ptr(operand(0)), .up = ptr(operand(1)), .out = ptr(out), .n_tokens = g.rows,
+                            .gate_row_stride = g.stride, .up_row_stride = u.stride, .out_row_stride = g.width});
         return;
       }
       case OpKind::MoeRouter: {
@@ -529,8 +544,8 @@ class Lowerer {
         c.topk_group = a.get_int("topk_group");
         c.norm_topk_prob = a.get_bool("norm_topk_prob");
         launch(op, moe_router_kernel(c), logits.shape[0],
-               {ptr(logits), ptr(bias), ptr(ids), ptr(weights), LaunchArg::i32(i(logits.shape[0])),
-                LaunchArg::f32(static_cast<float>(a.get_float("routed_scaling_factor")))});
+               moe_router::Args{.logits = ptr(logits), .bias = ptr(bias), .topk_ids = ptr(ids), .topk_weights = ptr(weights),
+                                .n_tokens = logits.shape[0], .routed_scaling = a.get_float("routed_scaling_factor")});
         return;
       }
       case OpKind::MoeExperts:
@@ -554,11 +569,13 @@ class Lowerer {
         h.index = slot_for(op, 4 * static_cast<uint64_t>(max_tokens_ * top_k * inter));
         const View out = views_[result] = new_root(result);
         launch(op, moe_gate_up_kernel(x.width, inter, top_k, int4, ElemType::F32), x.rows,
-               {ptr(operand(0)), ptr(ids), ptr(gate), ptr(gate_s), ptr(up), ptr(up_s), ptr(h), LaunchArg::i32(i(x.rows)),
-                LaunchArg::i32(i(x.stride)), LaunchArg::i32(i(experts))});
+               moe_gate_up::Args{.x = ptr(operand(0)), .topk_ids = ptr(ids), .w_gate = ptr(gate), .w_gate_scale = ptr(gate_s),
+                                 .w_up = ptr(up), .w_up_scale = ptr(up_s), .h = ptr(h), .n_tokens = x.rows,
+                                 .x_row_stride = x.stride, .n_experts = experts});
         launch(op, moe_down_kernel(x.width, inter, top_k, int4, ElemType::F32, false), x.rows,
-               {ptr(h), ptr(ids), ptr(w), ptr(down), ptr(down_s), ptr(out), LaunchArg::i32(i(x.rows)), LaunchArg::i32(i(x.width)),
-                LaunchArg::i32(i(experts))});
+               moe_down::Args{.h = ptr(h), .topk_ids = ptr(ids), .topk_weights = ptr(w), .w_down = ptr(down),
+                              .w_down_scale = ptr(down_s), .out = ptr(out), .n_tokens = x.rows, .out_row_stride = x.width,
+                              .n_experts = experts});
         if (allocating_) free_.insert(slot_of_.at(op));
         return;
       }

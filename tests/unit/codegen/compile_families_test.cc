@@ -8,7 +8,8 @@
 
 #include "codegen_test_util.h"
 #include "compiler/codegen/compile_kernels.h"
-#include "compiler/codegen/kernel_families.h"
+#include "compiler/codegen/families/all.h"
+#include "compiler/codegen/heuristics/heuristics.h"
 #include "compiler/codegen/model_kernels.h"
 #include "compiler/codegen/nvrtc_compile.h"
 
@@ -109,7 +110,7 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
   sources.push_back(matmul_int4_kernel(c.hidden_size, c.moe_intermediate_size, ElemType::BF16, ElemType::BF16));
   sources.push_back(matmul_kernel(c.qk_nope_head_dim, c.kv_lora_rank, ElemType::BF16, ElemType::BF16, true));
   std::set<std::string> all;
-  for (const FamilySpec& f : kernel_families()) all.insert(f.name);
+  for (const Family* f : all_families()) all.insert(f->name);
   EXPECT_EQ(families_of(sources), all);
   compile_and_check(sources);
 }
