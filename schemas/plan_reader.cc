@@ -96,6 +96,21 @@ Launch read_launch(const fb::Launch* l) {
     for (const fb::LaunchArg* a : *l->args())
       out.args.push_back({static_cast<ArgKind>(a->kind()), a->index(), a->offset(), a->ival(), a->fval()});
   out.note = str(l->note());
+  if (const fb::Dim3* c = l->cluster()) out.cluster = {c->x(), c->y(), c->z()};
+  out.grid_x_per_sm = l->grid_x_per_sm();
+  if (l->tensor_maps())
+    for (const fb::TensorMap* t : *l->tensor_maps()) {
+      TensorMapDesc d;
+      d.base = static_cast<ArgKind>(t->base());
+      d.index = t->index();
+      d.offset = t->offset();
+      d.dtype = static_cast<DType>(t->dtype());
+      if (t->dims()) d.dims.assign(t->dims()->begin(), t->dims()->end());
+      if (t->strides()) d.strides.assign(t->strides()->begin(), t->strides()->end());
+      if (t->box()) d.box.assign(t->box()->begin(), t->box()->end());
+      d.swizzle = static_cast<TensorMapSwizzle>(t->swizzle());
+      out.tensor_maps.push_back(std::move(d));
+    }
   return out;
 }
 
@@ -117,15 +132,21 @@ void check_enums(const Plan& p, const std::string& src) {
   auto bad = [&](const std::string& what) { throw Error(src + ": damaged plan: unknown " + what); };
   for (const Kernel& k : p.kernels)
     for (ParamType t : k.params)
-      if (static_cast<int>(t) > static_cast<int>(ParamType::F32)) bad("parameter type in kernel " + k.id);
+      if (static_cast<int>(t) > static_cast<int>(ParamType::TensorMap)) bad("parameter type in kernel " + k.id);
   for (const Weight& w : p.weights)
     if (static_cast<int>(w.dtype) > static_cast<int>(DType::BOOL)) bad("dtype of weight " + w.name);
   for (const BufferSlot& s : p.buffers.slots)
     if (static_cast<int>(s.role) > static_cast<int>(SlotRole::Output)) bad("role of slot " + s.name);
   for (const Bucket& b : p.buckets) {
-    for (const Launch& l : b.launches)
+    for (const Launch& l : b.launches) {
       for (const LaunchArg& a : l.args)
-        if (static_cast<int>(a.kind) > static_cast<int>(ArgKind::StepInput)) bad("launch argument kind");
+        if (static_cast<int>(a.kind) > static_cast<int>(ArgKind::TensorMap)) bad("launch argument kind");
+      for (const TensorMapDesc& t : l.tensor_maps)
+        if (static_cast<int>(t.base) > static_cast<int>(ArgKind::TensorMap) ||
+            static_cast<int>(t.dtype) > static_cast<int>(DType::BOOL) ||
+            static_cast<int>(t.swizzle) > static_cast<int>(TensorMapSwizzle::B128))
+          bad("tensor map base, dtype or swizzle");
+    }
     for (const StepOutput& o : b.outputs)
       if (static_cast<int>(o.kind) > static_cast<int>(OutputKind::TokenIds) ||
           static_cast<int>(o.dtype) > static_cast<int>(DType::BOOL))
