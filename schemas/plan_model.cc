@@ -20,6 +20,12 @@ int64_t Plan::weight_index(const std::string& name) const {
   return -1;
 }
 
+int64_t Plan::weight_index(const std::string& source, const std::string& name) const {
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (weights[i].source == source && weights[i].name == name) return static_cast<int64_t>(i);
+  return -1;
+}
+
 const Bucket* Plan::bucket_for(const std::string& program, int64_t tokens) const {
   const Bucket* best = nullptr;
   for (const Bucket& b : buckets) {

@@ -89,6 +89,7 @@ struct Kernel {
 
 struct Weight {
   std::string name;  // checkpoint tensor name (or a derived name for repacked tensors)
+  std::string source = "target";  // the checkpoint it comes from: "target" | "draft" (the IR op's ckpt)
   DType dtype = DType::BF16;
   std::vector<int64_t> shape;
   std::string layout = "row_major";  // how the bytes are arranged (e.g. "int4_pack8_k")
@@ -243,8 +244,9 @@ struct Plan {
   // Keeps the memory behind Weight::view alive (the mapped file, for a plan that was read).
   std::shared_ptr<const void> backing;
 
-  // Lookups; return -1 / nullptr when absent.
+  // Lookups; return -1 / nullptr when absent. weight_index(name) finds the first of that name.
   int64_t weight_index(const std::string& name) const;
+  int64_t weight_index(const std::string& source, const std::string& name) const;
   const Bucket* bucket_for(const std::string& program, int64_t tokens) const;
   const StepInputBinding* step_input(StepInputKind kind) const;
 };

@@ -224,6 +224,7 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
       out.offset = w->offset();
       out.size = w->size();
       out.checksum = w->checksum();
+      out.source = w->source() ? w->source()->str() : "target";
       if (out.offset > prefix.data_size || out.size > prefix.data_size - out.offset)
         throw Error(src + ": damaged plan: weight " + out.name + " lies outside the data section");
       out.view = std::span<const uint8_t>(data + out.offset, out.size);

@@ -87,7 +87,7 @@ void build_plan(FlatBufferBuilder& b, const Plan& p) {
   for (const Weight& w : p.weights)
     weights.push_back(fb::CreateWeight(b, b.CreateString(w.name), static_cast<fb::DType>(w.dtype),
                                        b.CreateVector(w.shape), b.CreateString(w.layout), w.offset,
-                                       w.size, w.checksum));
+                                       w.size, w.checksum, w.source == "target" ? 0 : b.CreateString(w.source)));
   std::vector<Offset<fb::BufferSlot>> slots;
   for (const BufferSlot& s : p.buffers.slots)
     slots.push_back(fb::CreateBufferSlot(b, b.CreateString(s.name), static_cast<fb::SlotRole>(s.role),

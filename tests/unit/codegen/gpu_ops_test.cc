@@ -16,7 +16,7 @@
 #include <optional>
 
 #include "compiler/codegen/compile_kernels.h"
-#include "compiler/codegen/lower_to_launches.h"
+#include "compiler/passes/lower_to_launches.h"
 #include "compiler/driver/compile.h"
 #include "launch_emulator.h"
 #include "compiler/codegen/launch_geometry.h"
