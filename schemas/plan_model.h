@@ -21,7 +21,12 @@
 //   writes its T entries at rows CacheLength .. CacheLength+T-1 (pending); the runtime commits a
 //   step by moving kept rows CacheLength+keep[i] -> CacheLength+i and advancing CacheLength.
 // - A bucket serves every step of program `program` with token_count <= tokens; its outputs
-//   (logits, captured hidden states) are read back from the slots its StepOutputs name.
+//   (logits, captured hidden states, the argmax token ids "next_tokens" as OutputKind::TokenIds
+//   i32[tokens, 1]) are read back from the slots its StepOutputs name.
+// - Program "target_commit" (one bucket, tokens = the largest target bucket) is the KV commit on
+//   the device: one kv_compact launch per cache. Before running it the host writes keep[] (the
+//   accepted step rows, increasing) into the Tokens input, their count into TokenCount, and the
+//   committed length before the step into CacheLength; afterwards CacheLength += count.
 #include <array>
 #include <cstdint>
 #include <memory>

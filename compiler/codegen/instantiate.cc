@@ -34,6 +34,7 @@ const char* c_type(ArgKind k) {
     case ArgKind::DevicePtr: return "void*";
     case ArgKind::I32: return "int";
     case ArgKind::F32: return "float";
+    case ArgKind::TensorMap: return "const __grid_constant__ CUtensorMap";  // common.cuh
   }
   return "void*";
 }

@@ -122,6 +122,7 @@ class Emitter {
         launch.grid_x_per_sm = d.grid_x_per_sm;
         if (d.grid_x_per_sm > 0) launch.grid[0] = 0;
         launch.args = std::move(l.args);
+        launch.tensor_maps = std::move(l.tensor_maps);
         launch.note = "op " + std::to_string(n) + ": " + std::string(op.name()) + " -> " + l.kernel.id;
         bucket.launches.push_back(std::move(launch));
       }

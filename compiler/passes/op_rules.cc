@@ -33,7 +33,8 @@ template <class A>
 void launch(RuleContext& ctx, const KernelSource& k, int64_t rows, const A& typed, int64_t batch = 1) {
   static const std::vector<KernelArg> signature = signature_of<A>();
   if (signature != k.signature) throw Error("codegen: launch of " + k.id + " with another family's arguments");
-  ctx.launches.push_back({k, rows, batch, launch_args(typed)});
+  LaunchArgs a = launch_arguments(typed);
+  ctx.launches.push_back({k, rows, batch, std::move(a.args), std::move(a.tensor_maps)});
 }
 
 Rows rows_of(const RuleContext& ctx, const ir::Op& op, const View& v) {

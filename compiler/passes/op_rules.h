@@ -19,6 +19,7 @@ struct LaunchSpec {
   codegen::KernelSource kernel;
   int64_t rows = 0, batch = 1;  // codegen::LaunchShape
   std::vector<plan::LaunchArg> args;
+  std::vector<plan::TensorMapDesc> tensor_maps;  // what TensorMap arguments name
 };
 
 struct RuleContext {

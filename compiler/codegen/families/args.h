@@ -78,7 +78,18 @@ struct F32Arg {
   F32Arg(T) = delete;
 };
 
+// A TMA tensor map: the description (plan::TensorMapDesc) travels with the launch, the runtime
+// encodes it at load (runtime/gpu/launch_resolve.h); the kernel takes it by value.
+template <FixedName Name>
+struct TensorMapArg {
+  static constexpr ArgKind kind = ArgKind::TensorMap;
+  static constexpr std::string_view name = Name.view();
+  plan::TensorMapDesc value;
+  TensorMapArg(plan::TensorMapDesc d) : value(std::move(d)) {}
+};
+
 #define KPLAN_PTR(field) ::kplan::codegen::PtrArg<#field> field
+#define KPLAN_TMAP(field) ::kplan::codegen::TensorMapArg<#field> field
 #define KPLAN_I32(field) ::kplan::codegen::I32Arg<#field> field
 #define KPLAN_F32(field) ::kplan::codegen::F32Arg<#field> field
 
@@ -151,12 +162,32 @@ std::vector<KernelArg> signature_of() {
   return out;
 }
 
-// The launch's arguments, in the entry's parameter order.
+// A launch's arguments, in the entry's parameter order, and the tensor maps its TensorMap
+// arguments name (LaunchArg index = position in tensor_maps, as plan::Launch stores them).
+struct LaunchArgs {
+  std::vector<plan::LaunchArg> args;
+  std::vector<plan::TensorMapDesc> tensor_maps;
+};
+
+namespace args_detail {
+inline void append(LaunchArgs& out, const plan::LaunchArg& a) { out.args.push_back(a); }
+inline void append(LaunchArgs& out, const plan::TensorMapDesc& t) {
+  out.args.push_back({plan::ArgKind::TensorMap, static_cast<uint32_t>(out.tensor_maps.size()), 0, 0, 0});
+  out.tensor_maps.push_back(t);
+}
+}  // namespace args_detail
+
+template <class A>
+LaunchArgs launch_arguments(const A& a) {
+  LaunchArgs out;
+  std::apply([&](const auto*... field) { (args_detail::append(out, field->value), ...); }, args_detail::field_pointers(a));
+  return out;
+}
+
+// The arguments alone (families without tensor maps).
 template <class A>
 std::vector<plan::LaunchArg> launch_args(const A& a) {
-  std::vector<plan::LaunchArg> out;
-  std::apply([&](const auto*... field) { (out.push_back(field->value), ...); }, args_detail::field_pointers(a));
-  return out;
+  return launch_arguments(a).args;
 }
 
 }  // namespace kplan::codegen

@@ -54,6 +54,38 @@ TEST(CodegenFamilies, ArgsGenerateSignatureAndLaunchArguments) {
   EXPECT_NE(k.source.find("(void* x, void* weight, void* y, int n_rows, int x_stride, int y_stride, float eps)"), std::string::npos);
 }
 
+// A Hopper family's arguments may be TMA tensor maps: described here, encoded by the runtime.
+struct TmaArgs {
+  KPLAN_TMAP(a_map);
+  KPLAN_PTR(y);
+  KPLAN_TMAP(b_map);
+  KPLAN_I32(n);
+};
+
+TEST(CodegenFamilies, TensorMapArgumentsTravelWithTheLaunch) {
+  const std::vector<KernelArg> sig = signature_of<TmaArgs>();
+  ASSERT_EQ(sig.size(), 4u);
+  EXPECT_EQ(sig[0], (KernelArg{"a_map", ArgKind::TensorMap}));
+  EXPECT_EQ(sig[2], (KernelArg{"b_map", ArgKind::TensorMap}));
+  plan::TensorMapDesc a, b;
+  a.base = plan::ArgKind::Weight;
+  a.index = 3;
+  a.dims = {256, 64};
+  a.strides = {512};
+  a.box = {64, 16};
+  b = a;
+  b.index = 4;
+  const LaunchArgs args = launch_arguments(TmaArgs{.a_map = a, .y = LaunchArg::buffer(2), .b_map = b, .n = 7});
+  ASSERT_EQ(args.args.size(), 4u);
+  EXPECT_EQ(args.args[0].kind, plan::ArgKind::TensorMap);
+  EXPECT_EQ(args.args[0].index, 0u);
+  EXPECT_EQ(args.args[2].kind, plan::ArgKind::TensorMap);
+  EXPECT_EQ(args.args[2].index, 1u);
+  ASSERT_EQ(args.tensor_maps.size(), 2u);
+  EXPECT_EQ(args.tensor_maps[1], b);
+  EXPECT_STREQ(arg_kind_name(ArgKind::TensorMap), "tensor_map");
+}
+
 TEST(CodegenFamilies, ScalarsOutOfRangeAndPointersFromScalarsAreRefused) {
   EXPECT_THROW((I32Arg<"n">(int64_t{1} << 40)), Error);
   EXPECT_THROW((PtrArg<"p">(LaunchArg::i32(3))), Error);
