@@ -117,3 +117,27 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
 
 }  // namespace
 }  // namespace kplan::codegen
+
+namespace kplan::codegen {
+namespace {
+
+// A generated entry taking a TMA tensor map by value (ArgKind::TensorMap, common.cuh's
+// CUtensorMap) compiles for both archs: what a Hopper / Blackwell TMA family will declare.
+TEST(CodegenCompile, TensorMapParameterCompiles) {
+  KernelSource k;
+  k.family = "tma_probe";
+  k.id = "tma_probe";
+  k.entry = "kplan_tma_probe";
+  k.header = "common.cuh";
+  k.signature = {{"map", ArgKind::TensorMap}, {"y", ArgKind::DevicePtr}};
+  k.block_threads = 32;
+  k.source =
+      "#include \"common.cuh\"\n"
+      "extern \"C\" __global__ void __launch_bounds__(32) kplan_tma_probe(const __grid_constant__ CUtensorMap map, void* y) {\n"
+      "  if (threadIdx.x == 0) static_cast<unsigned long long*>(y)[0] = map.opaque[0];\n"
+      "}\n";
+  compile_and_check({k});
+}
+
+}  // namespace
+}  // namespace kplan::codegen
