@@ -5,6 +5,13 @@
 // Element type codes (template parameters named *_DT): 0 = f32, 1 = bf16. Activations may be
 // either; weights are bf16 (or INT4, see matmul_int4.cuh); accumulation is always f32.
 
+// A TMA tensor map argument (`const __grid_constant__ CUtensorMap name` in a generated entry),
+// laid out as cuda.h declares it: the runtime encodes it with cuTensorMapEncodeTiled at load.
+// Declared here because NVRTC compiles without cuda.h.
+struct alignas(64) CUtensorMap {
+  unsigned long long opaque[16];
+};
+
 namespace kp {
 
 enum : int { F32 = 0, BF16 = 1 };

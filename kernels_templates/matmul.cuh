@@ -15,7 +15,7 @@
 //   ACC       1: add into y (fused residual add); 0: overwrite y
 //   WARPS     warps per block
 //   TOK_TILE  tokens handled per block (each weight load is reused TOK_TILE times)
-// Launch (compiler/codegen/launch_geometry.cc):
+// Launch (compiler/codegen/families/matmul.cc):
 //   W_LAYOUT 0: grid (ceil(N / WARPS), ceil(n_tokens / TOK_TILE), batch), block (32 * WARPS)
 //   W_LAYOUT 1: grid (ceil(N / (32 * WARPS)), ceil(n_tokens / TOK_TILE), batch), block (32 * WARPS)
 // Arguments:

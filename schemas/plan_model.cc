@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ir/support/error.h"
+#include "schemas/launch_checks.h"
 
 namespace kplan::plan {
 
@@ -13,9 +14,11 @@ const KernelBinary* Kernel::binary_for(const std::string& arch) const {
   return nullptr;
 }
 
-int64_t Plan::weight_index(const std::string& name, const std::string& source) const {
+int64_t Plan::weight_index(const std::string& name) const { return weight_index("target", name); }
+
+int64_t Plan::weight_index(const std::string& source, const std::string& name) const {
   for (size_t i = 0; i < weights.size(); ++i)
-    if (weights[i].name == name && weights[i].source == source) return static_cast<int64_t>(i);
+    if (weights[i].source == source && weights[i].name == name) return static_cast<int64_t>(i);
   return -1;
 }
 
@@ -52,6 +55,7 @@ const char* param_type_name(ParamType t) {
     case ParamType::I32: return "i32";
     case ParamType::I64: return "i64";
     case ParamType::F32: return "f32";
+    case ParamType::TensorMap: return "tensor_map";
   }
   return "?";
 }
@@ -85,6 +89,17 @@ const char* arg_kind_name(ArgKind k) {
     case ArgKind::I64: return "i64";
     case ArgKind::F32: return "f32";
     case ArgKind::StepInput: return "step_input";
+    case ArgKind::TensorMap: return "tensor_map";
+  }
+  return "?";
+}
+
+const char* swizzle_name(TensorMapSwizzle s) {
+  switch (s) {
+    case TensorMapSwizzle::None: return "none";
+    case TensorMapSwizzle::B32: return "32B";
+    case TensorMapSwizzle::B64: return "64B";
+    case TensorMapSwizzle::B128: return "128B";
   }
   return "?";
 }
@@ -120,6 +135,7 @@ bool arg_matches(ArgKind a, ParamType p) {
     case ArgKind::I32: return p == ParamType::I32;
     case ArgKind::I64: return p == ParamType::I64;
     case ArgKind::F32: return p == ParamType::F32;
+    case ArgKind::TensorMap: return p == ParamType::TensorMap;
   }
   return false;
 }
@@ -203,8 +219,8 @@ void validate_plan(const Plan& plan, const std::string& source) {
              std::to_string(plan.kernels.size()));
       const Kernel& kern = plan.kernels[l.kernel];
       lname += " (" + kern.id + ")";
-      for (int d = 0; d < 3; ++d)
-        if (l.grid[d] == 0 || l.block[d] == 0) fail(lname + " has an empty grid or block");
+      if (std::string e = launch_geometry_error(l); !e.empty()) fail(lname + " " + e);
+      if (std::string e = tensor_maps_error(plan, l); !e.empty()) fail(lname + " " + e);
       if (l.args.size() != kern.params.size())
         fail(lname + " passes " + std::to_string(l.args.size()) + " arguments to " +
              std::to_string(kern.params.size()) + " parameters");
@@ -223,6 +239,8 @@ void validate_plan(const Plan& plan, const std::string& source) {
         } else if (arg.kind == ArgKind::StepInput) {
           if (arg.index >= static_cast<uint32_t>(kStepInputKinds) || !seen[arg.index])
             fail(aname + " names a step input the plan does not bind");
+        } else if (arg.kind == ArgKind::TensorMap) {
+          if (arg.index >= l.tensor_maps.size()) fail(aname + " names a missing tensor map");
         }
       }
     }

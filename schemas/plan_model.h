@@ -21,7 +21,12 @@
 //   writes its T entries at rows CacheLength .. CacheLength+T-1 (pending); the runtime commits a
 //   step by moving kept rows CacheLength+keep[i] -> CacheLength+i and advancing CacheLength.
 // - A bucket serves every step of program `program` with token_count <= tokens; its outputs
-//   (logits, captured hidden states) are read back from the slots its StepOutputs name.
+//   (logits, captured hidden states, the argmax token ids "next_tokens" as OutputKind::TokenIds
+//   i32[tokens, 1]) are read back from the slots its StepOutputs name.
+// - Program "target_commit" (one bucket, tokens = the largest target bucket) is the KV commit on
+//   the device: one kv_compact launch per cache. Before running it the host writes keep[] (the
+//   accepted step rows, increasing) into the Tokens input, their count into TokenCount, and the
+//   committed length before the step into CacheLength; afterwards CacheLength += count.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -37,7 +42,10 @@ namespace kplan::plan {
 
 // Bumped whenever the file layout or the meaning of a field changes; the runtime refuses a plan
 // with a newer version than it knows.
-inline constexpr uint32_t kFormatVersion = 2;  // 2: the typed model spec, weight sources
+// 2: the typed model spec and weight sources. Launch records' cluster dims, SM-count grids and
+// tensor maps are appended FlatBuffers fields (absent when unused); a reader that predates them
+// refuses a plan that uses them through its unknown-enum check (ArgKind / ParamType TensorMap).
+inline constexpr uint32_t kFormatVersion = 2;
 
 struct Limits {
   int64_t max_tokens_per_step = 0;  // the largest bucket
@@ -56,8 +64,9 @@ struct Header {
   bool operator==(const Header&) const = default;
 };
 
-// The C type of one kernel parameter, in declaration order (the launch signature).
-enum class ParamType : uint8_t { Pointer, I32, I64, F32 };
+// The C type of one kernel parameter, in declaration order (the launch signature). TensorMap:
+// a `const __grid_constant__ CUtensorMap` (128 bytes, by value) for TMA loads / stores.
+enum class ParamType : uint8_t { Pointer, I32, I64, F32, TensorMap };
 
 struct KernelBinary {
   std::string arch;            // "sm_90"
@@ -151,6 +160,24 @@ enum class ArgKind : uint8_t {
   I64,        // scalar ival
   F32,        // scalar fval
   StepInput,  // device pointer to the step input's slot; index = StepInputKind
+  TensorMap,  // a CUtensorMap the runtime encodes at load; index = Launch::tensor_maps
+};
+
+enum class TensorMapSwizzle : uint8_t { None, B32, B64, B128 };  // CU_TENSOR_MAP_SWIZZLE_*
+
+// A TMA tensor map, as data: the runtime encodes it with cuTensorMapEncodeTiled once the arena
+// and the weights have device addresses (runtime/gpu/launch_resolve.h). Interleave is none, L2
+// promotion 128 B, out-of-bounds elements read as zero.
+struct TensorMapDesc {
+  ArgKind base = ArgKind::Buffer;  // Buffer (a slot) or Weight
+  uint32_t index = 0;              // the slot or weight
+  uint64_t offset = 0;             // bytes from the slot's / weight's start; a multiple of 16
+  DType dtype = DType::BF16;       // F32, BF16, F16, I32 or U8
+  std::vector<uint64_t> dims;      // elements per dimension, innermost first (rank 1..5)
+  std::vector<uint64_t> strides;   // bytes between steps of dims[1..] (rank - 1 entries, multiples of 16)
+  std::vector<uint32_t> box;       // the tile one TMA copy moves, elements per dimension (1..256 each)
+  TensorMapSwizzle swizzle = TensorMapSwizzle::None;
+  bool operator==(const TensorMapDesc&) const = default;
 };
 
 struct LaunchArg {
@@ -178,6 +205,13 @@ struct Launch {
   uint32_t smem_bytes = 0;  // dynamic shared memory
   std::vector<LaunchArg> args;  // one per kernel param, matching its ParamType
   std::string note;  // the IR op(s) it implements, for dumps (e.g. "%12 = rms_norm(...)")
+  // Thread-block cluster ({1, 1, 1}: none; else launched with cuLaunchKernelEx). Each grid dim
+  // is a multiple of the cluster's; at most 8 blocks per cluster (the portable limit).
+  std::array<uint32_t, 3> cluster{1, 1, 1};
+  // > 0: a persistent kernel, grid.x = grid_x_per_sm * the device's SM count, rounded down to
+  // a multiple of cluster.x, resolved at load (grid[0] is 0 in the plan).
+  uint32_t grid_x_per_sm = 0;
+  std::vector<TensorMapDesc> tensor_maps;  // what TensorMap arguments name
   bool operator==(const Launch&) const = default;
 };
 
@@ -219,8 +253,9 @@ struct Plan {
   // Keeps the memory behind Weight::view alive (the mapped file, for a plan that was read).
   std::shared_ptr<const void> backing;
 
-  // Lookups; return -1 / nullptr when absent.
-  int64_t weight_index(const std::string& name, const std::string& source = "target") const;
+  // Lookups; return -1 / nullptr when absent. weight_index(name) looks in the target's weights.
+  int64_t weight_index(const std::string& name) const;
+  int64_t weight_index(const std::string& source, const std::string& name) const;
   const Bucket* bucket_for(const std::string& program, int64_t tokens) const;
   const StepInputBinding* step_input(StepInputKind kind) const;
 };
@@ -245,5 +280,6 @@ const char* slot_role_name(SlotRole r);
 const char* step_input_name(StepInputKind k);
 const char* arg_kind_name(ArgKind k);
 const char* output_kind_name(OutputKind k);
+const char* swizzle_name(TensorMapSwizzle s);
 
 }  // namespace kplan::plan

@@ -97,6 +97,21 @@ Launch read_launch(const fb::Launch* l) {
     for (const fb::LaunchArg* a : *l->args())
       out.args.push_back({static_cast<ArgKind>(a->kind()), a->index(), a->offset(), a->ival(), a->fval()});
   out.note = str(l->note());
+  if (const fb::Dim3* c = l->cluster()) out.cluster = {c->x(), c->y(), c->z()};
+  out.grid_x_per_sm = l->grid_x_per_sm();
+  if (l->tensor_maps())
+    for (const fb::TensorMap* t : *l->tensor_maps()) {
+      TensorMapDesc d;
+      d.base = static_cast<ArgKind>(t->base());
+      d.index = t->index();
+      d.offset = t->offset();
+      d.dtype = static_cast<DType>(t->dtype());
+      if (t->dims()) d.dims.assign(t->dims()->begin(), t->dims()->end());
+      if (t->strides()) d.strides.assign(t->strides()->begin(), t->strides()->end());
+      if (t->box()) d.box.assign(t->box()->begin(), t->box()->end());
+      d.swizzle = static_cast<TensorMapSwizzle>(t->swizzle());
+      out.tensor_maps.push_back(std::move(d));
+    }
   return out;
 }
 
@@ -118,15 +133,21 @@ void check_enums(const Plan& p, const std::string& src) {
   auto bad = [&](const std::string& what) { throw Error(src + ": damaged plan: unknown " + what); };
   for (const Kernel& k : p.kernels)
     for (ParamType t : k.params)
-      if (static_cast<int>(t) > static_cast<int>(ParamType::F32)) bad("parameter type in kernel " + k.id);
+      if (static_cast<int>(t) > static_cast<int>(ParamType::TensorMap)) bad("parameter type in kernel " + k.id);
   for (const Weight& w : p.weights)
     if (static_cast<int>(w.dtype) > static_cast<int>(DType::BOOL)) bad("dtype of weight " + w.name);
   for (const BufferSlot& s : p.buffers.slots)
     if (static_cast<int>(s.role) > static_cast<int>(SlotRole::Output)) bad("role of slot " + s.name);
   for (const Bucket& b : p.buckets) {
-    for (const Launch& l : b.launches)
+    for (const Launch& l : b.launches) {
       for (const LaunchArg& a : l.args)
-        if (static_cast<int>(a.kind) > static_cast<int>(ArgKind::StepInput)) bad("launch argument kind");
+        if (static_cast<int>(a.kind) > static_cast<int>(ArgKind::TensorMap)) bad("launch argument kind");
+      for (const TensorMapDesc& t : l.tensor_maps)
+        if (static_cast<int>(t.base) > static_cast<int>(ArgKind::TensorMap) ||
+            static_cast<int>(t.dtype) > static_cast<int>(DType::BOOL) ||
+            static_cast<int>(t.swizzle) > static_cast<int>(TensorMapSwizzle::B128))
+          bad("tensor map base, dtype or swizzle");
+    }
     for (const StepOutput& o : b.outputs)
       if (static_cast<int>(o.kind) > static_cast<int>(OutputKind::TokenIds) ||
           static_cast<int>(o.dtype) > static_cast<int>(DType::BOOL))
@@ -202,13 +223,13 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
     for (const fb::Weight* w : *root->weights()) {
       Weight out;
       out.name = str(w->name());
-      out.source = str(w->source());
       out.dtype = static_cast<DType>(w->dtype());
       out.shape = vec(w->shape());
       out.layout = str(w->layout());
       out.offset = w->offset();
       out.size = w->size();
       out.checksum = w->checksum();
+      out.source = w->source() ? w->source()->str() : "target";
       if (out.offset > prefix.data_size || out.size > prefix.data_size - out.offset)
         throw Error(src + ": damaged plan: weight " + out.name + " lies outside the data section");
       out.view = std::span<const uint8_t>(data + out.offset, out.size);

@@ -54,8 +54,19 @@ Offset<fb::Launch> build_launch(FlatBufferBuilder& b, const Launch& l) {
     args.emplace_back(static_cast<fb::ArgKind>(a.kind), a.index, a.offset, a.ival, a.fval);
   fb::Dim3 grid(l.grid[0], l.grid[1], l.grid[2]);
   fb::Dim3 block(l.block[0], l.block[1], l.block[2]);
+  fb::Dim3 cluster(l.cluster[0], l.cluster[1], l.cluster[2]);
+  std::vector<Offset<fb::TensorMap>> maps;
+  for (const TensorMapDesc& t : l.tensor_maps)
+    maps.push_back(fb::CreateTensorMap(b, static_cast<fb::ArgKind>(t.base), t.index, t.offset,
+                                       static_cast<fb::DType>(t.dtype), b.CreateVector(t.dims),
+                                       b.CreateVector(t.strides), b.CreateVector(t.box),
+                                       static_cast<fb::TensorMapSwizzle>(t.swizzle)));
+  // Plans without clusters or tensor maps keep the fields absent (smaller, and byte-identical
+  // to what they were).
+  const bool plain_cluster = l.cluster == std::array<uint32_t, 3>{1, 1, 1};
   return fb::CreateLaunch(b, l.kernel, &grid, &block, l.smem_bytes, b.CreateVectorOfStructs(args),
-                          b.CreateString(l.note));
+                          b.CreateString(l.note), plain_cluster ? nullptr : &cluster, l.grid_x_per_sm,
+                          maps.empty() ? 0 : b.CreateVector(maps));
 }
 
 Offset<fb::Bucket> build_bucket(FlatBufferBuilder& b, const Bucket& bucket) {
@@ -75,9 +86,9 @@ void build_plan(FlatBufferBuilder& b, const Plan& p) {
   for (const Kernel& k : p.kernels) kernels.push_back(build_kernel(b, k));
   std::vector<Offset<fb::Weight>> weights;
   for (const Weight& w : p.weights)
-    weights.push_back(fb::CreateWeight(b, b.CreateString(w.name), b.CreateString(w.source), static_cast<fb::DType>(w.dtype),
+    weights.push_back(fb::CreateWeight(b, b.CreateString(w.name), static_cast<fb::DType>(w.dtype),
                                        b.CreateVector(w.shape), b.CreateString(w.layout), w.offset,
-                                       w.size, w.checksum));
+                                       w.size, w.checksum, w.source == "target" ? 0 : b.CreateString(w.source)));
   std::vector<Offset<fb::BufferSlot>> slots;
   for (const BufferSlot& s : p.buffers.slots)
     slots.push_back(fb::CreateBufferSlot(b, b.CreateString(s.name), static_cast<fb::SlotRole>(s.role),

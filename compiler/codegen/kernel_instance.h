@@ -10,13 +10,15 @@
 namespace kplan::codegen {
 
 // Kind of one kernel argument, in launch order. The runtime packs each argument as:
-//   DevicePtr -> CUdeviceptr (8 bytes), I32 -> int32_t, F32 -> float.
-enum class ArgKind : uint8_t { DevicePtr, I32, F32 };
-const char* arg_kind_name(ArgKind k);  // "ptr", "i32", "f32"
+//   DevicePtr -> CUdeviceptr (8 bytes), I32 -> int32_t, F32 -> float, TensorMap -> a CUtensorMap
+//   (128 bytes, by value: `const __grid_constant__ CUtensorMap`) encoded at load for TMA.
+enum class ArgKind : uint8_t { DevicePtr, I32, F32, TensorMap };
+const char* arg_kind_name(ArgKind k);  // "ptr", "i32", "f32", "tensor_map"
 
 struct KernelArg {
   std::string name;  // as in the template's doc block, e.g. "x", "n_rows", "eps"
   ArgKind kind = ArgKind::DevicePtr;
+  bool operator==(const KernelArg&) const = default;
 };
 
 // A compile-time constant of the instance (dims, dtype codes, flags, tile sizes). The names and

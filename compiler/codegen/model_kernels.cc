@@ -5,7 +5,6 @@
 namespace kplan::codegen {
 namespace {
 
-int64_t code(ElemType t) { return static_cast<int64_t>(t); }
 constexpr ElemType kF32 = ElemType::F32;
 
 // Appends `k` unless an instance with the same id is already there.
@@ -18,67 +17,6 @@ struct KernelList {
 };
 
 }  // namespace
-
-KernelSource embedding_kernel(int64_t hidden, ElemType out) {
-  return instantiate("embedding", {{"H", hidden}, {"OUT_DT", code(out)}});
-}
-KernelSource rms_norm_kernel(int64_t d, ElemType x, ElemType y) {
-  return instantiate("rms_norm", {{"D", d}, {"X_DT", code(x)}, {"Y_DT", code(y)}});
-}
-KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn, bool accumulate) {
-  return instantiate("matmul", {{"K", k}, {"N", n}, {"X_DT", code(x)}, {"Y_DT", code(y)},
-                                {"W_LAYOUT", weight_kn ? 1 : 0}, {"ACC", accumulate ? 1 : 0}});
-}
-KernelSource matmul_int4_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool accumulate) {
-  return instantiate("matmul_int4", {{"K", k}, {"N", n}, {"X_DT", code(x)}, {"Y_DT", code(y)},
-                                     {"ACC", accumulate ? 1 : 0}});
-}
-KernelSource rope_kernel(int64_t rope_dim, int64_t heads, bool interleaved, ElemType x, ElemType y) {
-  return instantiate("rope", {{"ROPE_DIM", rope_dim}, {"HEADS", heads}, {"INTERLEAVED", interleaved ? 1 : 0},
-                              {"X_DT", code(x)}, {"Y_DT", code(y)}});
-}
-KernelSource mla_attention_kernel(int64_t heads, int64_t kv_lora, int64_t rope, ElemType q, ElemType kv, ElemType out) {
-  return instantiate("mla_attention", {{"HEADS", heads}, {"C", kv_lora}, {"R", rope}, {"Q_DT", code(q)},
-                                       {"KV_DT", code(kv)}, {"O_DT", code(out)}});
-}
-KernelSource gqa_attention_kernel(int64_t heads, int64_t kv_heads, int64_t head_dim, ElemType q, ElemType kv, ElemType out) {
-  return instantiate("gqa_attention", {{"HEADS", heads}, {"KV_HEADS", kv_heads}, {"D", head_dim},
-                                       {"Q_DT", code(q)}, {"KV_DT", code(kv)}, {"O_DT", code(out)}});
-}
-KernelSource kv_append_kernel(int64_t kv_lora, int64_t rope, ElemType src, ElemType kv) {
-  return instantiate("kv_append", {{"C", kv_lora}, {"R", rope}, {"SRC_DT", code(src)}, {"KV_DT", code(kv)}});
-}
-KernelSource kv_compact_kernel(int64_t kv_lora, int64_t rope, ElemType kv) {
-  return instantiate("kv_compact", {{"C", kv_lora}, {"R", rope}, {"KV_DT", code(kv)}});
-}
-KernelSource moe_router_kernel(const ModelConfig& c) {
-  return instantiate("moe_router", {{"E", c.n_routed_experts}, {"TOPK", c.num_experts_per_tok},
-                                    {"N_GROUP", c.n_group}, {"TOPK_GROUP", c.topk_group},
-                                    {"NORM", c.norm_topk_prob ? 1 : 0}});
-}
-KernelSource moe_gate_up_kernel(int64_t hidden, int64_t inter, int64_t top_k, bool int4, ElemType x) {
-  return instantiate("moe_gate_up", {{"H", hidden}, {"I", inter}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0},
-                                     {"X_DT", code(x)}});
-}
-KernelSource moe_down_kernel(int64_t hidden, int64_t inter, int64_t top_k, bool int4, ElemType y, bool accumulate) {
-  return instantiate("moe_down", {{"H", hidden}, {"I", inter}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0},
-                                  {"Y_DT", code(y)}, {"ACC", accumulate ? 1 : 0}});
-}
-KernelSource swiglu_kernel(int64_t width, ElemType gate, ElemType up, ElemType out) {
-  return instantiate("swiglu", {{"I", width}, {"G_DT", code(gate)}, {"U_DT", code(up)}, {"O_DT", code(out)}});
-}
-KernelSource add_kernel(int64_t d, ElemType a, ElemType b, ElemType out) {
-  return instantiate("add", {{"D", d}, {"A_DT", code(a)}, {"B_DT", code(b)}, {"O_DT", code(out)}});
-}
-KernelSource copy_rows_kernel(int64_t cols, ElemType x, ElemType y) {
-  return instantiate("copy_rows", {{"COLS", cols}, {"X_DT", code(x)}, {"Y_DT", code(y)}});
-}
-KernelSource argmax_kernel(int64_t vocab, ElemType logits) {
-  return instantiate("argmax", {{"V", vocab}, {"X_DT", code(logits)}});
-}
-KernelSource topk_kernel(int64_t vocab, int64_t k, ElemType logits, bool log_probs) {
-  return instantiate("topk", {{"V", vocab}, {"K", k}, {"X_DT", code(logits)}, {"LOGPROB", log_probs ? 1 : 0}});
-}
 
 std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const StorageChoice& s) {
   const ElemType a = s.activations, kv = s.kv_cache;

@@ -21,6 +21,9 @@ struct BuildOptions {
   // Decoder layers whose outputs @target returns as "hidden.L". Unset: the drafter's
   // target_layer_ids when a drafter is given, else none.
   std::optional<std::vector<int64_t>> capture_layers;
+  // @target also returns "next_tokens" i32[T], the argmax of its logits, so greedy token
+  // selection can run on the device (the plan's TokenIds output) instead of copying logits.
+  bool next_tokens = true;
 };
 
 struct DraftInput {

@@ -48,9 +48,11 @@ class TargetBuilder {
                                                     : p + "lm_head.weight";
     if (!c_.tie_word_embeddings && w_.is_int4(p + "lm_head"))
       throw Error("IR builder: an INT4 lm_head is not supported (" + p + "lm_head)");
-    b_.output(b_.lm_head(normed, w_.weight(b_, head)), "logits");
+    Value* logits = b_.lm_head(normed, w_.weight(b_, head));
+    b_.output(logits, "logits");
     for (auto& [name, v] : kv_steps) b_.output(v, name);
     for (auto& [name, v] : hiddens) b_.output(v, name);
+    if (opt_.next_tokens) b_.output(b_.create(ir::OpKind::Argmax, {logits})->result(), "next_tokens");
   }
 
  private:

@@ -16,12 +16,41 @@ const std::vector<Pass>& pipeline() {
   return passes;
 }
 
+const std::vector<LoweringStage>& lowering_stages() {
+  static const std::vector<LoweringStage> stages = {
+      {"select-kernels", "choose each op's kernel instances for the plan's arch (the home of fusions)", select_kernels},
+      {"weight-layout", "the weights table: every weight of every function by (source, name), stacked experts, layouts", weight_layout},
+      {"plan-memory", "liveness -> buffer slots with reuse; step inputs, KV caches, in-place kv_append/kv_compact aliases", plan_memory},
+      {"bucketize", "one launch sequence per (program, token count): @target buckets, one @target_commit", bucketize},
+      {"emit-plan", "annotated IR -> launches (kernel, grid, block, typed arguments) and step outputs", emit_plan},
+  };
+  return stages;
+}
+
+bool is_lowering_stage(std::string_view name) {
+  for (const LoweringStage& s : lowering_stages())
+    if (s.name == name) return true;
+  return false;
+}
+
+void run_lowering(LowerState& s, std::string_view stop_after) {
+  for (const LoweringStage& stage : lowering_stages()) {
+    try {
+      stage.run(s);
+    } catch (const Error& e) {
+      throw Error("lowering stage " + std::string(stage.name) + ": " + e.what());
+    }
+    if (stage.name == stop_after) return;
+  }
+}
+
 const Pass& find_pass(std::string_view name) {
   std::string names;
   for (const Pass& p : pipeline()) {
     if (p.name == name) return p;
     names += (names.empty() ? "" : ", ") + std::string(p.name);
   }
+  for (const LoweringStage& s : lowering_stages()) names += ", " + std::string(s.name);
   throw Error("unknown pass '" + std::string(name) + "' (passes: " + names + ")");
 }
 

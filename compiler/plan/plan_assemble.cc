@@ -86,6 +86,7 @@ Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const Assemb
         case codegen::ArgKind::DevicePtr: kern.params.push_back(ParamType::Pointer); break;
         case codegen::ArgKind::I32: kern.params.push_back(ParamType::I32); break;
         case codegen::ArgKind::F32: kern.params.push_back(ParamType::F32); break;
+        case codegen::ArgKind::TensorMap: kern.params.push_back(ParamType::TensorMap); break;
       }
       kern.param_names.push_back(a.name);
     }

@@ -4,9 +4,8 @@
 #include <charconv>
 #include <cstdio>
 
-#include "compiler/codegen/lower_to_launches.h"
-#include "compiler/frontend/draft_config.h"
-#include "compiler/plan/ir_weights.h"
+#include "compiler/codegen/nvrtc_compile.h"
+#include "compiler/passes/lower_to_launches.h"
 #include "compiler/plan/plan_assemble.h"
 #include "ir/support/error.h"
 #include "ir/printer.h"
@@ -43,28 +42,36 @@ std::vector<int64_t> parse_buckets(const std::string& text) {
 
 }  // namespace
 
-void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& target,
-                         const std::optional<std::filesystem::path>& draft_dir, const PlanOutputOptions& options) {
-  if (!target.has_weights()) throw Error("-o needs the checkpoint's weights: drop --no-weights");
-  const ir::Function* fn = module.function("target");
-  if (!fn) throw Error("the IR has no @target function to lower");
-  codegen::LowerOptions lower;
+passes::LowerOptions lower_options(const ModelConfig& target, const PlanOutputOptions& options) {
+  passes::LowerOptions lower;
   lower.buckets = parse_buckets(options.buckets);
-  lower.max_context = options.max_context > 0 ? options.max_context
-                                              : std::min<int64_t>(target.config().max_position_embeddings, 4096);
+  lower.max_context = options.max_context > 0 ? options.max_context : std::min<int64_t>(target.max_position_embeddings, 4096);
   lower.max_tree_nodes = lower.buckets.back();
-  const SafetensorsCheckpoint& weights = target.weights();
-  LoweredPlan lowered = codegen::lower_target(
-      *fn, [&](const std::string& name) { return weights.get(name).bytes; }, lower);
-  // The plan carries every weight any function names (the drafter's too), so the CPU reference
-  // can run its IR; the lowering above only adds those @target's launches read.
-  std::optional<DraftCheckpoint> draft;
-  if (draft_dir) draft = DraftCheckpoint::open(*draft_dir);
-  add_ir_weights(module, [&](const std::string& source, const std::string& name) {
-    if (source == "draft" && draft) return draft->weights().get(name).bytes;
-    if (source != "target") throw Error("the IR names weight " + name + " of checkpoint '" + source + "', which was not given");
-    return weights.get(name).bytes;
-  }, lowered.weights);
+  const std::vector<std::string> archs = split(options.archs);
+  if (archs.empty()) throw Error("--arch: no GPU arch given");
+  // Kernels are tuned for the first arch (heuristics/<arch>.cc) and compiled for every one.
+  lower.arch = codegen::canonical_arch(archs.front());
+  return lower;
+}
+
+passes::WeightBytes checkpoint_bytes(const TargetCheckpoint& target, const DraftCheckpoint* draft) {
+  if (!target.has_weights()) return nullptr;
+  const SafetensorsCheckpoint* t = &target.weights();
+  const SafetensorsCheckpoint* d = draft && draft->has_weights() ? &draft->weights() : nullptr;
+  return [t, d](const std::string& source, const std::string& name) -> std::span<const uint8_t> {
+    if (source == "draft") {
+      if (!d) throw Error("codegen: weight " + name + " of the drafter, but no drafter checkpoint was opened");
+      return d->get(name).bytes;
+    }
+    return t->get(name).bytes;
+  };
+}
+
+void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& target, const DraftCheckpoint* draft,
+                         const PlanOutputOptions& options) {
+  if (!target.has_weights()) throw Error("-o needs the checkpoint's weights: drop --no-weights");
+  LoweredPlan lowered = passes::lower_module(module, checkpoint_bytes(target, draft), lower_options(target.config(), options));
+  const std::optional<std::filesystem::path> draft_dir = draft ? std::optional(draft->dir()) : std::nullopt;
 
   AssembleOptions assemble;
   assemble.archs = split(options.archs);

@@ -1,11 +1,12 @@
 #pragma once
-// `kplan compile ... -o model.kplan --arch sm_90,sm_120`: lower the final IR of @target to launch
-// sequences, compile their kernels for every arch and write the plan. One call for the CLI.
+// `kplan compile ... -o model.kplan --arch sm_90,sm_120`: lower the final IR (@target, and
+// @target_commit) to launch sequences, compile their kernels for every arch and write the plan. One call for the CLI.
 #include <filesystem>
 #include <optional>
 #include <string>
 
 #include "compiler/frontend/checkpoint.h"
+#include "compiler/passes/lower_state.h"
 #include "ir/ir.h"
 
 namespace kplan::plan {
@@ -17,8 +18,16 @@ struct PlanOutputOptions {
   int64_t max_context = 0;          // KV cache positions; 0: min(max_position_embeddings, 4096)
 };
 
+// The lowering options of a compile: buckets (1 always added), max_context (0: the config's
+// max_position_embeddings, at most 4096), the first --arch. Throws kplan::Error for bad text.
+passes::LowerOptions lower_options(const ModelConfig& target, const PlanOutputOptions& options);
+
+// The checkpoints' tensors by (source, name); null when the target has no weights loaded.
+passes::WeightBytes checkpoint_bytes(const TargetCheckpoint& target, const DraftCheckpoint* draft);
+
 // Prints a one-line summary (kernels, cache hits, plan size) to stderr. Throws kplan::Error.
-void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& target,
-                         const std::optional<std::filesystem::path>& draft_dir, const PlanOutputOptions& options);
+// The plan's weights are every weight the module names, the drafter's from `draft`.
+void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& target, const DraftCheckpoint* draft,
+                         const PlanOutputOptions& options);
 
 }  // namespace kplan::plan

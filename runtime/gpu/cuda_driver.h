@@ -20,7 +20,8 @@ struct CudaDriver {
   X(cuLaunchKernel) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)                \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch)         \
   X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)  \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName) X(cuGetErrorString)
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName) X(cuGetErrorString) \
+  X(cuLaunchKernelEx) X(cuTensorMapEncodeTiled)
 #define KPLAN_CUDA_MEMBER(name) decltype(&::name) name = nullptr;
   KPLAN_CUDA_FUNCTIONS(KPLAN_CUDA_MEMBER)
 #undef KPLAN_CUDA_MEMBER

@@ -9,13 +9,13 @@
 #include "ir/support/error.h"
 #include "runtime/gpu/cuda_driver.h"
 #include "runtime/gpu/kv_moves.h"
+#include "runtime/gpu/launch_resolve.h"
 
 namespace kplan::gpu {
 
-// The argument bytes of one launch and the pointer array cuLaunchKernel takes.
+// One launch resolved for this device (launch_resolve.h): argument bytes, tensor maps, grid.
 struct GpuExecutor::LaunchParams {
-  std::vector<uint64_t> storage;  // one 8-byte cell per argument (i32/f32 use the low 4 bytes)
-  std::vector<void*> pointers;
+  ResolvedLaunch launch;
 };
 
 namespace {
@@ -88,34 +88,13 @@ void GpuExecutor::release() {
 
 void GpuExecutor::prepare_launches() {
   const plan::Plan& p = plan();
+  const DeviceAddresses at{arena_, model_->weights_base(), &model_->weight_offsets(), model_->device().sm_count};
   params_.assign(p.buckets.size(), {});
   for (size_t b = 0; b < p.buckets.size(); ++b) {
-    for (const plan::Launch& l : p.buckets[b].launches) {
-      LaunchParams lp;
-      lp.storage.assign(l.args.size(), 0);
-      for (size_t a = 0; a < l.args.size(); ++a) {
-        const plan::LaunchArg& arg = l.args[a];
-        uint64_t& cell = lp.storage[a];
-        switch (arg.kind) {
-          case plan::ArgKind::Buffer: cell = arena_ + p.buffers.slots[arg.index].offset + arg.offset; break;
-          case plan::ArgKind::Weight: cell = model_->weight_address(arg.index, arg.offset); break;
-          case plan::ArgKind::StepInput: {
-            const plan::StepInputBinding* s = p.step_input(static_cast<plan::StepInputKind>(arg.index));
-            cell = arena_ + p.buffers.slots[s->slot].offset;
-            break;
-          }
-          case plan::ArgKind::I32: {
-            int32_t v = static_cast<int32_t>(arg.ival);
-            std::memcpy(&cell, &v, 4);
-            break;
-          }
-          case plan::ArgKind::I64: std::memcpy(&cell, &arg.ival, 8); break;
-          case plan::ArgKind::F32: std::memcpy(&cell, &arg.fval, 4); break;
-        }
-      }
-      lp.pointers.resize(lp.storage.size());
-      for (size_t a = 0; a < lp.storage.size(); ++a) lp.pointers[a] = &lp.storage[a];
-      params_[b].push_back(std::move(lp));
+    for (size_t i = 0; i < p.buckets[b].launches.size(); ++i) {
+      const std::string what = source_ + ": launch " + std::to_string(i) + " of bucket " + p.buckets[b].program + "/" +
+                               std::to_string(p.buckets[b].tokens);
+      params_[b].push_back({resolve_launch(model_->driver(), p, p.buckets[b].launches[i], at, what)});
     }
   }
 }
@@ -126,9 +105,7 @@ void GpuExecutor::enqueue(const plan::Bucket& bucket) {
   for (size_t i = 0; i < bucket.launches.size(); ++i) {
     const plan::Launch& l = bucket.launches[i];
     LaunchParams& lp = params_[b][i];
-    CUresult r = cu_->cuLaunchKernel(static_cast<CUfunction>(model_->function(l.kernel)), l.grid[0], l.grid[1],
-                                     l.grid[2], l.block[0], l.block[1], l.block[2], l.smem_bytes, stream,
-                                     lp.pointers.empty() ? nullptr : lp.pointers.data(), nullptr);
+    CUresult r = launch_resolved(*cu_, static_cast<CUfunction>(model_->function(l.kernel)), lp.launch, stream);
     if (r != CUDA_SUCCESS)
       throw Error(source_ + ": launch " + std::to_string(i) + " (" + plan().kernels[l.kernel].id + ") of bucket " +
                   bucket.program + "/" + std::to_string(bucket.tokens) + " failed: " + cuda_error_text(*cu_, r));
@@ -264,7 +241,7 @@ void GpuExecutor::commit_kv(int64_t cache_length, std::span<const int32_t> keep)
   // A prefix kept in place (prefill, AR, a chain accepted whole) moves nothing.
   const std::vector<RowMove> moves = kv_row_moves(cache_length, keep);
   if (moves.empty()) return;
-  if (const plan::Bucket* commit = p.bucket_for("commit", static_cast<int64_t>(keep.size()))) {
+  if (const plan::Bucket* commit = p.bucket_for("target_commit", static_cast<int64_t>(keep.size()))) {
     // The lowered kv_compact launches, replayed like any bucket: kept indices as its tokens.
     StepInputs in;
     in.tokens.assign(commit->tokens, 0);

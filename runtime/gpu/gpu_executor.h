@@ -51,7 +51,7 @@ class GpuExecutor {
   // Reads rows [0, rows) of a TokenIds output of the last run.
   void read_ids(const plan::StepOutput& out, int64_t rows, int32_t* dst);
   // Commits pending KV rows cache_length + keep[i] -> cache_length + i in every KV cache: a
-  // replay of the plan's "commit" bucket when it has one (keep indices in the Tokens input, their
+  // replay of the plan's "target_commit" bucket when it has one (keep indices in the Tokens input, their
   // count in TokenCount), else a few device-to-device copies per cache (runtime/gpu/kv_moves.h).
   void commit_kv(int64_t cache_length, std::span<const int32_t> keep);
   // Replays the bucket `reps` times after `warmup` replays, with the current step inputs, and

@@ -36,6 +36,8 @@ class GpuModel {
 
   // Device address of weight `index` (+ offset); the CUfunction of kernel `index`.
   uint64_t weight_address(uint32_t index, uint64_t offset) const;
+  uint64_t weights_base() const { return weights_; }  // CUdeviceptr of all weights
+  const std::vector<uint64_t>& weight_offsets() const { return weight_offsets_; }
   void* function(uint32_t kernel) const { return functions_[kernel]; }
 
   uint64_t weight_bytes() const { return weight_bytes_; }  // on the device

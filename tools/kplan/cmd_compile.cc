@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "compiler/driver/compile.h"
+#include "compiler/passes/lower_to_launches.h"
+#include "compiler/passes/lowered_printer.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/plan/plan_output.h"
 #include "ir/support/error.h"
@@ -43,16 +45,22 @@ void run_compile(const CompileArgs& a) {
   if (a.list_passes) {
     for (const passes::Pass& p : passes::pipeline())
       std::printf("%-14s %s\n", std::string(p.name).c_str(), std::string(p.summary).c_str());
+    for (const passes::LoweringStage& s : passes::lowering_stages())
+      std::printf("%-14s %s\n", std::string(s.name).c_str(), std::string(s.summary).c_str());
     return;
   }
+  // A lowering stage: the whole IR pipeline, then the lowering stages up to that one.
+  const bool lowering_dump = passes::is_lowering_stage(a.dump_after);
+  const std::string ir_stop = lowering_dump ? std::string() : a.dump_after;
   std::unique_ptr<ir::Module> module;
   if (!a.ir_file.empty()) {
+    if (lowering_dump) throw Error("--dump-ir-after=" + a.dump_after + " lowers a checkpoint's IR: give --model");
     if (!a.model.empty()) throw Error("give either --model or --ir, not both");
     module = ir::parse_module(read_ir_text(a.ir_file), a.ir_file == "-" ? "<stdin>" : a.ir_file);
     if (a.no_passes) {
       ir::verify(*module);
     } else {
-      passes::run_pipeline(*module, a.dump_after);
+      passes::run_pipeline(*module, ir_stop);
     }
   } else {
     if (a.model.empty()) throw Error("--model DIR (or --ir FILE) is required");
@@ -60,13 +68,22 @@ void run_compile(const CompileArgs& a) {
     opt.model = a.model;
     if (!a.draft.empty()) opt.draft = a.draft;
     opt.load_weights = !a.no_weights;
-    opt.stop_after = a.dump_after;
+    opt.stop_after = ir_stop;
     opt.build.tree_mask = !a.no_tree_mask;
     CompileResult r = compile_to_ir(opt);
     module = std::move(r.module);
     if (!a.plan.out.empty()) {
       if (!a.dump_after.empty()) throw Error("-o writes the whole pipeline's plan: drop --dump-ir-after");
-      plan::write_compiled_plan(*module, *r.target, opt.draft, a.plan);
+      plan::write_compiled_plan(*module, *r.target, r.draft ? &*r.draft : nullptr, a.plan);
+    }
+    if (lowering_dump) {
+      // Works from shapes alone: with --no-weights the weights table has no bytes.
+      const DraftCheckpoint* draft = r.draft ? &*r.draft : nullptr;
+      passes::LowerState s = passes::lowering_state(*module, plan::checkpoint_bytes(*r.target, draft),
+                                                    plan::lower_options(r.target->config(), a.plan));
+      passes::run_lowering(s, a.dump_after);
+      std::fputs(passes::print_lowered(s, a.dump_after).c_str(), stdout);
+      return;
     }
   }
   if (a.dump_ir || !a.dump_after.empty()) {
@@ -92,7 +109,9 @@ void register_compile(CLI::App& app) {
   cmd->add_flag("--no-weights", args->no_weights,
                 "read config.json only (structure-only compile, no safetensors needed)");
   cmd->add_flag("--dump-ir", args->dump_ir, "print the final IR");
-  cmd->add_option("--dump-ir-after", args->dump_after, "stop after this pass and print the IR");
+  cmd->add_option("--dump-ir-after", args->dump_after,
+                  "stop after this pass (or lowering stage: select-kernels ... emit-plan) and print the IR "
+                  "(with the lowering's annotations, buckets and launches)");
   cmd->add_flag("--list-passes", args->list_passes, "list the passes in pipeline order");
   cmd->add_option("--ir", args->ir_file,
                   "read IR text (a file, or - for stdin) instead of a checkpoint; verify it and "

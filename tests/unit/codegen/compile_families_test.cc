@@ -8,7 +8,8 @@
 
 #include "codegen_test_util.h"
 #include "compiler/codegen/compile_kernels.h"
-#include "compiler/codegen/kernel_families.h"
+#include "compiler/codegen/families/all.h"
+#include "compiler/codegen/heuristics/heuristics.h"
 #include "compiler/codegen/model_kernels.h"
 #include "compiler/codegen/nvrtc_compile.h"
 
@@ -109,9 +110,33 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
   sources.push_back(matmul_int4_kernel(c.hidden_size, c.moe_intermediate_size, ElemType::BF16, ElemType::BF16));
   sources.push_back(matmul_kernel(c.qk_nope_head_dim, c.kv_lora_rank, ElemType::BF16, ElemType::BF16, true));
   std::set<std::string> all;
-  for (const FamilySpec& f : kernel_families()) all.insert(f.name);
+  for (const Family* f : all_families()) all.insert(f->name);
   EXPECT_EQ(families_of(sources), all);
   compile_and_check(sources);
+}
+
+}  // namespace
+}  // namespace kplan::codegen
+
+namespace kplan::codegen {
+namespace {
+
+// A generated entry taking a TMA tensor map by value (ArgKind::TensorMap, common.cuh's
+// CUtensorMap) compiles for both archs: what a Hopper / Blackwell TMA family will declare.
+TEST(CodegenCompile, TensorMapParameterCompiles) {
+  KernelSource k;
+  k.family = "tma_probe";
+  k.id = "tma_probe";
+  k.entry = "kplan_tma_probe";
+  k.header = "common.cuh";
+  k.signature = {{"map", ArgKind::TensorMap}, {"y", ArgKind::DevicePtr}};
+  k.block_threads = 32;
+  k.source =
+      "#include \"common.cuh\"\n"
+      "extern \"C\" __global__ void __launch_bounds__(32) kplan_tma_probe(const __grid_constant__ CUtensorMap map, void* y) {\n"
+      "  if (threadIdx.x == 0) static_cast<unsigned long long*>(y)[0] = map.opaque[0];\n"
+      "}\n";
+  compile_and_check({k});
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "codegen_test_util.h"
-#include "compiler/codegen/lower_to_launches.h"
+#include "compiler/passes/lower_to_launches.h"
 #include "compiler/driver/compile.h"
 #include "launch_emulator.h"
 

@@ -16,7 +16,7 @@
 #include <optional>
 
 #include "compiler/codegen/compile_kernels.h"
-#include "compiler/codegen/lower_to_launches.h"
+#include "compiler/passes/lower_to_launches.h"
 #include "compiler/driver/compile.h"
 #include "launch_emulator.h"
 #include "compiler/codegen/launch_geometry.h"
@@ -145,6 +145,7 @@ class Gpu {
         case plan::ArgKind::I32: { const int32_t v = static_cast<int32_t>(arg.ival); std::memcpy(&storage[a], &v, 4); break; }
         case plan::ArgKind::I64: { const int64_t v = arg.ival; std::memcpy(&storage[a], &v, 8); break; }
         case plan::ArgKind::F32: std::memcpy(&storage[a], &arg.fval, 4); break;
+        case plan::ArgKind::TensorMap: ADD_FAILURE() << "tensor maps need runtime/gpu/launch_resolve"; break;
         default: storage[a] = address(arg);
       }
       params.push_back(&storage[a]);

@@ -5,7 +5,8 @@
 
 #include "codegen_test_util.h"
 #include "compiler/codegen/instantiate.h"
-#include "compiler/codegen/kernel_families.h"
+#include "compiler/codegen/families/all.h"
+#include "compiler/codegen/heuristics/heuristics.h"
 #include "compiler/codegen/launch_geometry.h"
 #include "compiler/codegen/model_kernels.h"
 #include "compiler/codegen/nvrtc_compile.h"
@@ -85,11 +86,11 @@ TEST(CodegenInstantiate, EveryFamilySignatureMatchesItsHeaderDoc) {
   // Each argument name appears in the template header (its doc block and parameter list), so the
   // registry and the headers cannot drift apart silently.
   const TemplateLibrary& lib = TemplateLibrary::embedded();
-  for (const FamilySpec& f : kernel_families()) {
-    const std::string& text = lib.header(f.header);
-    EXPECT_NE(text.find("void " + f.function.substr(4) + "("), std::string::npos) << f.name;
-    for (const KernelArg& a : f.signature) EXPECT_NE(text.find(a.name), std::string::npos) << f.name << " " << a.name;
-    for (const ParamSpec& p : f.params) EXPECT_NE(text.find("int " + p.name), std::string::npos) << f.name << " " << p.name;
+  for (const Family* f : all_families()) {
+    const std::string& text = lib.header(f->header);
+    EXPECT_NE(text.find("void " + f->function.substr(4) + "("), std::string::npos) << f->name;
+    for (const KernelArg& a : f->signature) EXPECT_NE(text.find(a.name), std::string::npos) << f->name << " " << a.name;
+    for (const ParamSpec& p : f->params) EXPECT_NE(text.find("int " + p.name), std::string::npos) << f->name << " " << p.name;
   }
 }
 
@@ -109,7 +110,7 @@ TEST(CodegenInstantiate, ModelKernelSetsCoverEveryFamily) {
   for (const KernelSource& k : draft_model_kernels(test_draft_config("draft-tiny"), {}, 4)) families.insert(k.family);
   families.insert(matmul_int4_kernel(256, 128, ElemType::F32, ElemType::F32).family);  // quantized dense Linears
   families.insert(topk_kernel(1024, 4, ElemType::F32, true).family);
-  for (const FamilySpec& f : kernel_families()) EXPECT_TRUE(families.count(f.name)) << f.name;
+  for (const Family* f : all_families()) EXPECT_TRUE(families.count(f->name)) << f->name;
   // Instances are unique.
   std::set<std::string> ids;
   for (const KernelSource& k : target_model_kernels(tiny, {})) EXPECT_TRUE(ids.insert(k.id).second) << k.id;

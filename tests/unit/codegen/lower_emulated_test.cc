@@ -8,9 +8,10 @@
 #include <cstdlib>
 
 #include "codegen_test_util.h"
-#include "compiler/codegen/lower_to_launches.h"
+#include "compiler/passes/lower_to_launches.h"
 #include "compiler/driver/compile.h"
 #include "launch_emulator.h"
+#include "runtime/cpu/basic_ops.h"
 #include "runtime/cpu/cpu_target.h"
 #include "compiler/driver/reference_plan.h"
 
@@ -31,7 +32,7 @@ class EmulatedTarget {
     const int64_t n = static_cast<int64_t>(in.tokens.size());
     const plan::Bucket* bucket = nullptr;
     for (const plan::Bucket& b : lp_.buckets)
-      if (b.tokens >= n && (!bucket || b.tokens < bucket->tokens)) bucket = &b;
+      if (b.program == "target" && b.tokens >= n && (!bucket || b.tokens < bucket->tokens)) bucket = &b;
     EXPECT_NE(bucket, nullptr);
     const int64_t t = bucket->tokens, words = (t + 31) / 32, in_words = (n + 31) / 32;
     std::vector<uint32_t> mask(t * words, 0);
@@ -48,27 +49,75 @@ class EmulatedTarget {
     emu_.write_input(plan::StepInputKind::TreeMask, mask);
     emu_.write_input(plan::StepInputKind::CacheLength, std::vector<int32_t>{past});
     emu_.write_input(plan::StepInputKind::TokenCount, std::vector<int32_t>{static_cast<int32_t>(n)});
-    emu_.run(*bucket);
+    run(*bucket);
     std::vector<float> logits, hidden;
     for (const plan::StepOutput& o : bucket->outputs) {
+      if (o.kind == plan::OutputKind::TokenIds) continue;  // checked below, against the logits
       std::vector<float> rows = emu_.output(o);
       rows.resize(n * o.cols);  // drop the padding rows
       (o.kind == plan::OutputKind::Logits ? logits : hidden) = std::move(rows);
     }
+    // Greedy selection on the device: next_tokens is the argmax of each real row's logits.
+    for (const plan::StepOutput& o : bucket->outputs) {
+      if (o.kind != plan::OutputKind::TokenIds) continue;
+      const int32_t* ids = reinterpret_cast<const int32_t*>(emu_.slot(o.slot) + o.offset);
+      const int64_t vocab = static_cast<int64_t>(logits.size()) / n;
+      for (int64_t r = 0; r < n; ++r) EXPECT_EQ(ids[r], cpu::argmax(logits.data() + r * vocab, vocab)) << "row " << r;
+    }
     return {logits, hidden};
   }
 
-  // The runtime's commit: rows past + keep[i] -> past + i in every layer's cache.
+  // The commit as the plan lowers it: the @target_commit bucket, keep[] in the Tokens input and
+  // its length in TokenCount, one kv_compact launch per layer.
   void commit(int32_t past, const std::vector<int32_t>& keep) {
-    for (const plan::KvCache& kv : lp_.kv_caches) {
-      uint8_t* base = emu_.slot(kv.slot);
-      for (size_t i = 0; i < keep.size(); ++i) {
-        std::memmove(base + (past + i) * kv.row_bytes, base + (past + keep[i]) * kv.row_bytes, kv.row_bytes);
+    const plan::Bucket* bucket = nullptr;
+    for (const plan::Bucket& b : lp_.buckets)
+      if (b.program == "target_commit") bucket = &b;
+    ASSERT_NE(bucket, nullptr);
+    ASSERT_EQ(bucket->launches.size(), lp_.kv_caches.size());
+    std::vector<int32_t> tokens = keep;
+    tokens.resize(bucket->tokens, 0);
+    emu_.write_input(plan::StepInputKind::Tokens, tokens);
+    emu_.write_input(plan::StepInputKind::CacheLength, std::vector<int32_t>{past});
+    emu_.write_input(plan::StepInputKind::TokenCount, std::vector<int32_t>{static_cast<int32_t>(keep.size())});
+    run(*bucket);
+  }
+
+ private:
+  // The launch emulator, plus the families it does not emulate yet (argmax: the CPU reference's
+  // op; kv_compact: the in-place row moves of ir/OPS.md), read by parameter name.
+  void run(const plan::Bucket& b) {
+    for (const plan::Launch& l : b.launches) {
+      const KernelSource& k = lp_.kernels.at(l.kernel);
+      auto arg = [&](const char* name) -> const plan::LaunchArg& {
+        for (size_t i = 0; i < k.signature.size(); ++i)
+          if (k.signature[i].name == name) return l.args.at(i);
+        throw Error("no argument " + std::string(name) + " in " + k.id);
+      };
+      auto pointer = [&](const char* name) -> uint8_t* {
+        const plan::LaunchArg& a = arg(name);
+        if (a.kind == plan::ArgKind::StepInput) return emu_.step_input(static_cast<plan::StepInputKind>(a.index));
+        EXPECT_EQ(a.kind, plan::ArgKind::Buffer) << k.id << " " << name;
+        return emu_.slot(a.index) + a.offset;
+      };
+      if (k.family == "argmax") {
+        const int64_t vocab = kernel_param(k, "V"), stride = arg("row_stride").ival;
+        const float* x = reinterpret_cast<const float*>(pointer("logits"));
+        int32_t* out = reinterpret_cast<int32_t*>(pointer("out_ids"));
+        for (int64_t r = 0; r < arg("n_rows").ival; ++r) out[r] = static_cast<int32_t>(cpu::argmax(x + r * stride, vocab));
+      } else if (k.family == "kv_compact") {
+        const int64_t width = kernel_param(k, "C") + kernel_param(k, "R");
+        float* cache = reinterpret_cast<float*>(pointer("cache"));
+        const int32_t start = *reinterpret_cast<int32_t*>(pointer("cache_len"));
+        const int32_t* keep = reinterpret_cast<int32_t*>(pointer("keep"));
+        const int32_t n = *reinterpret_cast<int32_t*>(pointer("n_keep"));
+        for (int32_t i = 0; i < n; ++i) std::memmove(cache + (start + i) * width, cache + (start + keep[i]) * width, width * 4);
+      } else {
+        emu_.run_launch(l);
       }
     }
   }
 
- private:
   plan::LoweredPlan& lp_;
   LaunchEmulator emu_;
 };
@@ -87,7 +136,9 @@ void check_checkpoint(const std::string& preset) {
   LowerOptions o;
   o.buckets = {1, 5, 8};
   o.max_context = 64;
-  plan::LoweredPlan lp = lower_target(*compiled.module->function("target"), compiled.target->weights(), o);
+  const SafetensorsCheckpoint& weights = compiled.target->weights();
+  plan::LoweredPlan lp = passes::lower_module(
+      *compiled.module, [&](const std::string&, const std::string& name) { return weights.get(name).bytes; }, o);
   EmulatedTarget gpu_like(lp);
 
   cpu::CpuTarget cpu(std::make_shared<const plan::Plan>(reference_plan(ckpt)), ckpt.string(), 64);

@@ -8,7 +8,7 @@
 
 #include "codegen_test_util.h"
 #include "compiler/codegen/launch_geometry.h"
-#include "compiler/codegen/lower_to_launches.h"
+#include "compiler/passes/lower_to_launches.h"
 #include "compiler/driver/compile.h"
 #include "compiler/plan/plan_assemble.h"
 #include "ir/support/error.h"
@@ -72,10 +72,14 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
     // 4 layers: embedding, then per layer at least norm, q path, kv path, rope x2, append, 2 head
     // matmuls, attention, o_proj, add, norm, mlp; then final norm + lm_head.
     EXPECT_GT(b.launches.size(), 4u * 15);
-    ASSERT_EQ(b.outputs.size(), 2u);
-    const bool logits_first = b.outputs[0].kind == plan::OutputKind::Logits;
-    const plan::StepOutput& logits = b.outputs[logits_first ? 0 : 1];
-    const plan::StepOutput& hidden = b.outputs[logits_first ? 1 : 0];
+    ASSERT_EQ(b.outputs.size(), 3u);  // logits, hidden.1, next_tokens (in IR output order)
+    const plan::StepOutput& logits = b.outputs[0];
+    const plan::StepOutput& hidden = b.outputs[1];
+    const plan::StepOutput& next = b.outputs[2];
+    EXPECT_EQ(next.kind, plan::OutputKind::TokenIds);
+    EXPECT_EQ(next.dtype, DType::I32);
+    EXPECT_EQ(next.rows, b.tokens);
+    EXPECT_EQ(next.cols, 1);
     EXPECT_EQ(logits.kind, plan::OutputKind::Logits);
     EXPECT_EQ(logits.rows, b.tokens);
     EXPECT_EQ(logits.cols, 1024);

@@ -153,9 +153,9 @@ TEST(CpuPlanTarget, ReferencePlanIsMarkedAndCarriesEveryWeightOfEveryFunction) {
   ASSERT_TRUE(p.draft.has_value());
   EXPECT_FALSE(p.model_config_json.empty());
   EXPECT_FALSE(p.draft_config_json.empty());
-  EXPECT_GE(p.weight_index("model.embed_tokens.weight", "target"), 0);
-  EXPECT_GE(p.weight_index("fc.weight", "draft"), 0);
-  EXPECT_GE(p.weight_index("model.layers.1.mlp.experts.*.up_proj.weight", "target"), 0);
+  EXPECT_GE(p.weight_index("target", "model.embed_tokens.weight"), 0);
+  EXPECT_GE(p.weight_index("draft", "fc.weight"), 0);
+  EXPECT_GE(p.weight_index("target", "model.layers.1.mlp.experts.*.up_proj.weight"), 0);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <set>
 
-#include "compiler/codegen/lower_to_launches.h"
+#include "compiler/passes/lower_to_launches.h"
 #include "ir/op_kind.h"
 #include "tests/unit/codegen/codegen_test_util.h"
 #include "tests/unit/codegen/launch_emulator.h"

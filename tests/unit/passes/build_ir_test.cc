@@ -59,10 +59,12 @@ TEST(BuildIr, TinyTargetStructure) {
   EXPECT_EQ(fn.arg("tree_mask")->type().str(), "u32[T, W]");
   EXPECT_EQ(fn.arg("kv.3")->type().str(), "f32[S, 80]");
   auto outs = fn.outputs();
-  ASSERT_EQ(outs.size(), 5u);  // logits + 4 kv steps, nothing captured without a drafter
+  ASSERT_EQ(outs.size(), 6u);  // logits + 4 kv steps + next_tokens, nothing captured without a drafter
   EXPECT_EQ(outs[0].first, "logits");
   EXPECT_EQ(outs[0].second->type().str(), "f32[T, 1024]");
   EXPECT_EQ(outs[4].first, "kv_step.3");
+  EXPECT_EQ(outs[5].first, "next_tokens");  // argmax of the logits: greedy selection on the device
+  EXPECT_EQ(outs[5].second->type().str(), "i32[T]");
   for (const ir::Op* op : fn.ops())
     if (op->kind() == OpKind::MoeRouter) {
       EXPECT_EQ(op->attrs().get_int("top_k"), 2);
@@ -178,9 +180,10 @@ TEST(BuildIr, OptionsCaptureLayersAndCausalMask) {
   ir::Function& fn = *m->function("target");
   EXPECT_EQ(fn.arg("tree_mask"), nullptr);
   auto outs = fn.outputs();
-  ASSERT_EQ(outs.size(), 7u);
+  ASSERT_EQ(outs.size(), 8u);
   EXPECT_EQ(outs[5].first, "hidden.0");
   EXPECT_EQ(outs[6].first, "hidden.2");
+  EXPECT_EQ(outs[7].first, "next_tokens");
   for (const ir::Op* op : fn.ops())
     if (op->kind() == OpKind::MlaAttentionExpanded) EXPECT_EQ(op->num_operands(), 5u);
   ir::verify(*m);

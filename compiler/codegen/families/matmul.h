@@ -1,0 +1,38 @@
+#pragma once
+// Kernel family matmul: kernels_templates/matmul.cuh (kp::matmul).
+// Dense matmul with bf16 weights, batched over heads (W_LAYOUT 0: [N, K]; 1: [K, N]).
+//
+// Template parameters (compile-time constants, template order):
+//   K, N, X_DT (dtype), Y_DT (dtype), W_LAYOUT, ACC, WARPS (tuning), TOK_TILE (tuning)
+// See the template's doc block for their meaning and the launch geometry (families/matmul.cc).
+#include <cstdint>
+#include <string_view>
+
+#include "compiler/codegen/families/family.h"
+
+namespace kplan::codegen::matmul {
+
+// Launch arguments, in the kernel's parameter order.
+struct Args {
+  KPLAN_PTR(x);               // X_DT; element (b, t, k) at b * x_batch_stride + t * x_row_stride + k
+  KPLAN_PTR(w);               // bf16, batch b at b * w_batch_stride
+  KPLAN_PTR(y);               // Y_DT; element (b, t, n) at b * y_batch_stride + t * y_row_stride + n
+  KPLAN_I32(n_tokens);        // tokens (rows of x) in this step
+  KPLAN_I32(x_row_stride);    // elements
+  KPLAN_I32(x_batch_stride);  // elements (0: one batch)
+  KPLAN_I32(y_row_stride);    // elements
+  KPLAN_I32(y_batch_stride);  // elements
+  KPLAN_I32(w_batch_stride);  // elements
+};
+
+const Family& family();
+
+}  // namespace kplan::codegen::matmul
+
+namespace kplan::codegen {
+
+// The instance for these problem constants (tuning from heuristics/<arch>.cc).
+KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn = false, bool accumulate = false,
+                           std::string_view arch = kDefaultArch);
+
+}  // namespace kplan::codegen

@@ -1,0 +1,37 @@
+// The list of kernel families: the one place a new family is named (see family.h).
+#include "compiler/codegen/families/all.h"
+#include "ir/support/error.h"
+
+namespace kplan::codegen {
+
+const std::vector<const Family*>& all_families() {
+  static const std::vector<const Family*> families = {
+      &embedding::family(),
+      &rms_norm::family(),
+      &matmul::family(),
+      &matmul_int4::family(),
+      &rope::family(),
+      &mla_attention::family(),
+      &gqa_attention::family(),
+      &kv_append::family(),
+      &kv_compact::family(),
+      &moe_router::family(),
+      &moe_gate_up::family(),
+      &moe_down::family(),
+      &swiglu::family(),
+      &add::family(),
+      &copy_rows::family(),
+      &argmax::family(),
+      &topk::family(),
+  };
+  return families;
+}
+
+const Family& find_family(std::string_view name) {
+  for (const Family* f : all_families()) {
+    if (f->name == name) return *f;
+  }
+  throw Error("codegen: unknown kernel family '" + std::string(name) + "'");
+}
+
+}  // namespace kplan::codegen

@@ -1,0 +1,36 @@
+#pragma once
+// Tuning choices (block sizes, token tiles) per kernel family and GPU arch, kept apart from the
+// templates and from the launch code so the speed work can swap them without touching either.
+// One table per arch family: sm90.cc (Hopper: H100, H200) and sm120.cc (Blackwell workstation:
+// RTX PRO 6000). Each table has one entry per kernel family, keyed by the family's name.
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "compiler/codegen/families/family.h"
+
+namespace kplan::codegen {
+
+// Sets the tuning parameters a family needs that `p` does not already hold (use p.try_emplace),
+// from the problem parameters (dims) in `p`.
+using TuneFn = void (*)(ParamValues& p);
+using TuningTable = std::map<std::string, TuneFn, std::less<>>;
+
+const TuningTable& sm90_tuning();
+const TuningTable& sm120_tuning();
+
+// The table for a canonical arch: sm_100 and newer use sm120's, older ones sm90's.
+const TuningTable& tuning_for(std::string_view arch);
+
+// Fills every tuning parameter of `family` that `params` does not already hold. Throws
+// kplan::Error when the arch's table has no entry for the family.
+void choose_tuning(const Family& family, std::string_view arch, ParamValues& params);
+
+// Shared rules of thumb (heuristics.cc).
+int64_t round_up(int64_t v, int64_t m);
+// Threads for a block that walks `work` independent elements: at least one warp, at most 256.
+int64_t threads_for(int64_t work);
+// Rows of length d: aim for <= 16 values per thread, which keeps rms_norm's row in registers.
+int64_t row_threads(int64_t d);
+
+}  // namespace kplan::codegen

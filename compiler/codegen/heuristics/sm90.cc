@@ -1,0 +1,37 @@
+// Hopper (sm_90: H100, H200; 132 SMs, 228 KiB shared memory per SM). The values the device
+// checks in bench/RESULTS.md were measured with.
+#include "compiler/codegen/heuristics/heuristics.h"
+
+namespace kplan::codegen {
+namespace {
+
+void set(ParamValues& p, const char* name, int64_t value) { p.try_emplace(name, value); }
+
+}  // namespace
+
+const TuningTable& sm90_tuning() {
+  static const TuningTable table = {
+      {"embedding", [](ParamValues& p) { set(p, "THREADS", 128); }},
+      {"rms_norm", [](ParamValues& p) { set(p, "THREADS", row_threads(p.at("D"))); }},
+      // One warp per output row (4 per block); 8 tokens share each weight load.
+      {"matmul", [](ParamValues& p) { set(p, "WARPS", 4); set(p, "TOK_TILE", 8); }},
+      // 32 dequantised weights per lane are live at once: 4 tokens keep it in registers.
+      {"matmul_int4", [](ParamValues& p) { set(p, "WARPS", 4); set(p, "TOK_TILE", 4); }},
+      {"rope", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("HEADS") * p.at("ROPE_DIM") / 2)); }},
+      {"mla_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},
+      {"gqa_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},
+      {"kv_append", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
+      {"kv_compact", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
+      {"moe_router", [](ParamValues& p) { set(p, "WARPS", 4); }},
+      {"moe_gate_up", [](ParamValues& p) { set(p, "WARPS", 4); }},
+      {"moe_down", [](ParamValues& p) { set(p, "WARPS", 4); }},
+      {"swiglu", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("I"))); }},
+      {"add", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("D"))); }},
+      {"copy_rows", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("COLS"))); }},
+      {"argmax", [](ParamValues& p) { set(p, "THREADS", 256); }},
+      {"topk", [](ParamValues& p) { set(p, "THREADS", 256); }},
+  };
+  return table;
+}
+
+}  // namespace kplan::codegen

@@ -1,0 +1,26 @@
+// bucketize: one launch sequence per (program, token count). @target gets the requested
+// buckets (1 for AR decode, the tree budgets for verify, prefill chunks); @target_commit one
+// bucket at the largest step (the host writes the kept indices into the Tokens input and their
+// count into TokenCount; kv_compact clamps to them), so a GPU commit is one graph launch rather
+// than a host memcpy per row. The drafter's programs stay on the CPU reference for now.
+#include <algorithm>
+
+#include "compiler/passes/lower_state.h"
+
+namespace kplan::passes {
+
+void bucketize(LowerState& s) {
+  s.buckets.clear();
+  std::vector<int64_t> target = s.options.buckets;
+  std::sort(target.begin(), target.end());
+  target.erase(std::unique(target.begin(), target.end()), target.end());
+  for (const ir::Function* fn : s.programs) {
+    if (fn->name() == "target") {
+      for (int64_t t : target) s.buckets.push_back({fn, t});
+    } else if (fn->name() == "target_commit") {
+      s.buckets.push_back({fn, s.max_tokens});
+    }
+  }
+}
+
+}  // namespace kplan::passes

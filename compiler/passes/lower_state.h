@@ -1,0 +1,88 @@
+#pragma once
+// What the lowering stages (select-kernels, weight-layout, plan-memory, bucketize, emit-plan;
+// pipeline.cc lists them) read and record on their way from the final IR to launches as data
+// (plan::LoweredPlan). Each stage fills its own section below and reads only the sections of
+// the stages before it; --dump-ir-after=<stage> prints the IR with what the stages so far have
+// recorded (lowered_printer.h).
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/codegen/kernel_instance.h"
+#include "compiler/plan/lowered_plan.h"
+#include "ir/ir.h"
+
+namespace kplan::passes {
+
+struct LowerOptions {
+  std::vector<int64_t> buckets = {1};  // token counts of @target, each gets its own launch sequence
+  int64_t max_context = 0;             // KV cache rows (> 0)
+  int64_t max_tree_nodes = 0;          // recorded in the limits (0: no tree buckets)
+  std::string arch = "sm_90";          // the arch kernels are selected (tuned) for
+};
+
+// The bytes of a checkpoint tensor by (source, name): source is the weight op's `ckpt`
+// ("target" | "draft"). Null: no weight bytes (--no-weights); the plan's weights then carry
+// names, dtypes and shapes only.
+using WeightBytes = std::function<std::span<const uint8_t>(const std::string& source, const std::string& name)>;
+
+// A bucket to emit: one program at one token count.
+struct BucketSpec {
+  const ir::Function* program = nullptr;
+  int64_t tokens = 1;
+};
+
+// Where a value's storage comes from once memory is planned.
+struct Storage {
+  enum class Kind : uint8_t { Slot, Weight, StepInput, None } kind = Kind::None;
+  uint32_t index = 0;  // slot, weight or StepInputKind
+};
+
+struct LowerState {
+  const ir::Module* module = nullptr;
+  LowerOptions options;
+  WeightBytes weight_bytes;
+  std::vector<const ir::Function*> programs;  // the functions lowered to launches (@target, @target_commit)
+  int64_t max_tokens = 1;
+
+  // select-kernels: the kernel instances each op runs, in launch order (moe experts: two).
+  std::map<const ir::Op*, std::vector<codegen::KernelSource>> kernels;
+
+  // weight-layout: every weight any function names, by (source, name), with its layout.
+  std::vector<plan::Weight> weights;
+  std::map<std::pair<std::string, std::string>, uint32_t> weight_index;
+
+  // plan-memory: slots, the storage of every root value (function arguments, op results that
+  // own a buffer), per-op scratch, and the in-place aliases (kv_append / kv_compact results are
+  // their cache operand's storage).
+  plan::BufferPlan buffers;
+  std::vector<plan::StepInputBinding> step_inputs;
+  std::vector<plan::KvCache> kv_caches;
+  std::map<const ir::Value*, Storage> storage;
+  std::map<const ir::Op*, uint32_t> scratch;
+  std::map<const ir::Value*, const ir::Value*> aliases;  // result -> the operand it updates in place
+
+  // bucketize.
+  std::vector<BucketSpec> buckets;
+
+  // emit-plan.
+  std::optional<plan::LoweredPlan> lowered;
+};
+
+// The stages, one file each; pipeline.cc lists them in order with their dumps.
+void select_kernels(LowerState& s);  // select_kernels.cc
+void weight_layout(LowerState& s);   // weight_layout.cc
+void plan_memory(LowerState& s);     // plan_memory.cc
+void bucketize(LowerState& s);       // bucketize.cc
+void emit_plan(LowerState& s);       // emit_plan.cc
+
+// plan-memory's verifier: every in-place alias updates a persistent KV cache slot that no other
+// value shares, results never share a live slot. Throws kplan::Error naming the value.
+void verify_memory(const LowerState& s);
+
+}  // namespace kplan::passes

@@ -1,0 +1,317 @@
+#include "compiler/passes/op_rules.h"
+
+#include <algorithm>
+
+#include "compiler/codegen/families/all.h"
+#include "compiler/codegen/rope_args.h"
+#include "ir/support/error.h"
+
+namespace kplan::passes {
+namespace {
+
+using namespace codegen;
+using ir::OpKind;
+using ir::Value;
+using plan::LaunchArg;
+
+constexpr ElemType kF32 = ElemType::F32;
+
+// The op's i-th instance: the recorded one when emitting, else `make()` (recorded).
+template <class Make>
+KernelSource instance(RuleContext& ctx, size_t i, Make make) {
+  if (ctx.selected) {
+    if (i >= ctx.selected->size()) throw Error("codegen: select-kernels recorded no kernel " + std::to_string(i) + " for op " + std::to_string(ctx.op_index));
+    return (*ctx.selected)[i];
+  }
+  ctx.chosen.push_back(make());
+  return ctx.chosen.back();
+}
+
+// One launch of `k`; `A` is its family's Args (a mismatch is refused here, a swapped or missing
+// argument does not compile).
+template <class A>
+void launch(RuleContext& ctx, const KernelSource& k, int64_t rows, const A& typed, int64_t batch = 1) {
+  static const std::vector<KernelArg> signature = signature_of<A>();
+  if (signature != k.signature) throw Error("codegen: launch of " + k.id + " with another family's arguments");
+  LaunchArgs a = launch_arguments(typed);
+  ctx.launches.push_back({k, rows, batch, std::move(a.args), std::move(a.tensor_maps)});
+}
+
+Rows rows_of(const RuleContext& ctx, const ir::Op& op, const View& v) {
+  const std::optional<Rows> r = as_rows(v);
+  if (!r || v.dtype != DType::F32) throw Error("codegen: " + ctx.where(op) + " reads a strided view no kernel addresses");
+  return *r;
+}
+
+const View& bf16_weight(const RuleContext& ctx, const ir::Op& op, const Value* v) {
+  const View& w = ctx.view(v);
+  const bool is_weight = w.root && w.root->defining_op() &&
+                         (w.root->defining_op()->kind() == OpKind::Weight || w.root->defining_op()->kind() == OpKind::WeightStack);
+  if (!is_weight || w.dtype != DType::BF16) throw Error("codegen: " + ctx.where(op) + " needs a bf16 weight, got " + v->type().str());
+  return w;
+}
+
+LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
+
+}  // namespace
+
+const View& RuleContext::view(const Value* v) const {
+  auto it = views->find(v);
+  if (it == views->end()) throw Error("codegen: lowering reached a value with no storage (" + v->type().str() + ")");
+  return it->second;
+}
+
+std::string RuleContext::where(const ir::Op& op) const { return op_label(*fn, op_index, op); }
+
+uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens) {
+  if (op.kind() != OpKind::MoeExperts && op.kind() != OpKind::MoeExpertsInt4) return 0;
+  // h [T, top_k, inter] f32 between moe_gate_up and moe_down.
+  const int64_t top_k = op.operand(2)->type().shape.at(1).constant;
+  const int64_t inter = op.operand(3)->type().shape.at(1).constant;
+  return 4 * static_cast<uint64_t>(max_tokens * top_k * inter);
+}
+
+void lower_op(const ir::Op& op, RuleContext& ctx) {
+  auto operand = [&](size_t k) -> const View& { return ctx.view(op.operand(k)); };
+  auto result = [&](size_t r = 0) -> const View& { return ctx.view(op.result(r)); };
+  auto P = [&](const View& v) { return ctx.ptr(v); };
+  const std::string& arch = ctx.arch;
+  switch (op.kind()) {
+    case OpKind::Weight:
+    case OpKind::WeightStack:
+    case OpKind::Slice:
+    case OpKind::Reshape:
+    case OpKind::Transpose:
+    case OpKind::Output: return;
+    case OpKind::Concat: {
+      // Only kv_append reads concats (its parts go to the cache row by row) and the CPU-only
+      // kv_step outputs; anything else would need a copy kernel.
+      for (const ir::Op* user : ctx.fn->users(op.result())) {
+        if (user->kind() != OpKind::KvAppend && user->kind() != OpKind::Output) {
+          throw Error("codegen: concat (" + ctx.where(op) + ") feeds " + std::string(user->name()) + ", which has no lowering");
+        }
+      }
+      return;
+    }
+    case OpKind::Embedding: {
+      const View& table = bf16_weight(ctx, op, op.operand(1));
+      const View& out = result();
+      const KernelSource k = instance(ctx, 0, [&] { return embedding_kernel(table.shape[1], kF32, arch); });
+      launch(ctx, k, out.shape[0],
+             embedding::Args{.ids = P(operand(0)), .table = P(table), .out = P(out), .n_tokens = out.shape[0], .vocab = table.shape[0]});
+      return;
+    }
+    case OpKind::RmsNorm: {
+      const Rows x = rows_of(ctx, op, operand(0));
+      const View& w = bf16_weight(ctx, op, op.operand(1));
+      const KernelSource k = instance(ctx, 0, [&] { return rms_norm_kernel(x.width, kF32, kF32, arch); });
+      launch(ctx, k, x.rows,
+             rms_norm::Args{.x = P(operand(0)), .weight = P(w), .y = P(result()), .n_rows = x.rows, .x_stride = x.stride,
+                            .y_stride = x.width, .eps = op.attrs().get_float("eps")});
+      return;
+    }
+    case OpKind::Matmul:
+    case OpKind::LmHead: {
+      const Rows x = rows_of(ctx, op, operand(0));
+      const View& w = bf16_weight(ctx, op, op.operand(1));
+      if (!is_contiguous(w) || w.shape.size() != 2 || w.shape[1] != x.width) throw Error("codegen: matmul weight layout (" + ctx.where(op) + ")");
+      const int64_t n = w.shape[0];
+      const KernelSource k = instance(ctx, 0, [&] { return matmul_kernel(x.width, n, kF32, kF32, false, false, arch); });
+      launch(ctx, k, x.rows,
+             matmul::Args{.x = P(operand(0)), .w = P(w), .y = P(result()), .n_tokens = x.rows, .x_row_stride = x.stride,
+                          .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0});
+      return;
+    }
+    case OpKind::MatmulInt4: {
+      const Rows x = rows_of(ctx, op, operand(0));
+      const View& packed = operand(1);
+      const int64_t n = packed.shape[0];
+      const KernelSource k = instance(ctx, 0, [&] { return matmul_int4_kernel(x.width, n, kF32, kF32, false, arch); });
+      launch(ctx, k, x.rows,
+             matmul_int4::Args{.x = P(operand(0)), .w_packed = P(packed), .w_scale = P(operand(2)), .y = P(result()),
+                               .n_tokens = x.rows, .x_row_stride = x.stride, .y_row_stride = n});
+      return;
+    }
+    case OpKind::HeadMatmul: {
+      const View& x = operand(0);
+      const View& w = bf16_weight(ctx, op, op.operand(1));
+      if (x.strides.size() != 3 || x.strides[2] != 1) throw Error("codegen: head_matmul input layout (" + ctx.where(op) + ")");
+      const int64_t heads = w.shape[0], n = w.shape[1], kdim = w.shape[2];
+      bool kn = false;
+      if (w.strides[2] == 1 && w.strides[1] == kdim) {
+        kn = false;
+      } else if (w.strides[1] == 1 && w.strides[2] == n) {
+        kn = true;  // the absorbed W_UK: a transposed view, read as [K, N] without a copy
+      } else {
+        throw Error("codegen: head_matmul weight view has strides no kernel reads (" + ctx.where(op) + ")");
+      }
+      const KernelSource k = instance(ctx, 0, [&] { return matmul_kernel(kdim, n, kF32, kF32, kn, false, arch); });
+      launch(ctx, k, x.shape[0],
+             matmul::Args{.x = P(x), .w = P(w), .y = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
+                          .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n, .w_batch_stride = w.strides[0]},
+             heads);
+      return;
+    }
+    case OpKind::Rope: {
+      const View& x = operand(0);
+      const bool per_head = x.shape.size() == 3;
+      const int64_t rows = x.shape[0], heads = per_head ? x.shape[1] : 1, dim = x.shape.back();
+      if (x.strides.back() != 1) throw Error("codegen: rope input layout (" + ctx.where(op) + ")");
+      const ir::Attrs& a = op.attrs();
+      const std::string scaling = a.has("scaling") ? a.get_string("scaling") : "none";
+      const bool yarn = scaling == "yarn";
+      const RopeArgs r = rope_args(dim, a.get_float("theta"), scaling, yarn ? a.get_float("factor") : 1.0,
+                                   yarn ? a.get_int("original_max_position_embeddings") : 0, yarn ? a.get_float("beta_fast") : 0,
+                                   yarn ? a.get_float("beta_slow") : 0, a.get_float("attention_factor"));
+      const KernelSource k = instance(ctx, 0, [&] { return rope_kernel(dim, heads, a.get_bool("interleaved"), kF32, kF32, arch); });
+      launch(ctx, k, rows,
+             rope::Args{.x = P(x), .y = P(result()), .positions = P(operand(1)), .n_tokens = rows, .x_row_stride = x.strides[0],
+                        .x_head_stride = per_head ? x.strides[1] : dim, .y_row_stride = heads * dim, .y_head_stride = dim,
+                        .theta = r.theta, .yarn_factor = r.yarn_factor, .yarn_low = r.yarn_low, .yarn_high = r.yarn_high,
+                        .cos_sin_scale = r.cos_sin_scale});
+      return;
+    }
+    case OpKind::KvAppend: {
+      const View& cache = operand(0);
+      std::vector<const Value*> parts;
+      for (size_t k = 1; k < op.num_operands(); ++k) {
+        const Value* p = op.operand(k);
+        if (p->defining_op() && p->defining_op()->kind() == OpKind::Concat) {
+          for (const Value* q : p->defining_op()->operands()) parts.push_back(q);
+        } else {
+          parts.push_back(p);
+        }
+      }
+      if (parts.size() > 2) throw Error("codegen: kv_append of more than two parts (" + ctx.where(op) + ")");
+      const Rows a = rows_of(ctx, op, ctx.view(parts[0]));
+      const Rows b = parts.size() == 2 ? rows_of(ctx, op, ctx.view(parts[1])) : Rows{a.rows, 0, a.stride};
+      const KernelSource k = instance(ctx, 0, [&] { return kv_append_kernel(a.width, b.width, kF32, kF32, arch); });
+      launch(ctx, k, a.rows,
+             kv_append::Args{.latent_src = P(ctx.view(parts[0])), .rope_src = P(ctx.view(parts.back())), .cache = P(cache),
+                             .cache_len = step(plan::StepInputKind::CacheLength), .n_tokens = a.rows, .latent_src_stride = a.stride,
+                             .rope_src_stride = b.stride, .max_slots = ctx.max_context});
+      return;
+    }
+    case OpKind::KvCompact: {
+      // @target_commit, in place: the step's rows already sit at rows L.. of the cache
+      // (kv_append put them there); keep[] and its length arrive as the commit bucket's
+      // Tokens and TokenCount step inputs. Compaction moves whole rows, so the latent / rope
+      // split does not matter: C = the row width, R = 0.
+      const View& cache = operand(0);
+      if (cache.shape.size() != 2) throw Error("codegen: kv_compact cache layout (" + ctx.where(op) + ")");
+      // The kernel compacts the cache's own pending rows: any other step operand would be ignored.
+      const Value* pending = op.operand(1);
+      if (pending->defining_op() || pending->name().rfind("kv_step.", 0) != 0)
+        throw Error("codegen: kv_compact's step rows must be the commit's pending cache rows (%kv_step.L), not a computed "
+                    "value (" + ctx.where(op) + ")");
+      const int64_t width = cache.shape[1];
+      const KernelSource k = instance(ctx, 0, [&] { return kv_compact_kernel(width, 0, kF32, arch); });
+      launch(ctx, k, 1,
+             kv_compact::Args{.cache = P(cache), .cache_len = step(plan::StepInputKind::CacheLength), .keep = P(operand(2)),
+                              .n_keep = step(plan::StepInputKind::TokenCount), .max_keep = ctx.tokens, .max_slots = ctx.max_context});
+      return;
+    }
+    case OpKind::MlaAttention: {
+      const View& ql = operand(0);
+      const View& qr = operand(1);
+      const View& kv = operand(2);
+      const int64_t t = ql.shape[0], heads = ql.shape[1], c = ql.shape[2], r = qr.shape[2];
+      if (ql.strides[2] != 1 || ql.strides[1] != c || qr.strides[2] != 1 || kv.offset != 0 || kv.shape[1] != c + r ||
+          !kv.root || kv.root->defining_op()) {
+        throw Error("codegen: mla_attention operand layout (" + ctx.where(op) + ")");
+      }
+      const KernelSource k = instance(ctx, 0, [&] { return mla_attention_kernel(heads, c, r, kF32, kF32, kF32, arch); });
+      // Without a mask operand the host's causal TreeMask gives the same visibility.
+      launch(ctx, k, t,
+             mla_attention::Args{.q_latent = P(ql), .q_rope = P(qr), .kv_cache = P(kv), .cache_len = step(plan::StepInputKind::CacheLength),
+                                 .tree_mask = step(plan::StepInputKind::TreeMask), .out = P(result()), .n_tokens = t,
+                                 .q_latent_row_stride = ql.strides[0], .q_rope_row_stride = qr.strides[0],
+                                 .q_rope_head_stride = qr.strides[1], .out_row_stride = heads * c, .mask_words = (t + 31) / 32,
+                                 .softmax_scale = op.attrs().get_float("scale")});
+      return;
+    }
+    case OpKind::Add: {
+      const View& a = operand(0);
+      const View& b = operand(1);
+      if (!is_contiguous(a) || !is_contiguous(b) || a.dtype != DType::F32 || b.dtype != DType::F32) {
+        throw Error("codegen: add of strided views (" + ctx.where(op) + ")");
+      }
+      const View& out = result();
+      const int64_t d = out.shape.back(), rows = product(out.shape) / std::max<int64_t>(d, 1);
+      const KernelSource k = instance(ctx, 0, [&] { return add_kernel(d, kF32, kF32, kF32, arch); });
+      launch(ctx, k, rows, add::Args{.a = P(a), .b = P(b), .out = P(out), .n_tokens = rows});
+      return;
+    }
+    case OpKind::Swiglu: {
+      const Rows g = rows_of(ctx, op, operand(0));
+      const Rows u = rows_of(ctx, op, operand(1));
+      const KernelSource k = instance(ctx, 0, [&] { return swiglu_kernel(g.width, kF32, kF32, kF32, arch); });
+      launch(ctx, k, g.rows,
+             swiglu::Args{.gate = P(operand(0)), .up = P(operand(1)), .out = P(result()), .n_tokens = g.rows,
+                          .gate_row_stride = g.stride, .up_row_stride = u.stride, .out_row_stride = g.width});
+      return;
+    }
+    case OpKind::MoeRouter: {
+      const View& logits = operand(0);
+      const View& bias = operand(1);
+      if (!is_contiguous(logits) || bias.dtype != DType::F32) throw Error("codegen: moe_router operands (" + ctx.where(op) + ")");
+      const ir::Attrs& a = op.attrs();
+      const KernelSource k = instance(ctx, 0, [&] {
+        ModelConfig c;
+        c.n_routed_experts = logits.shape[1];
+        c.num_experts_per_tok = a.get_int("top_k");
+        c.n_group = a.get_int("n_group");
+        c.topk_group = a.get_int("topk_group");
+        c.norm_topk_prob = a.get_bool("norm_topk_prob");
+        return moe_router_kernel(c, arch);
+      });
+      launch(ctx, k, logits.shape[0],
+             moe_router::Args{.logits = P(logits), .bias = P(bias), .topk_ids = P(result(1)), .topk_weights = P(result(0)),
+                              .n_tokens = logits.shape[0], .routed_scaling = a.get_float("routed_scaling_factor")});
+      return;
+    }
+    case OpKind::MoeExperts:
+    case OpKind::MoeExpertsInt4: {
+      const bool int4 = op.kind() == OpKind::MoeExpertsInt4;
+      const Rows x = rows_of(ctx, op, operand(0));
+      const View& w = operand(1);
+      const View& ids = operand(2);
+      const View& gate = operand(3);
+      const int64_t experts = gate.shape[0], inter = gate.shape[1], top_k = ids.shape[1];
+      const View& up = operand(int4 ? 5 : 4);
+      const View& down = operand(int4 ? 7 : 5);
+      const View& none = gate;  // bf16 experts have no scales: the argument is unused
+      const View& gate_s = int4 ? operand(4) : none;
+      const View& up_s = int4 ? operand(6) : none;
+      const View& down_s = int4 ? operand(8) : none;
+      const LaunchArg h = ctx.scratch(op);  // [T, top_k, inter] f32
+      const KernelSource k0 = instance(ctx, 0, [&] { return moe_gate_up_kernel(x.width, inter, top_k, int4, kF32, arch); });
+      launch(ctx, k0, x.rows,
+             moe_gate_up::Args{.x = P(operand(0)), .topk_ids = P(ids), .w_gate = P(gate), .w_gate_scale = P(gate_s), .w_up = P(up),
+                               .w_up_scale = P(up_s), .h = h, .n_tokens = x.rows, .x_row_stride = x.stride, .n_experts = experts});
+      const KernelSource k1 = instance(ctx, 1, [&] { return moe_down_kernel(x.width, inter, top_k, int4, kF32, false, arch); });
+      launch(ctx, k1, x.rows,
+             moe_down::Args{.h = h, .topk_ids = P(ids), .topk_weights = P(w), .w_down = P(down), .w_down_scale = P(down_s),
+                            .out = P(result()), .n_tokens = x.rows, .out_row_stride = x.width, .n_experts = experts});
+      return;
+    }
+    case OpKind::Argmax: {
+      const Rows x = rows_of(ctx, op, operand(0));
+      const KernelSource k = instance(ctx, 0, [&] { return argmax_kernel(x.width, kF32, arch); });
+      launch(ctx, k, x.rows, argmax::Args{.logits = P(operand(0)), .out_ids = P(result()), .n_rows = x.rows, .row_stride = x.stride});
+      return;
+    }
+    case OpKind::TopK: {
+      const Rows x = rows_of(ctx, op, operand(0));
+      const int64_t kk = op.attrs().get_int("k");
+      const KernelSource k = instance(ctx, 0, [&] { return topk_kernel(x.width, kk, kF32, false, arch); });
+      launch(ctx, k, x.rows,
+             topk::Args{.logits = P(operand(0)), .out_ids = P(result(1)), .out_vals = P(result(0)), .n_rows = x.rows, .row_stride = x.stride});
+      return;
+    }
+    default:
+      throw Error("codegen: no GPU lowering for " + ctx.where(op));
+  }
+}
+
+}  // namespace kplan::passes

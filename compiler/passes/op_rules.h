@@ -1,0 +1,52 @@
+#pragma once
+// How each IR op becomes kernel launches: the kernel instances it needs and, given where its
+// operands and results live, each launch's typed arguments (families/<family>.h Args). One rule
+// per op kind, used twice: select-kernels runs it to choose (and record) the instances, emit-plan
+// runs it again with the recorded instances and real storage to bind the arguments.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/families/family.h"
+#include "compiler/passes/lowering_views.h"
+#include "schemas/plan_model.h"
+
+namespace kplan::passes {
+
+struct LaunchSpec {
+  codegen::KernelSource kernel;
+  int64_t rows = 0, batch = 1;  // codegen::LaunchShape
+  std::vector<plan::LaunchArg> args;
+  std::vector<plan::TensorMapDesc> tensor_maps;  // what TensorMap arguments name
+};
+
+struct RuleContext {
+  const ir::Function* fn = nullptr;
+  int64_t op_index = 0;
+  int64_t tokens = 1;       // this bucket's token count
+  int64_t max_context = 0;  // KV cache rows
+  std::string arch = "sm_90";
+  const std::map<const ir::Value*, View>* views = nullptr;
+  // emit-plan: the op's instances as select-kernels recorded them; select-kernels: null, and
+  // the instances the rule makes are appended to `chosen`.
+  const std::vector<codegen::KernelSource>* selected = nullptr;
+  std::vector<codegen::KernelSource> chosen;
+  // Pointer arguments for a view / for the op's scratch buffer.
+  std::function<plan::LaunchArg(const View&)> ptr;
+  std::function<plan::LaunchArg(const ir::Op&)> scratch;
+  std::vector<LaunchSpec> launches;
+
+  const View& view(const ir::Value* v) const;
+  std::string where(const ir::Op& op) const;  // "op 12 (rms_norm) of @target"
+};
+
+// Appends the op's launches to ctx.launches (nothing for weights, views, concat, output).
+// Throws kplan::Error naming the op for a construct no kernel handles.
+void lower_op(const ir::Op& op, RuleContext& ctx);
+
+// Bytes of the scratch buffer the op needs at `max_tokens` (0: none).
+uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens);
+
+}  // namespace kplan::passes

@@ -1,0 +1,198 @@
+// plan-memory: where every value lives. Step inputs and KV caches get their slots (a cache
+// "kv.L" is one persistent slot of max_context rows, shared by every program that names it);
+// each op result that owns a buffer gets a slot sized at the largest bucket, reusing a freed
+// scratch slot (best fit) once the last reader of its previous value has run; outputs keep
+// their own slots. kv_append / kv_compact update their cache in place: their results are
+// recorded as aliases of the cache operand, and verify_memory checks that every alias updates a
+// persistent cache. Offsets in the arena are assigned by the plan assembler (assign_arena_offsets).
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "compiler/passes/lower_state.h"
+#include "compiler/passes/lowering_views.h"
+#include "compiler/passes/op_rules.h"
+#include "ir/support/error.h"
+
+namespace kplan::passes {
+namespace {
+
+using ir::OpKind;
+using ir::Value;
+
+class MemoryPlanner {
+ public:
+  explicit MemoryPlanner(LowerState& s) : s_(s) {}
+
+  void run() {
+    add_step_inputs();
+    for (const ir::Function* fn : s_.programs) plan_function(*fn);
+  }
+
+ private:
+  uint32_t add_slot(const std::string& name, plan::SlotRole role, uint64_t bytes) {
+    plan::BufferSlot slot;
+    slot.name = name;
+    slot.role = role;
+    slot.size = std::max<uint64_t>(bytes, 4);
+    s_.buffers.slots.push_back(slot);
+    return static_cast<uint32_t>(s_.buffers.slots.size() - 1);
+  }
+
+  void add_step_inputs() {
+    const uint64_t t = static_cast<uint64_t>(s_.max_tokens);
+    const std::tuple<plan::StepInputKind, const char*, uint64_t> inputs[] = {
+        {plan::StepInputKind::Tokens, "step.tokens", 4 * t},
+        {plan::StepInputKind::Positions, "step.positions", 4 * t},
+        {plan::StepInputKind::TreeMask, "step.tree_mask", 4 * t * ((t + 31) / 32)},
+        {plan::StepInputKind::CacheLength, "step.cache_length", 4},
+        {plan::StepInputKind::TokenCount, "step.token_count", 4}};
+    for (const auto& [kind, name, bytes] : inputs) {
+      const uint32_t slot = add_slot(name, plan::SlotRole::Input, bytes);
+      s_.step_inputs.push_back({kind, slot});
+    }
+  }
+
+  // Arguments: the step's tokens / positions / tree mask (and a commit's keep list, which the
+  // host writes into the Tokens input) are step inputs; "kv.L" are the persistent caches;
+  // "kv_step.L" (the commit's pending rows) already sit in the cache, so they need no storage.
+  void bind_arg(const ir::Function& fn, const Value* a) {
+    const std::string& n = a->name();
+    if (n == "tokens" || n == "keep") {
+      s_.storage[a] = {Storage::Kind::StepInput, static_cast<uint32_t>(plan::StepInputKind::Tokens)};
+    } else if (n == "positions") {
+      s_.storage[a] = {Storage::Kind::StepInput, static_cast<uint32_t>(plan::StepInputKind::Positions)};
+    } else if (n == "tree_mask") {
+      s_.storage[a] = {Storage::Kind::StepInput, static_cast<uint32_t>(plan::StepInputKind::TreeMask)};
+    } else if (n.rfind("kv.", 0) == 0) {
+      const int64_t width = eval_shape(a->type(), 0).at(1);
+      const uint64_t row_bytes = static_cast<uint64_t>(width) * dtype_size(a->type().dtype);
+      auto it = kv_slot_.find(n);
+      if (it == kv_slot_.end()) {
+        const uint64_t rows = static_cast<uint64_t>(s_.options.max_context);
+        const uint32_t slot = add_slot(n, plan::SlotRole::Persistent, row_bytes * rows);
+        s_.kv_caches.push_back({n, slot, row_bytes, rows});
+        it = kv_slot_.emplace(n, slot).first;
+      }
+      s_.storage[a] = {Storage::Kind::Slot, it->second};
+    } else if (n.rfind("kv_step.", 0) == 0) {
+      s_.storage[a] = {Storage::Kind::None, 0};
+    } else {
+      throw Error("codegen: @" + fn.name() + " argument %" + n + " has no GPU binding");
+    }
+  }
+
+  const Value* root_of(const Value* v) const {
+    while (v->defining_op() && is_view_op(*v->defining_op())) v = v->defining_op()->operand(0);
+    return v;
+  }
+
+  void plan_function(const ir::Function& fn) {
+    for (const Value* a : fn.args()) bind_arg(fn, a);
+    const std::vector<ir::Op*> ops = fn.ops();
+    // Liveness: the last op reading each root (kv_append reads a concat's parts itself).
+    std::map<const Value*, int64_t> last_use;
+    std::set<const Value*> kept;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      for (const Value* v : ops[i]->operands()) {
+        last_use[root_of(v)] = static_cast<int64_t>(i);
+        if (ops[i]->kind() == OpKind::KvAppend && v->defining_op() && v->defining_op()->kind() == OpKind::Concat) {
+          for (const Value* part : v->defining_op()->operands()) last_use[root_of(part)] = static_cast<int64_t>(i);
+        }
+      }
+      if (ops[i]->kind() == OpKind::Output) kept.insert(root_of(ops[i]->operand(0)));
+    }
+    std::set<uint32_t> free;
+    auto slot_for = [&](uint64_t bytes, bool keep) {
+      uint32_t slot = UINT32_MAX;
+      if (!keep) {  // best fit among free scratch slots
+        for (uint32_t f : free) {
+          const uint64_t size = s_.buffers.slots[f].size;
+          if (size >= bytes && (slot == UINT32_MAX || size < s_.buffers.slots[slot].size)) slot = f;
+        }
+        if (slot != UINT32_MAX) free.erase(slot);
+      }
+      if (slot == UINT32_MAX) {
+        const std::string n = std::to_string(s_.buffers.slots.size());
+        slot = add_slot(keep ? "out." + n : "scratch." + n, keep ? plan::SlotRole::Output : plan::SlotRole::Scratch, bytes);
+      }
+      return slot;
+    };
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const ir::Op& op = *ops[i];
+      if (op.kind() == OpKind::KvAppend || op.kind() == OpKind::KvCompact) {
+        s_.aliases[op.result()] = op.operand(0);
+        s_.storage[op.result()] = s_.storage.at(root_of(op.operand(0)));
+      }
+      const uint64_t scratch = scratch_bytes(op, s_.max_tokens);
+      if (scratch) s_.scratch[&op] = slot_for(scratch, false);
+      if (owns_result_storage(op)) {
+        for (size_t r = 0; r < op.num_results(); ++r) {
+          const Value* v = op.result(r);
+          const uint64_t bytes = dtype_size(v->type().dtype) * product(eval_shape(v->type(), s_.max_tokens));
+          s_.storage[v] = {Storage::Kind::Slot, slot_for(bytes, kept.count(v) > 0)};
+        }
+      }
+      if (scratch) free.insert(s_.scratch.at(&op));
+      for (const auto& [root, last] : last_use) {
+        if (last != static_cast<int64_t>(i) || kept.count(root)) continue;
+        auto it = s_.storage.find(root);
+        if (it != s_.storage.end() && it->second.kind == Storage::Kind::Slot &&
+            s_.buffers.slots[it->second.index].role == plan::SlotRole::Scratch) {
+          free.insert(it->second.index);
+        }
+      }
+    }
+  }
+
+  LowerState& s_;
+  std::map<std::string, uint32_t> kv_slot_;
+};
+
+}  // namespace
+
+void plan_memory(LowerState& s) {
+  s.buffers = {};
+  s.step_inputs.clear();
+  s.kv_caches.clear();
+  s.storage.clear();
+  s.scratch.clear();
+  s.aliases.clear();
+  MemoryPlanner(s).run();
+  verify_memory(s);
+}
+
+void verify_memory(const LowerState& s) {
+  std::set<std::pair<const ir::Function*, uint32_t>> updated;  // (program, cache slot)
+  for (const auto& [result, operand] : s.aliases) {
+    const ir::Op* op = result->defining_op();
+    const std::string what = std::string(op->name()) + " result (" + result->type().str() + ")";
+    const ir::Value* root = operand;
+    while (root->defining_op() && is_view_op(*root->defining_op())) root = root->defining_op()->operand(0);
+    if (root->defining_op() || root->name().rfind("kv.", 0) != 0) {
+      throw Error("plan-memory: " + what + " updates a value in place that is not a KV cache argument");
+    }
+    const Storage& st = s.storage.at(root);
+    const Storage& rs = s.storage.at(result);
+    if (st.kind != Storage::Kind::Slot || s.buffers.slots.at(st.index).role != plan::SlotRole::Persistent) {
+      throw Error("plan-memory: " + what + " updates %" + root->name() + ", which is not in a persistent slot");
+    }
+    if (rs.kind != st.kind || rs.index != st.index) throw Error("plan-memory: " + what + " is not stored in its cache's slot");
+    // One in-place update per cache and program (a second would race with the first's readers).
+    const ir::Function* program = nullptr;
+    for (const ir::Function* p : s.programs)
+      for (const ir::Op* o : p->ops())
+        if (o == op) program = p;
+    if (!updated.emplace(program, st.index).second) {
+      throw Error("plan-memory: %" + root->name() + " is updated in place twice in @" + program->name());
+    }
+  }
+  // Every root an op writes is somewhere.
+  for (const ir::Function* fn : s.programs)
+    for (const ir::Op* op : fn->ops())
+      if (owns_result_storage(*op))
+        for (size_t r = 0; r < op->num_results(); ++r)
+          if (!s.storage.count(op->result(r))) throw Error("plan-memory: a result of " + std::string(op->name()) + " has no slot");
+}
+
+}  // namespace kplan::passes

@@ -1,0 +1,37 @@
+// select-kernels: which kernel instances (family + compile-time constants, tuned for the
+// plan's arch) implement each op of the programs lowered to launches. The home of fusions: a
+// pattern that one kernel serves (an epilogue add, a norm before a quantised matmul) is matched
+// here and recorded on the ops it covers.
+#include "compiler/passes/lower_state.h"
+#include "compiler/passes/op_rules.h"
+#include "ir/support/error.h"
+
+namespace kplan::passes {
+
+void select_kernels(LowerState& s) {
+  s.kernels.clear();
+  for (const ir::Function* fn : s.programs) {
+    // Instances depend on widths, not on the token count: choose them at the largest bucket.
+    const std::map<const ir::Value*, View> views = compute_views(*fn, s.max_tokens, s.options.max_context);
+    const std::vector<ir::Op*> ops = fn->ops();
+    for (size_t n = 0; n < ops.size(); ++n) {
+      RuleContext ctx;
+      ctx.fn = fn;
+      ctx.op_index = static_cast<int64_t>(n);
+      ctx.tokens = s.max_tokens;
+      ctx.max_context = s.options.max_context;
+      ctx.arch = s.options.arch;
+      ctx.views = &views;
+      // Storage is not planned yet: any pointer will do, but a deferred concat is still refused.
+      ctx.ptr = [&](const View& v) {
+        if (!v.root) throw Error("codegen: a deferred concat was read by a kernel (" + ctx.where(*ops[n]) + ")");
+        return plan::LaunchArg::buffer(0);
+      };
+      ctx.scratch = [](const ir::Op&) { return plan::LaunchArg::buffer(0); };
+      lower_op(*ops[n], ctx);
+      if (!ctx.chosen.empty()) s.kernels[ops[n]] = std::move(ctx.chosen);
+    }
+  }
+}
+
+}  // namespace kplan::passes

@@ -1,0 +1,61 @@
+// weight-layout: the plan's weights table. Every weight any function of the module names
+// (@target, @target_commit, the drafter's), under (source = the op's ckpt, name): weight ops as
+// the checkpoint stores them, weight_stack ops as the stacked experts the kernels read (layout
+// "stacked", name with '*'). Repacking for a kernel would be recorded here as a new layout.
+// Without weight bytes (--no-weights) the entries carry names, dtypes and shapes only.
+#include "compiler/passes/lower_state.h"
+#include "compiler/passes/lowering_views.h"
+#include "ir/support/error.h"
+
+namespace kplan::passes {
+namespace {
+
+plan::Weight make_weight(const ir::Op& op, const std::string& source, const WeightBytes& bytes_of) {
+  const std::string name = op.attrs().get_string("name");
+  plan::Weight w;
+  w.name = name;
+  w.source = source;
+  w.dtype = op.result()->type().dtype;
+  w.shape = eval_shape(op.result()->type(), 0);
+  const uint64_t bytes = dtype_size(w.dtype) * product(w.shape);
+  if (op.kind() == ir::OpKind::WeightStack) w.layout = "stacked";
+  w.size = bytes;  // the writer sets it again; validate_plan reads it before writing too
+  if (!bytes_of) return w;
+  if (op.kind() == ir::OpKind::Weight) {
+    w.view = bytes_of(source, name);
+  } else {  // the checkpoint's per-expert tensors, stacked
+    const size_t star = name.find('*');
+    for (int64_t e = 0; e < op.attrs().get_int("count"); ++e) {
+      const std::span<const uint8_t> part = bytes_of(source, name.substr(0, star) + std::to_string(e) + name.substr(star + 1));
+      w.owned.insert(w.owned.end(), part.begin(), part.end());
+    }
+  }
+  if (w.data().size() != bytes) {
+    throw Error("codegen: weight " + name + " holds " + std::to_string(w.data().size()) + " bytes, its type needs " + std::to_string(bytes));
+  }
+  return w;
+}
+
+}  // namespace
+
+void weight_layout(LowerState& s) {
+  s.weights.clear();
+  s.weight_index.clear();
+  std::vector<const ir::Function*> functions = s.programs;
+  if (s.module) {
+    const std::vector<ir::Function*> all = s.module->functions();
+    functions.assign(all.begin(), all.end());
+  }
+  for (const ir::Function* fn : functions) {
+    for (const ir::Op* op : fn->ops()) {
+      if (op->kind() != ir::OpKind::Weight && op->kind() != ir::OpKind::WeightStack) continue;
+      const std::string source = op->attrs().has("ckpt") ? op->attrs().get_string("ckpt") : "target";
+      const auto key = std::make_pair(source, op->attrs().get_string("name"));
+      if (s.weight_index.count(key)) continue;
+      s.weights.push_back(make_weight(*op, source, s.weight_bytes));
+      s.weight_index[key] = static_cast<uint32_t>(s.weights.size() - 1);
+    }
+  }
+}
+
+}  // namespace kplan::passes
