@@ -1,6 +1,7 @@
 #include "runtime/plan_print.h"
 
 #include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -144,6 +145,7 @@ std::string arg_text(const Plan& p, const LaunchArg& a) {
     case ArgKind::I64: put(out, "%" PRId64, a.ival); break;
     case ArgKind::F32: put(out, "%g", static_cast<double>(a.fval)); break;
     case ArgKind::StepInput: put(out, "in:%s", step_input_name(static_cast<StepInputKind>(a.index))); break;
+    case ArgKind::TensorMap: put(out, "tmap%u", a.index); break;
   }
   return out;
 }
@@ -155,12 +157,27 @@ std::string launches(const Plan& p) {
     for (size_t i = 0; i < b.launches.size(); ++i) {
       const Launch& l = b.launches[i];
       const char* id = l.kernel < p.kernels.size() ? p.kernels[l.kernel].id.c_str() : "?";
-      put(out, "  %4zu %s grid(%u,%u,%u) block(%u,%u,%u) smem %u (", i, id, l.grid[0], l.grid[1], l.grid[2],
-          l.block[0], l.block[1], l.block[2], l.smem_bytes);
+      if (l.grid_x_per_sm > 0)
+        put(out, "  %4zu %s grid(%u*SMs,%u,%u) block(%u,%u,%u) smem %u", i, id, l.grid_x_per_sm, l.grid[1], l.grid[2],
+            l.block[0], l.block[1], l.block[2], l.smem_bytes);
+      else
+        put(out, "  %4zu %s grid(%u,%u,%u) block(%u,%u,%u) smem %u", i, id, l.grid[0], l.grid[1], l.grid[2],
+            l.block[0], l.block[1], l.block[2], l.smem_bytes);
+      if (l.cluster != std::array<uint32_t, 3>{1, 1, 1}) put(out, " cluster(%u,%u,%u)", l.cluster[0], l.cluster[1], l.cluster[2]);
+      out += " (";
       for (size_t a = 0; a < l.args.size(); ++a) out += (a ? ", " : "") + arg_text(p, l.args[a]);
       out += ")";
       if (!l.note.empty()) out += "  ; " + l.note;
       out += "\n";
+      for (size_t m = 0; m < l.tensor_maps.size(); ++m) {
+        const TensorMapDesc& t = l.tensor_maps[m];
+        put(out, "       tmap%zu: %s%u+%" PRIu64 " %s dims", m, t.base == ArgKind::Weight ? "w" : "slot", t.index, t.offset,
+            std::string(dtype_name(t.dtype)).c_str());
+        for (uint64_t d : t.dims) put(out, " %" PRIu64, d);
+        out += " box";
+        for (uint32_t d : t.box) put(out, " %u", d);
+        out += "\n";
+      }
     }
     for (const StepOutput& o : b.outputs) {
       put(out, "  -> %s", output_kind_name(o.kind));

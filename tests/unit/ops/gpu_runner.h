@@ -63,6 +63,8 @@ class GpuRunner {
             for (const plan::StepInputBinding& b : lp.step_inputs)
               if (static_cast<uint32_t>(b.kind) == arg.index) storage[a] = slot_address(b.slot);
             break;
+          case plan::ArgKind::TensorMap:  // no family emits one yet; runtime/gpu/launch_resolve encodes them
+            throw Error("ops test: launch " + l.note + " takes a tensor map, which this runner does not encode");
         }
         params.push_back(&storage[a]);
       }
