@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "compiler/driver/compile.h"
-#include "compiler/plan/ir_weights.h"
+#include "compiler/passes/weight_layout.h"
 #include "compiler/plan/plan_assemble.h"
 #include "ir/printer.h"
 #include "ir/support/error.h"
@@ -35,7 +35,8 @@ plan::Plan reference_plan(const std::filesystem::path& checkpoint_dir, const Ref
                             std::nullopt};
   if (compiled->draft) sources.draft = compiled->draft->config();
   plan::describe_sources(sources, p);
-  plan::add_ir_weights(*compiled->module, [&](const std::string& source, const std::string& name) {
+  const std::vector<ir::Function*> functions = compiled->module->functions();
+  passes::add_function_weights({functions.begin(), functions.end()}, [&](const std::string& source, const std::string& name) {
     if (source == "draft" && compiled->draft) return compiled->draft->weights().get(name).bytes;
     if (source != "target") throw Error("the IR names weight " + name + " of checkpoint '" + source + "', which was not given");
     return compiled->target->weights().get(name).bytes;

@@ -3,7 +3,11 @@
 // the checkpoint stores them, weight_stack ops as the stacked experts the kernels read (layout
 // "stacked", name with '*'). Repacking for a kernel would be recorded here as a new layout.
 // Without weight bytes (--no-weights) the entries carry names, dtypes and shapes only.
-#include "compiler/passes/lower_state.h"
+#include "compiler/passes/weight_layout.h"
+
+#include <set>
+#include <utility>
+
 #include "compiler/passes/lowering_views.h"
 #include "ir/support/error.h"
 
@@ -31,12 +35,27 @@ plan::Weight make_weight(const ir::Op& op, const std::string& source, const Weig
     }
   }
   if (w.data().size() != bytes) {
-    throw Error("codegen: weight " + name + " holds " + std::to_string(w.data().size()) + " bytes, its type needs " + std::to_string(bytes));
+    throw Error("codegen: weight " + name + " (" + source + ") holds " + std::to_string(w.data().size()) +
+                " bytes, its IR type " + op.result()->type().str() + " needs " + std::to_string(bytes));
   }
   return w;
 }
 
 }  // namespace
+
+void add_function_weights(const std::vector<const ir::Function*>& functions, const WeightBytes& bytes,
+                          std::vector<plan::Weight>& weights) {
+  std::set<std::pair<std::string, std::string>> have;
+  for (const plan::Weight& w : weights) have.emplace(w.source, w.name);
+  for (const ir::Function* fn : functions) {
+    for (const ir::Op* op : fn->ops()) {
+      if (op->kind() != ir::OpKind::Weight && op->kind() != ir::OpKind::WeightStack) continue;
+      const std::string source = op->attrs().has("ckpt") ? op->attrs().get_string("ckpt") : "target";
+      if (!have.emplace(source, op->attrs().get_string("name")).second) continue;
+      weights.push_back(make_weight(*op, source, bytes));
+    }
+  }
+}
 
 void weight_layout(LowerState& s) {
   s.weights.clear();
@@ -46,16 +65,9 @@ void weight_layout(LowerState& s) {
     const std::vector<ir::Function*> all = s.module->functions();
     functions.assign(all.begin(), all.end());
   }
-  for (const ir::Function* fn : functions) {
-    for (const ir::Op* op : fn->ops()) {
-      if (op->kind() != ir::OpKind::Weight && op->kind() != ir::OpKind::WeightStack) continue;
-      const std::string source = op->attrs().has("ckpt") ? op->attrs().get_string("ckpt") : "target";
-      const auto key = std::make_pair(source, op->attrs().get_string("name"));
-      if (s.weight_index.count(key)) continue;
-      s.weights.push_back(make_weight(*op, source, s.weight_bytes));
-      s.weight_index[key] = static_cast<uint32_t>(s.weights.size() - 1);
-    }
-  }
+  add_function_weights(functions, s.weight_bytes, s.weights);
+  for (size_t i = 0; i < s.weights.size(); ++i)
+    s.weight_index[std::make_pair(s.weights[i].source, s.weights[i].name)] = static_cast<uint32_t>(i);
 }
 
 }  // namespace kplan::passes

@@ -9,7 +9,7 @@
 
 #include "compiler/driver/compile.h"
 #include "compiler/frontend/int4_pack.h"
-#include "compiler/plan/ir_weights.h"
+#include "compiler/passes/weight_layout.h"
 #include "ir/builder.h"
 #include "ir/support/error.h"
 #include "runtime/cpu/interpreter.h"
@@ -153,11 +153,10 @@ TEST_P(CpuInterpreterModel, AbsorbedIrEqualsNaiveIr) {
 
   // Both functions' weights as a plan carries them, read from the checkpoint.
   std::vector<plan::Weight> plan_weights;
-  const plan::CheckpointBytes bytes = [&](const std::string&, const std::string& name) {
+  const passes::WeightBytes bytes = [&](const std::string&, const std::string& name) {
     return naive.target->weights().get(name).bytes;
   };
-  plan::add_ir_weights(*naive.module, bytes, plan_weights);
-  plan::add_ir_weights(*full.module, bytes, plan_weights);
+  passes::add_function_weights({&nf, &ff}, bytes, plan_weights);
   const WeightTable weights(plan_weights, "tiny checkpoint");
   Interpreter a(nf, weights), b(ff, weights);
   const ModelConfig& c = naive.target->config();
