@@ -2,7 +2,6 @@
 // What a decode did: tokens, verify rounds, acceptance, target forwards against plain AR, and
 // wall time per stage.
 #include <cstdint>
-#include <string>
 
 namespace kplan {
 
@@ -33,8 +32,5 @@ struct DecodeStats {
   // step per further token.
   int64_t ar_forwards() const { return generated_tokens; }
 };
-
-// Labelled lines, one figure per line ("stats: ...").
-std::string format_stats(const DecodeStats& stats);
 
 }  // namespace kplan
