@@ -7,10 +7,6 @@ void check(const ParamValues& p) {
   require(p.at("ROPE_DIM") % 2 == 0, "rope", "ROPE_DIM must be even");
 }
 
-LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
-  return one_block_per_row(k, s);
-}
-
 }  // namespace
 
 const Family& family() {
@@ -22,7 +18,7 @@ const Family& family() {
       .signature = signature_of<Args>(),
       .block = BlockParam::Threads,
       .check = check,
-      .geometry = geometry,
+      .geometry = one_block_per_row,
   };
   return f;
 }

@@ -1,13 +1,6 @@
 #include "compiler/codegen/families/swiglu.h"
 
 namespace kplan::codegen::swiglu {
-namespace {
-
-LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
-  return one_block_per_row(k, s);
-}
-
-}  // namespace
 
 const Family& family() {
   static const Family f{
@@ -18,7 +11,7 @@ const Family& family() {
       .signature = signature_of<Args>(),
       .block = BlockParam::Threads,
       .check = nullptr,
-      .geometry = geometry,
+      .geometry = one_block_per_row,
   };
   return f;
 }

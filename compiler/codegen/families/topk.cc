@@ -7,10 +7,6 @@ void check(const ParamValues& p) {
   require(p.at("K") >= 1 && p.at("K") <= p.at("V"), "topk", "K must be in [1, V]");
 }
 
-LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
-  return one_block_per_row(k, s);
-}
-
 }  // namespace
 
 const Family& family() {
@@ -22,7 +18,7 @@ const Family& family() {
       .signature = signature_of<Args>(),
       .block = BlockParam::Threads,
       .check = check,
-      .geometry = geometry,
+      .geometry = one_block_per_row,
   };
   return f;
 }
