@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "compiler/codegen/kernel_instance.h"
-#include "compiler/plan/lowered_plan.h"
+#include "compiler/passes/lowered_plan.h"
 #include "ir/ir.h"
 
 namespace kplan::passes {

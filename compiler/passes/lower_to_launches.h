@@ -13,7 +13,7 @@
 
 #include "compiler/frontend/safetensors.h"
 #include "compiler/passes/lower_state.h"
-#include "compiler/plan/lowered_plan.h"
+#include "compiler/passes/lowered_plan.h"
 #include "ir/ir.h"
 
 namespace kplan::passes {

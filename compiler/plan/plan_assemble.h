@@ -10,7 +10,7 @@
 #include "compiler/codegen/compile_kernels.h"
 #include "compiler/frontend/safetensors.h"
 #include "compiler/frontend/tensor_spec.h"
-#include "compiler/plan/lowered_plan.h"
+#include "compiler/passes/lowered_plan.h"
 #include "schemas/plan_model.h"
 
 namespace kplan::plan {

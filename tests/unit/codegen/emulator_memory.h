@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/plan/lowered_plan.h"
+#include "compiler/passes/lowered_plan.h"
 #include "ir/support/dtype.h"
 #include "ir/support/error.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "compiler/codegen/compile_kernels.h"
-#include "compiler/plan/lowered_plan.h"
+#include "compiler/passes/lowered_plan.h"
 #include "runtime/gpu/cuda_driver.h"
 
 namespace kplan::ops_test {
