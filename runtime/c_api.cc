@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -480,7 +481,8 @@ kplan_status kplan_session_generate(kplan_session* session, const int32_t* promp
                          std::to_string(o.max_new));
     if (o.spec == KPLAN_SPEC_DDTREE && o.budget < 1)
       throw kplan::Error("the DDTree budget must be at least 1 node (got " + std::to_string(o.budget) + ")");
-    if (o.temperature < 0) throw kplan::Error("the temperature must not be negative");
+    if (!(o.temperature >= 0) || std::isinf(o.temperature))  // NaN fails the comparison
+      throw kplan::Error("the temperature must be a finite number >= 0 (got " + std::to_string(o.temperature) + ")");
     const std::span<const int32_t> ids(prompt, static_cast<size_t>(n_prompt));
     kplan::DecodeOptions d;
     d.spec = o.spec == KPLAN_SPEC_NONE ? kplan::SpecMode::kNone

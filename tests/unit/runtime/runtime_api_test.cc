@@ -5,11 +5,13 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 
 #include "compiler/frontend/safetensors.h"
@@ -307,6 +309,11 @@ TEST(RuntimeApi, GenerateRefusesBadOptionsClearly) {
   kplan_generate_options unset = g;
   unset.struct_size = 0;
   refused(unset, 4, "struct_size is not set");
+  for (double t : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    kplan_generate_options hot = g;
+    hot.temperature = t;
+    refused(hot, 4, "the temperature must be a finite number >= 0");
+  }
   kplan_generate_options tree = g;
   tree.spec = KPLAN_SPEC_DDTREE;
   refused(tree, 4, "needs a drafter");
