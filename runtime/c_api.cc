@@ -16,6 +16,7 @@
 #include "ir/support/error.h"
 #include "runtime/c_api_plan.h"
 #include "runtime/capped_target.h"
+#include "runtime/cpu/weight_table.h"
 #include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/oracle_drafter.h"
 #include "runtime/ddtree/prefill.h"
@@ -42,6 +43,9 @@ struct ModelState {
   std::shared_ptr<const kplan::plan::Plan> plan;
   std::string source;
   std::shared_ptr<const kplan::gpu::GpuModel> gpu;  // null: the CPU reference
+  // The CPU reference's weights (fp32 copies made as sessions first read them), shared by
+  // every CPU session and drafter of the model.
+  std::shared_ptr<const kplan::cpu::WeightTable> cpu_weights;
   double load_seconds = 0;
   std::atomic<int32_t> sessions{0};
 };
@@ -268,6 +272,7 @@ kplan_status kplan_model_create(kplan_plan* plan, const kplan_model_options* opt
       gpu = kplan::gpu::probe_device(&d, nullptr);
     }
     if (gpu) state->gpu = std::make_shared<const kplan::gpu::GpuModel>(plan->plan, plan->path);
+    state->cpu_weights = std::make_shared<const kplan::cpu::WeightTable>(plan->plan->weights, plan->path);
     state->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     *out = new kplan_model{std::move(state)};
   });
@@ -289,6 +294,9 @@ kplan_status kplan_model_info_get(const kplan_model* model, kplan_model_info* in
       i.device_weight_bytes = m.gpu->weight_bytes();
       for (const kplan::plan::Bucket& b : m.plan->buckets)
         if (b.program == "target") i.max_step_tokens = std::max<int64_t>(i.max_step_tokens, b.tokens);
+    } else if (m.cpu_weights->tensors_read() > 0) {
+      i.weight_uploads = 1;  // one fp32 copy in host memory, however many sessions read it
+      i.weight_upload_bytes = m.cpu_weights->bytes_read();
     }
     i.load_seconds = m.load_seconds;
     write_info(info, i, "kplan_model_info_get");
@@ -321,7 +329,7 @@ kplan_status kplan_session_create(kplan_model* model, const kplan_session_option
       s->gpu = t.get();
       s->target = std::move(t);
     } else {
-      s->target = kplan::make_plan_cpu_target(m.plan, m.source, opt.max_context);
+      s->target = kplan::make_plan_cpu_target(m.plan, m.source, opt.max_context, m.cpu_weights);
     }
     if (opt.max_step_tokens > 0) s->target = std::make_unique<kplan::CappedTarget>(std::move(s->target), opt.max_step_tokens);
     s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -415,7 +423,7 @@ std::unique_ptr<kplan::Drafter> make_drafter(kplan_session& s, const kplan_gener
     if (!p.draft)
       throw kplan::Error("speculative decoding (" + mode + ") needs a drafter: the plan has no DFlash drafter "
                          "(compile it with --draft DIR), or use the oracle or random drafter");
-    return kplan::make_plan_cpu_drafter(s.model->plan, s.model->source);
+    return kplan::make_plan_cpu_drafter(s.model->plan, s.model->source, s.model->cpu_weights);
   }
   if (o.draft_depth < 0) throw kplan::Error("the draft depth must not be negative");
   // As deep as the plan's DFlash drafter would propose (its block size - 1), else 7 (block size 8).

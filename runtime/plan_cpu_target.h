@@ -33,18 +33,25 @@
 
 namespace kplan {
 
+namespace cpu {
+class WeightTable;
+}
+
 // The target over the plan's @target / @target_commit. `max_context`: the most positions its KV
 // cache holds (committed + one step's pending); 0 means the plan's limits (else the spec's
 // max_position_embeddings). Throws kplan::Error naming `source` (the plan's file, or the
 // checkpoint) when the IR does not parse, a weight the IR names is missing or in a layout the
-// CPU cannot read, or max_context is negative.
+// CPU cannot read, or max_context is negative. `weights`: a model's table over plan->weights,
+// shared by all its sessions (one fp32 copy of the weights); null makes one for this target.
 std::unique_ptr<TargetModel> make_plan_cpu_target(std::shared_ptr<const plan::Plan> plan, const std::string& source,
-                                                  int64_t max_context);
+                                                  int64_t max_context,
+                                                  std::shared_ptr<const cpu::WeightTable> weights = nullptr);
 
 // The DFlash drafter over the plan's @draft_context / @draft and Plan::draft. It reads the
 // target's embedding and lm_head from the plan, so it works against any target (CPU or GPU)
 // that returns the hidden states of capture_layers(). Throws kplan::Error when the plan has no
 // drafter or lacks a weight its IR names.
-std::unique_ptr<Drafter> make_plan_cpu_drafter(std::shared_ptr<const plan::Plan> plan, const std::string& source);
+std::unique_ptr<Drafter> make_plan_cpu_drafter(std::shared_ptr<const plan::Plan> plan, const std::string& source,
+                                               std::shared_ptr<const cpu::WeightTable> weights = nullptr);
 
 }  // namespace kplan

@@ -20,13 +20,15 @@ Matrix to_matrix(const Tensor& t) {
 
 }  // namespace
 
-CpuTarget::CpuTarget(std::shared_ptr<const plan::Plan> plan, const std::string& source, int64_t max_context)
+CpuTarget::CpuTarget(std::shared_ptr<const plan::Plan> plan, const std::string& source, int64_t max_context,
+                     std::shared_ptr<const WeightTable> shared)
     : plan_(std::move(plan)), source_(source), module_(parse_plan_ir(*plan_, source)) {
   if (max_context < 0) throw Error("max context must not be negative, got " + std::to_string(max_context));
   max_context_ = max_context > 0                           ? max_context
                  : plan_->header.limits.max_context > 0 ? plan_->header.limits.max_context
                                                          : config().max_position_embeddings;
-  const WeightTable weights(plan_->weights, source);
+  if (!shared) shared = std::make_shared<const WeightTable>(plan_->weights, source);
+  const WeightTable& weights = *shared;
   const ir::Function& step = function_named(*module_, "target");
   step_ = std::make_unique<Interpreter>(step, weights);
   commit_ = std::make_unique<Interpreter>(function_named(*module_, "target_commit"), weights);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/cpu/interpreter.h"
+#include "runtime/cpu/weight_table.h"
 #include "runtime/step_model.h"
 #include "schemas/plan_model.h"
 
@@ -18,8 +19,11 @@ namespace kplan::cpu {
 class CpuTarget final : public TargetModel {
  public:
   // `max_context` <= 0: the plan's limits, else the spec's max_position_embeddings; negative
-  // is refused. Throws kplan::Error naming `source` for an IR or weight the plan gets wrong.
-  CpuTarget(std::shared_ptr<const plan::Plan> plan, const std::string& source, int64_t max_context);
+  // is refused. `weights`: the model's table over plan->weights, shared by its sessions (null:
+  // a table of this target's own). Throws kplan::Error naming `source` for an IR or weight the
+  // plan gets wrong.
+  CpuTarget(std::shared_ptr<const plan::Plan> plan, const std::string& source, int64_t max_context,
+            std::shared_ptr<const WeightTable> weights = nullptr);
 
   const ModelConfig& config() const override { return plan_->model; }
   StepOutput forward(const StepInput& in) override;

@@ -18,9 +18,11 @@ const plan::Plan& with_drafter(const std::shared_ptr<const plan::Plan>& plan, co
 
 }  // namespace
 
-CpuDFlashDrafter::CpuDFlashDrafter(std::shared_ptr<const plan::Plan> plan, const std::string& source)
+CpuDFlashDrafter::CpuDFlashDrafter(std::shared_ptr<const plan::Plan> plan, const std::string& source,
+                                   std::shared_ptr<const WeightTable> shared)
     : plan_(std::move(plan)), module_(parse_plan_ir(with_drafter(plan_, source), source)) {
-  const WeightTable weights(plan_->weights, source);
+  if (!shared) shared = std::make_shared<const WeightTable>(plan_->weights, source);
+  const WeightTable& weights = *shared;
   context_ = std::make_unique<Interpreter>(function_named(*module_, "draft_context"), weights);
   draft_ = std::make_unique<Interpreter>(function_named(*module_, "draft"), weights);
   reset();

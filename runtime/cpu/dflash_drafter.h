@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/cpu/interpreter.h"
+#include "runtime/cpu/weight_table.h"
 #include "runtime/step_model.h"
 #include "schemas/plan_model.h"
 
@@ -22,7 +23,9 @@ class CpuDFlashDrafter final : public Drafter {
  public:
   // Throws kplan::Error naming `source` when the plan has no drafter (Plan::draft, @draft,
   // @draft_context) or lacks a weight its IR names.
-  CpuDFlashDrafter(std::shared_ptr<const plan::Plan> plan, const std::string& source);
+  // `weights`: the model's table over plan->weights (null: its own).
+  CpuDFlashDrafter(std::shared_ptr<const plan::Plan> plan, const std::string& source,
+                   std::shared_ptr<const WeightTable> weights = nullptr);
 
   void observe(std::span<const int32_t> tokens, std::span<const int32_t> positions,
                const std::vector<Matrix>& captured) override;

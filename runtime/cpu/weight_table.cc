@@ -71,6 +71,35 @@ TensorPtr WeightTable::read(const plan::Weight& w, const ir::Type& want, const s
 }
 
 TensorPtr WeightTable::load(const ir::Op& op) const {
+  const auto key = std::make_tuple(static_cast<int>(op.kind()), op.attrs().get_string("ckpt"), op.attrs().get_string("name"));
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = loaded_.find(key);
+  if (it != loaded_.end()) {
+    // The same weight named again: its IR type must agree with the first reader's.
+    std::vector<int64_t> shape;
+    for (const ir::Dim& d : op.result()->type().shape) shape.push_back(d.constant);
+    if (shape != it->second->shape)
+      throw Error(plan_source_ + ": weight " + std::get<2>(key) + " is named with shape " + shape_str(shape) + " and " +
+                  shape_str(it->second->shape));
+    return it->second;
+  }
+  TensorPtr t = load_uncached(op);
+  bytes_read_ += static_cast<uint64_t>(t->is_int ? t->i.size() * sizeof(int32_t) : t->f.size() * sizeof(float));
+  loaded_.emplace(key, t);
+  return t;
+}
+
+int64_t WeightTable::tensors_read() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int64_t>(loaded_.size());
+}
+
+uint64_t WeightTable::bytes_read() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_read_;
+}
+
+TensorPtr WeightTable::load_uncached(const ir::Op& op) const {
   const std::string source = op.attrs().get_string("ckpt"), name = op.attrs().get_string("name");
   const ir::Type& type = op.result()->type();
   const std::string by(op.name());

@@ -146,10 +146,10 @@ typedef struct kplan_model_info {
   uint32_t struct_size;          /* sizeof(kplan_model_info) */
   kplan_device_kind device;      /* GPU or CPU: where the model runs */
   int32_t sessions;              /* sessions alive on the model */
-  int32_t weight_uploads;        /* times the weights were copied to the device: 1 on the GPU (at
-                                    create, never per session); 0 on the CPU, whose sessions read
-                                    the plan's mapped weights */
-  uint64_t weight_upload_bytes;  /* bytes those uploads copied */
+  int32_t weight_uploads;        /* times the weights were copied for the device: 1 on the GPU (at
+                                    create, never per session); on the CPU 1 once a session has
+                                    read them (one fp32 copy, shared by every session), else 0 */
+  uint64_t weight_upload_bytes;  /* bytes those copies hold */
   uint64_t device_weight_bytes;  /* weight bytes resident in device memory */
   int64_t max_step_tokens;       /* most tokens one step takes (GPU: the largest bucket); 0: any */
   double load_seconds;           /* create: modules and weight upload */

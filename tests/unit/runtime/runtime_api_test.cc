@@ -212,15 +212,21 @@ TEST(RuntimeApi, TwoSessionsOnOneModelShareItAndKeepTheirOwnCaches) {
   ASSERT_EQ(kplan_model_info_get(model, &before), KPLAN_STATUS_OK);
   EXPECT_EQ(before.device, KPLAN_DEVICE_CPU);
   EXPECT_EQ(before.sessions, 0);
+  EXPECT_EQ(before.weight_uploads, 0);
   kplan_session *a = nullptr, *b = nullptr;
   ASSERT_EQ(kplan_session_create(model, nullptr, &a), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_model_info one{};
+  one.struct_size = sizeof one;
+  ASSERT_EQ(kplan_model_info_get(model, &one), KPLAN_STATUS_OK);
+  EXPECT_EQ(one.weight_uploads, 1) << "the first session reads the weights into the model's fp32 copy";
+  EXPECT_GT(one.weight_upload_bytes, 0u);
   ASSERT_EQ(kplan_session_create(model, nullptr, &b), KPLAN_STATUS_OK) << kplan_error_last();
   kplan_model_info after{};
   after.struct_size = sizeof after;
   ASSERT_EQ(kplan_model_info_get(model, &after), KPLAN_STATUS_OK);
   EXPECT_EQ(after.sessions, 2);
-  EXPECT_EQ(after.weight_uploads, before.weight_uploads) << "sessions never place the weights again";
-  EXPECT_EQ(after.weight_upload_bytes, before.weight_upload_bytes);
+  EXPECT_EQ(after.weight_uploads, 1) << "a second session reads no weight again";
+  EXPECT_EQ(after.weight_upload_bytes, one.weight_upload_bytes);
 
   int32_t tok[3] = {4, 8, 15}, pos[3] = {0, 1, 2};
   std::vector<float> la(3 * 1024), lb(3 * 1024);
