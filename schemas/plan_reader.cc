@@ -182,9 +182,17 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
     throw Error(src + ": plan format version " + std::to_string(version) +
                 " is older than this runtime reads (" + std::to_string(kFormatVersion) +
                 "): recompile the plan");
-  uint64_t expected = prefix.data_offset + prefix.data_size;
+  // Every size below is compared without a sum that could wrap past 2^64 (the header is untrusted:
+  // a crafted file carries a valid header checksum).
+  if (prefix.flatbuffer_size > file_size - kPrefixSize)
+    throw Error(src + ": damaged plan: the metadata size (" + std::to_string(prefix.flatbuffer_size) +
+                " bytes) runs past the end of the file (" + std::to_string(file_size) + " bytes)");
   if (prefix.data_offset < kPrefixSize + prefix.flatbuffer_size || prefix.data_offset % kDataAlignment)
     throw Error(src + ": damaged plan: the data section offset is inconsistent");
+  uint64_t expected = 0;
+  if (__builtin_add_overflow(prefix.data_offset, prefix.data_size, &expected))
+    throw Error(src + ": damaged plan: truncated (" + std::to_string(file_size) + " bytes, the header's data offset " +
+                std::to_string(prefix.data_offset) + " + size " + std::to_string(prefix.data_size) + " wraps past 2^64)");
   if (file_size < expected)
     throw Error(src + ": damaged plan: truncated (" + std::to_string(file_size) + " bytes, the header says " +
                 std::to_string(expected) + ")");

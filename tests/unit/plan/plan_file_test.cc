@@ -165,6 +165,26 @@ TEST_F(PlanFileTest, RefusesAChangedHeader) {
       << read_error(path);
 }
 
+// Sizes in the header are untrusted: a data section or metadata size that wraps past 2^64 when
+// added to its offset must be refused, not checked modulo 2^64 and then read (issue 12 found
+// SIGSEGV / SIGBUS here). The header checksum is made valid, as a crafted file's would be.
+TEST_F(PlanFileTest, RefusesSizesThatWrapPast2To64) {
+  auto with_prefix = [&](auto edit) {
+    std::vector<uint8_t> bad = bytes;
+    FilePrefix prefix = prefix_of(bad);
+    edit(prefix);
+    prefix.prefix_checksum = checksum64(&prefix, offsetof(FilePrefix, prefix_checksum));
+    std::memcpy(bad.data(), &prefix, sizeof prefix);
+    write_bytes(path, bad);
+  };
+  with_prefix([](FilePrefix& p) { p.data_size = ~uint64_t{0} - p.data_offset + 1 + 4096; });
+  EXPECT_NE(read_error(path).find("damaged plan: truncated"), std::string::npos) << read_error(path);
+  with_prefix([](FilePrefix& p) { p.flatbuffer_size = ~uint64_t{0} - 32; });  // 64 + it wraps to 31
+  EXPECT_NE(read_error(path).find("damaged plan: the metadata size"), std::string::npos) << read_error(path);
+  with_prefix([](FilePrefix& p) { p.data_offset = ~uint64_t{0} - 4095; });
+  EXPECT_NE(read_error(path).find("damaged plan"), std::string::npos) << read_error(path);
+}
+
 TEST_F(PlanFileTest, RefusesChangedMetadata) {
   std::vector<uint8_t> bad = bytes;
   bad[kPrefixSize + 100] ^= 0x40;
