@@ -44,7 +44,8 @@ void assign_arena_offsets(BufferPlan& buffers) {
   for (BufferSlot& s : buffers.slots) {
     uint64_t a = s.alignment ? s.alignment : 1;
     s.offset = align_up(end, a);
-    end = s.offset + s.size;
+    if (__builtin_add_overflow(s.offset, s.size, &end) || end > UINT64_MAX - 256)
+      throw Error("plan: the arena overflows 64 bits at slot " + s.name + " (" + std::to_string(s.size) + " bytes)");
   }
   buffers.arena_size = align_up(end, 256);
 }
@@ -194,8 +195,10 @@ void validate_plan(const Plan& plan, const std::string& source) {
 
   for (const KvCache& kv : plan.kv_caches) {
     if (kv.slot >= bp.slots.size()) fail("KV cache " + kv.name + " names a missing slot");
-    if (kv.row_bytes * kv.rows > bp.slots[kv.slot].size)
-      fail("KV cache " + kv.name + " does not fit its slot");
+    uint64_t bytes = 0;  // rows x row_bytes, refused when it wraps (a crafted plan may say 2^62 rows)
+    if (__builtin_mul_overflow(kv.row_bytes, kv.rows, &bytes) || bytes > bp.slots[kv.slot].size)
+      fail("KV cache " + kv.name + " (" + std::to_string(kv.rows) + " rows x " + std::to_string(kv.row_bytes) +
+           " bytes) does not fit its slot");
   }
 
   for (size_t w = 0; w < plan.weights.size(); ++w) {

@@ -12,6 +12,9 @@ LowerState start(const ir::Module* module, std::vector<const ir::Function*> prog
                  const LowerOptions& options) {
   if (options.buckets.empty()) throw Error("codegen: no token-count buckets to lower for");
   if (options.max_context <= 0) throw Error("codegen: max_context must be positive");
+  if (options.max_context > kMaxContextRows)
+    throw Error("codegen: max_context " + std::to_string(options.max_context) + " is past what the kernels' 32-bit row indices address (" +
+                std::to_string(kMaxContextRows) + ")");
   for (int64_t b : options.buckets) {
     if (b < 1 || b > options.max_context) throw Error("codegen: bucket of " + std::to_string(b) + " tokens is out of range");
   }

@@ -18,6 +18,9 @@
 
 namespace kplan::passes {
 
+// The most KV rows a plan may hold: kernels take row counts and indices as int32.
+inline constexpr int64_t kMaxContextRows = 2147483647;
+
 // @target (and @target_commit when the module has it) to launches; weights: every function's.
 // Throws kplan::Error naming the op for an IR construct no kernel handles.
 plan::LoweredPlan lower_module(const ir::Module& module, const WeightBytes& weights, const LowerOptions& options);

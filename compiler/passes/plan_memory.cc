@@ -70,7 +70,11 @@ class MemoryPlanner {
       auto it = kv_slot_.find(n);
       if (it == kv_slot_.end()) {
         const uint64_t rows = static_cast<uint64_t>(s_.options.max_context);
-        const uint32_t slot = add_slot(n, plan::SlotRole::Persistent, row_bytes * rows);
+        uint64_t bytes = 0;
+        if (__builtin_mul_overflow(row_bytes, rows, &bytes))
+          throw Error("codegen: KV cache " + n + " of " + std::to_string(rows) + " rows x " + std::to_string(row_bytes) +
+                      " bytes overflows 64 bits");
+        const uint32_t slot = add_slot(n, plan::SlotRole::Persistent, bytes);
         s_.kv_caches.push_back({n, slot, row_bytes, rows});
         it = kv_slot_.emplace(n, slot).first;
       }

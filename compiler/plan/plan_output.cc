@@ -46,6 +46,9 @@ passes::LowerOptions lower_options(const ModelConfig& target, const PlanOutputOp
   passes::LowerOptions lower;
   lower.buckets = parse_buckets(options.buckets);
   lower.max_context = options.max_context > 0 ? options.max_context : std::min<int64_t>(target.max_position_embeddings, 4096);
+  if (lower.max_context > passes::kMaxContextRows)
+    throw Error("--max-context " + std::to_string(lower.max_context) + ": at most " + std::to_string(passes::kMaxContextRows) +
+                " positions (the kernels index KV rows with 32-bit integers)");
   lower.max_tree_nodes = lower.buckets.back();
   const std::vector<std::string> archs = split(options.archs);
   if (archs.empty()) throw Error("--arch: no GPU arch given");

@@ -1,5 +1,5 @@
 // `kplan inspect` end to end: sections printed from a written plan, and a damaged plan refused
-// with its one-line message and exit status 1.
+// with its one-line message and exit status 1; `kplan compile` refusing limits the kernels cannot hold.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -56,6 +56,21 @@ TEST(InspectCli, PrintsTheAskedSections) {
   EXPECT_NE(r.output.find("kernel 1: lm_head_v16_h8"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("model.layers.0.mlp.experts.0.gate_proj.weight_packed"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("format version"), std::string::npos) << "no summary when sections are asked for";
+}
+
+// `kplan compile --max-context` past the kernels' 32-bit row indices is refused by name before
+// any work (issue 12: 2^62 wrapped the slot sizes; 2^32 + 64 reached the kernels as 64).
+TEST(CompileCli, RefusesAMaxContextThe32BitKernelsCannotAddress) {
+  fs::path dir = testing::scratch_dir("kplan_compile_limits");
+  for (const char* n : {"4611686018427387904", "4294967360"}) {
+    CliResult r = run_kplan("synth tiny --seed 1 --out " + (dir / "tiny").string() + " >/dev/null && " + KPLAN_BINARY +
+                            " compile --model " + (dir / "tiny").string() + " --max-context " + n + " -o " +
+                            (dir / "x.kplan").string());
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find(std::string("kplan: error: --max-context ") + n + ": at most 2147483647 positions"), std::string::npos)
+        << r.output;
+    EXPECT_FALSE(fs::exists(dir / "x.kplan"));
+  }
 }
 
 TEST(InspectCli, RefusesADamagedPlanInOneLine) {

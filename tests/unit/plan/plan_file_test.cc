@@ -185,6 +185,23 @@ TEST_F(PlanFileTest, RefusesSizesThatWrapPast2To64) {
   EXPECT_NE(read_error(path).find("damaged plan"), std::string::npos) << read_error(path);
 }
 
+// A KV cache whose rows x row bytes wraps past 2^64 (2^62 rows of 16 bytes is 0 mod 2^64) must not
+// pass the "fits its slot" check (issue 12: --max-context 4611686018427387904 wrote such a plan).
+TEST(PlanValidate, RefusesAKvCacheWhoseSizeWraps) {
+  Plan p = testing::sample_plan();
+  ASSERT_FALSE(p.kv_caches.empty());
+  p.kv_caches[0].rows = uint64_t{1} << 62;
+  p.kv_caches[0].row_bytes = 16;
+  try {
+    validate_plan(p, "wrapping.kplan");
+    FAIL() << "accepted a KV cache of 2^66 bytes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KV cache layer0.latent (4611686018427387904 rows x 16 bytes) does not fit its slot"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(PlanFileTest, RefusesChangedMetadata) {
   std::vector<uint8_t> bad = bytes;
   bad[kPrefixSize + 100] ^= 0x40;
