@@ -15,6 +15,7 @@
 
 #include "schemas/plan_file_format.h"
 #include "ir/support/error.h"
+#include "ir/support/regular_file.h"
 #include "schemas/kplan_generated.h"
 #include "schemas/model_spec_table.h"
 
@@ -25,7 +26,9 @@ namespace fb = kplan::fb;
 
 // A read-only mapping of a whole file, unmapped when the last owner lets go.
 std::shared_ptr<const void> map_file(const std::filesystem::path& path, uint64_t* size_out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) || ec) require_regular_file(path, "plan");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // never blocks on a FIFO swapped in
   if (fd < 0) throw Error(path.string() + ": cannot open plan: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

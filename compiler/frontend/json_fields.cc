@@ -2,10 +2,9 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "ir/support/error.h"
+#include "ir/support/regular_file.h"
 
 namespace kplan {
 
@@ -148,14 +147,7 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, expected a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(path + ": read error");
-  return parse_json_text(text.str(), path);
+  return parse_json_text(read_regular_file(path, "JSON file"), path);
 }
 
 }  // namespace kplan

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/support/error.h"
+#include "ir/support/regular_file.h"
 
 namespace kplan {
 
@@ -61,7 +62,8 @@ int64_t TensorView::numel() const {
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const fs::path& path) : path_(path.string()) {
-    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    require_regular_file(path, "safetensors shard");
+    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // never blocks on a FIFO swapped in
     if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -234,11 +236,10 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const fs::path& path) {
   const fs::path index_path = path / kIndexName;
   if (fs::exists(index_path)) {
     const std::string index_name = index_path.string();
-    std::ifstream in(index_path);
-    if (!in) throw Error(index_name + ": cannot read");
+    const std::string text = read_regular_file(index_path, "shard index");
     nlohmann::json index;
     try {
-      index = nlohmann::json::parse(in);
+      index = nlohmann::json::parse(text);
     } catch (const nlohmann::json::parse_error& e) {
       throw Error(index_name + ": not valid JSON (" + e.what() + ")");
     }

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <iterator>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "ir/support/error.h"
+#include "ir/support/regular_file.h"
 
 namespace kplan::tokenizer {
 namespace {
@@ -42,12 +42,6 @@ std::optional<std::string> base64_decode(std::string_view in) {
     }
   }
   return out;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error("tokenizer: cannot read " + p.string());
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // "bos_token": "[BOS]" or {"content": "[BOS]", ...}; nullopt when absent or null.
@@ -145,9 +139,12 @@ Tokenizer Tokenizer::from_text(std::string_view model_text, const std::string& m
 
 Tokenizer Tokenizer::from_dir(const fs::path& dir) {
   const fs::path model = dir / "tiktoken.model", config = dir / "tokenizer_config.json";
-  if (!fs::exists(model)) throw Error("tokenizer: " + model.string() + " does not exist");
-  if (!fs::exists(config)) throw Error("tokenizer: " + config.string() + " does not exist (needed beside tiktoken.model)");
-  return from_text(read_file(model), model.string(), read_file(config), config.string());
+  std::error_code ec;  // a looping link is refused by read_regular_file below, not thrown here
+  if (!fs::exists(model, ec) && !ec) throw Error("tokenizer: " + model.string() + " does not exist");
+  if (!fs::exists(config, ec) && !ec)
+    throw Error("tokenizer: " + config.string() + " does not exist (needed beside tiktoken.model)");
+  return from_text(read_regular_file(model, "tokenizer file"), model.string(), read_regular_file(config, "tokenizer file"),
+                   config.string());
 }
 
 std::optional<int32_t> Tokenizer::special_id(std::string_view content) const {

@@ -1,11 +1,10 @@
 #include "runtime/tokenizer/tokenizer_bundle.h"
 
-#include <fstream>
-#include <iterator>
 
 #include <nlohmann/json.hpp>
 
 #include "ir/support/error.h"
+#include "ir/support/regular_file.h"
 
 namespace kplan::tokenizer {
 namespace {
@@ -15,12 +14,6 @@ namespace fs = std::filesystem;
 constexpr const char* kFormat = "kplan-tiktoken-1";
 constexpr const char* kModelFile = "tiktoken.model";
 constexpr const char* kConfigFile = "tokenizer_config.json";
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error("tokenizer: cannot read " + p.string());
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // The bundle's JSON, or a discarded value when `bytes` is not a bundle.
 nlohmann::json parse_bundle(std::span<const uint8_t> bytes) {
@@ -33,14 +26,20 @@ nlohmann::json parse_bundle(std::span<const uint8_t> bytes) {
 
 }  // namespace
 
-bool has_tokenizer_files(const fs::path& dir) { return fs::is_regular_file(dir / kModelFile); }
+// Any entry named tiktoken.model counts (a FIFO or a looping link too): reading it then says
+// what is wrong with it, rather than the tokenizer being silently left out.
+bool has_tokenizer_files(const fs::path& dir) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(dir / kModelFile, ec);
+  return !ec && st.type() != fs::file_type::not_found;
+}
 
 std::vector<uint8_t> bundle_tokenizer_files(const fs::path& dir) {
   Tokenizer::from_dir(dir);  // refuse to carry files the runtime could not load
   nlohmann::json j;
   j["format"] = kFormat;
-  j[kModelFile] = read_file(dir / kModelFile);
-  j[kConfigFile] = read_file(dir / kConfigFile);
+  j[kModelFile] = read_regular_file(dir / kModelFile, "tokenizer file");
+  j[kConfigFile] = read_regular_file(dir / kConfigFile, "tokenizer file");
   const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
   return std::vector<uint8_t>(text.begin(), text.end());
 }
