@@ -135,14 +135,40 @@ std::optional<JsonFields> JsonFields::opt_object(const std::string& key) const {
   return req_object(key);
 }
 
-nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+nlohmann::json parse_json_bounded(std::string_view text) {
+  // Bracket depth outside strings, in one pass: the parser never builds a tree deeper than this.
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        throw JsonTextError("values nest deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
   try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // nlohmann's message already says where ("at line 3, column 5") and why.
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    // nlohmann's message already says where ("at line 3, column 5") and why; drop its "[json...]" tag.
     std::string what = e.what();
     auto pos = what.find("] ");
-    throw Error(source + ": bad JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
+    throw JsonTextError(pos == std::string::npos ? what : what.substr(pos + 2));
+  }
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+  try {
+    return parse_json_bounded(text);
+  } catch (const JsonTextError& e) {
+    throw Error(source + ": bad JSON: " + e.what());
   }
 }
 

@@ -4,7 +4,9 @@
 //   "model/config.json: field 'text_config.hidden_size': expected an integer, got string".
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +59,16 @@ class JsonFields {
 
 // Parses JSON text; malformed JSON throws kplan::Error naming `source` and the parser's reason.
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
+
+// JSON from an untrusted file (config.json, a shard index, a safetensors header), bounded: nesting
+// deeper than kMaxJsonDepth is refused before parsing (a deeply nested value overflows the stack
+// where it is later printed or walked), and every parse problem — syntax, a number like 1e400
+// that overflows a double — comes back as one JsonTextError with nlohmann's reason.
+inline constexpr int kMaxJsonDepth = 64;
+struct JsonTextError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+nlohmann::json parse_json_bounded(std::string_view text);
 // Reads and parses a JSON file; a missing/unreadable file or bad JSON names the file.
 nlohmann::json read_json_file(const std::string& path);
 

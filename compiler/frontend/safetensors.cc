@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compiler/frontend/json_fields.h"
 #include "ir/support/error.h"
 #include "ir/support/regular_file.h"
 
@@ -111,8 +112,8 @@ class SafetensorsFile {
     const char* text = reinterpret_cast<const char*>(base_ + 8);
     nlohmann::json header;
     try {
-      header = nlohmann::json::parse(text, text + header_len);
-    } catch (const nlohmann::json::parse_error& e) {
+      header = parse_json_bounded(std::string_view(text, header_len));
+    } catch (const JsonTextError& e) {
       fail(std::string("header is not valid JSON (") + e.what() + ")");
     }
     if (!header.is_object()) fail("header is not a JSON object");
@@ -239,8 +240,8 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const fs::path& path) {
     const std::string text = read_regular_file(index_path, "shard index");
     nlohmann::json index;
     try {
-      index = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+      index = parse_json_bounded(text);
+    } catch (const JsonTextError& e) {
       throw Error(index_name + ": not valid JSON (" + e.what() + ")");
     }
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
