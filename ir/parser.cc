@@ -183,6 +183,10 @@ class Parser {
       std::vector<int64_t> list;
       if (accept(']')) return list;
       while (true) {
+        // Elements are integers: a nested list or string is refused here, before any recursion,
+        // so "[[[[..." in untrusted text cannot overflow the stack.
+        skip();
+        if (peek() == '[' || peek() == '"') error("list attributes hold integers only");
         Attr v = attr_value();
         auto* i = std::get_if<int64_t>(&v);
         if (!i) error("list attributes hold integers only");

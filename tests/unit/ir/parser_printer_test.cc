@@ -124,5 +124,14 @@ TEST(IrText, SyntaxErrorsNameLineAndColumn) {
   EXPECT_EQ(parse_error("modul {}"), "bad.kir:1:1: expected 'module', found 'modul'");
 }
 
+// Issue 12: a list attribute nested 200,000 deep overflowed the parser's stack (it recursed per
+// '['); list elements are integers, so nesting is refused at the second '['.
+TEST(IrText, ADeeplyNestedListAttributeIsRefusedNotRecursed) {
+  const std::string deep = "    output(%x) {name = \"y\", perm = " + std::string(200000, '[') + "}";
+  EXPECT_EQ(parse_error(in_func(deep)), "bad.kir:3:37: list attributes hold integers only");
+  EXPECT_EQ(parse_error(in_func("    output(%x) {name = \"y\", perm = [1, \"a\"]}")),
+            "bad.kir:3:40: list attributes hold integers only");
+}
+
 }  // namespace
 }  // namespace kplan::ir
