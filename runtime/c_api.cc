@@ -426,6 +426,15 @@ std::unique_ptr<kplan::Drafter> make_drafter(kplan_session& s, const kplan_gener
     return kplan::make_plan_cpu_drafter(s.model->plan, s.model->source, s.model->cpu_weights);
   }
   if (o.draft_depth < 0) throw kplan::Error("the draft depth must not be negative");
+  // A depth is bounded by what a round can verify: the drafter's block (it proposes block_size - 1
+  // positions), else the context (issue 12: a depth of 10^6 ran until killed).
+  if (p.draft && o.draft_depth > p.draft->block_size - 1)
+    throw kplan::Error("the draft depth " + std::to_string(o.draft_depth) + " is past the drafter's block (block_size " +
+                       std::to_string(p.draft->block_size) + " proposes at most " + std::to_string(p.draft->block_size - 1) +
+                       " positions)");
+  if (o.draft_depth > s.target->max_context())
+    throw kplan::Error("the draft depth " + std::to_string(o.draft_depth) + " is past the context (" +
+                       std::to_string(s.target->max_context()) + " positions)");
   // As deep as the plan's DFlash drafter would propose (its block size - 1), else 7 (block size 8).
   int64_t depth = o.draft_depth;
   if (depth == 0 && p.draft) depth = p.draft->block_size - 1;

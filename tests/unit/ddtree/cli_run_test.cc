@@ -91,6 +91,12 @@ TEST(CliRun, RefusesBudgetZero) {
   expect_refused(tiny() + " --spec ddtree --drafter random --budget 0" + kPrompt, "--budget");
 }
 
+// Issue 12: --draft-depth 1000000 ran until killed; it is bounded by the drafter's block.
+TEST(CliRun, RefusesADraftDepthPastTheDraftersBlock) {
+  expect_refused(tiny() + " --draft " + tiny_draft() + " --spec ddtree --drafter random --draft-depth 1000000" + kPrompt,
+                 "the draft depth 1000000 is past the drafter's block (block_size 8 proposes at most 7 positions)");
+}
+
 TEST(CliRun, RefusesAnEmptyPrompt) {
   expect_refused(tiny() + " --prompt-ids ''", "prompt is empty");
   expect_refused(tiny() + " --prompt-ids 1,,2", "empty entry");

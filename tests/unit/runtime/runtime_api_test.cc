@@ -323,6 +323,10 @@ TEST(RuntimeApi, GenerateRefusesBadOptionsClearly) {
   kplan_generate_options tree = g;
   tree.spec = KPLAN_SPEC_DDTREE;
   refused(tree, 4, "needs a drafter");
+  kplan_generate_options deep = tree;  // issue 12: a depth of 10^6 ran until killed
+  deep.drafter = KPLAN_DRAFTER_RANDOM;
+  deep.draft_depth = 1000000;
+  refused(deep, 4, "the draft depth 1000000 is past the context");
   tree.drafter = KPLAN_DRAFTER_RANDOM;
   tree.budget = 0;
   refused(tree, 4, "budget must be at least 1");
