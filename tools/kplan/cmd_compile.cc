@@ -2,7 +2,6 @@
 // lists the passes (--list-passes), or reads IR text instead of a checkpoint (--ir FILE|-) to
 // verify it, run passes on it and print it again (round trips and verifier tests).
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -12,6 +11,7 @@
 #include "compiler/passes/pipeline.h"
 #include "compiler/plan/plan_output.h"
 #include "ir/support/error.h"
+#include "ir/support/regular_file.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -34,11 +34,7 @@ std::string read_ir_text(const std::string& file) {
     ss << std::cin.rdbuf();
     return ss.str();
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error("cannot read IR file " + file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_regular_file(file, "IR file");  // refuses /dev/zero, FIFOs, link loops by name
 }
 
 void run_compile(const CompileArgs& a) {
