@@ -94,8 +94,10 @@ QuantConfig parse_quant(const JsonFields& q) {
     q.fail("format", "unsupported quantization format '" + c.format + "' (kplan supports pack-quantized)");
   }
   JsonFields w = g.req_object("weights");
-  c.num_bits = static_cast<int>(w.req_int("num_bits"));
-  if (c.num_bits != 4) w.fail("num_bits", "only 4-bit weights are supported, got " + std::to_string(c.num_bits));
+  // Compared as read (int64): 2^32 + 4 must not pass as 4 after a narrowing cast.
+  const int64_t num_bits = w.req_int("num_bits");
+  if (num_bits != 4) w.fail("num_bits", "only 4-bit weights are supported, got " + std::to_string(num_bits));
+  c.num_bits = 4;
   std::string type = w.opt_string("type", "int");
   if (type != "int") w.fail("type", "only integer quantization is supported, got '" + type + "'");
   c.symmetric = w.req_bool("symmetric");
@@ -103,9 +105,10 @@ QuantConfig parse_quant(const JsonFields& q) {
   std::string strategy = w.req_string("strategy");
   if (strategy != "group")
     w.fail("strategy", "unsupported quantization strategy '" + strategy + "' (kplan supports group)");
-  c.group_size = static_cast<int>(w.req_int("group_size"));
-  if (c.group_size <= 0 || c.group_size % 8 != 0)
-    w.fail("group_size", "must be a positive multiple of 8, got " + std::to_string(c.group_size));
+  const int64_t group_size = w.req_int("group_size");
+  if (group_size <= 0 || group_size % 8 != 0 || group_size > (int64_t{1} << 20))
+    w.fail("group_size", "must be a positive multiple of 8 up to 2^20, got " + std::to_string(group_size));
+  c.group_size = static_cast<int>(group_size);
   if (w.opt_bool("dynamic", false)) w.fail("dynamic", "dynamic weight quantization is not supported");
   if (w.has("actorder")) w.fail("actorder", "activation-order (GPTQ g_idx) quantization is not supported");
   c.ignore = q.opt_string_list("ignore");

@@ -285,6 +285,19 @@ TEST(ModelConfig, EachBadConfigClassHasItsOwnError) {
          j["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = 8;
        },
        {"field 'quantization_config.config_groups.group_0.weights.num_bits'", "4-bit"}},
+      // Issue 12: 2^32 + 4 was accepted as 4 (narrowed to int before the check).
+      {"quant bits past 32 bits",
+       [](auto& j) {
+         j["quantization_config"] = kimi_quant();
+         j["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = (int64_t{1} << 32) + 4;
+       },
+       {"field 'quantization_config.config_groups.group_0.weights.num_bits'", "4-bit", "4294967300"}},
+      {"quant group size past 32 bits",
+       [](auto& j) {
+         j["quantization_config"] = kimi_quant();
+         j["quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"] = (int64_t{1} << 32) + 32;
+       },
+       {"weights.group_size'", "4294967328"}},
       {"quant asymmetric",
        [](auto& j) {
          j["quantization_config"] = kimi_quant();
