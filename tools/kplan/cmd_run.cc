@@ -63,12 +63,6 @@ kplan_spec_mode parse_spec(const std::string& spec) {
   return KPLAN_SPEC_DDTREE;  // ddtree, and compare's last mode (CLI11 restricts the choices)
 }
 
-kplan_drafter_kind parse_drafter(const std::string& drafter) {
-  if (drafter == "oracle") return KPLAN_DRAFTER_ORACLE;
-  if (drafter == "random") return KPLAN_DRAFTER_RANDOM;
-  return KPLAN_DRAFTER_DFLASH;
-}
-
 void run(const RunArgs& args) {
   const bool compare = args.spec == "compare";
   if (args.max_new < 1) throw Error("--max-new must be at least 1");
@@ -94,7 +88,7 @@ void run(const RunArgs& args) {
   kplan_generate_options g;
   kplan_generate_options_init(&g);
   g.spec = parse_spec(args.spec);
-  g.drafter = parse_drafter(args.drafter);
+  g.drafter = drafter_kind(args.drafter);
   g.budget = static_cast<int32_t>(args.budget);
   g.max_new = static_cast<int32_t>(args.max_new);
   g.temperature = args.temperature;

@@ -74,6 +74,12 @@ void print_generate_stats(const kplan_generate_stats& s) {
   line("stats: time walk+commit     %.3f ms", s.seconds_walk_commit * 1e3);
 }
 
+kplan_drafter_kind drafter_kind(const std::string& drafter) {
+  if (drafter == "oracle") return KPLAN_DRAFTER_ORACLE;
+  if (drafter == "random") return KPLAN_DRAFTER_RANDOM;
+  return KPLAN_DRAFTER_DFLASH;
+}
+
 std::string mode_label(kplan_spec_mode spec, int32_t budget) {
   if (spec == KPLAN_SPEC_NONE) return "AR";
   if (spec == KPLAN_SPEC_DFLASH) return "DFlash chain";

@@ -47,6 +47,9 @@ struct DecodeFigures {
 // The labelled figures of `--stats` on stderr (`stats: rounds  31`, ...).
 void print_generate_stats(const kplan_generate_stats& stats);
 
+// --drafter dflash|oracle|random (CLI11 restricts the choices).
+kplan_drafter_kind drafter_kind(const std::string& drafter);
+
 // "AR", "DFlash chain" or "DDTree budget 16".
 std::string mode_label(kplan_spec_mode spec, int32_t budget);
 
