@@ -139,6 +139,22 @@ TEST_F(BenchAcceptance, EveryModeBudgetAndTemperatureHasASaneRow) {
   EXPECT_EQ(lines[12], "identical: every mode emitted AR's tokens for every prompt and temperature");
 }
 
+// tools/plot_acceptance.py (a doc tool: --no-plot needs no matplotlib) tabulates every row.
+TEST_F(BenchAcceptance, ThePlotToolTabulatesTheJson) {
+  const fs::path prompts = write_prompts("two.jsonl", kTwoPrompts), out = scratch_.path() / "plot.json";
+  ASSERT_EQ(bench(prompts, "--budgets 2 --temperatures 0,0.7 --max-new 3 --json " + out.string()).status, 0);
+  const fs::path table = scratch_.path() / "table.md";
+  const std::string cmd = "python3 " KPLAN_SOURCE_DIR "/tools/plot_acceptance.py --no-plot " + out.string() + " >" +
+                          table.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::vector<std::string> lines = test::lines_of(testing_util::read_file(table));
+  ASSERT_GE(lines.size(), 8u);
+  EXPECT_EQ(lines[0].rfind("| temperature | mode | budget | mean acceptance length |", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[2].rfind("| 0 | AR |  | 1.000 | 1.000 |", 0), 0u) << lines[2];
+  EXPECT_EQ(lines[4].rfind("| 0 | DDTree budget 2 | 2 |", 0), 0u) << lines[4];
+  EXPECT_EQ(lines[7].rfind("| 0.7 | DDTree budget 2 | 2 |", 0), 0u) << lines[7];
+}
+
 // A drafter told the true continuation (80% right per depth): the speculative rows accept more
 // than one token per round, so the sums are not just AR's.
 TEST_F(BenchAcceptance, AnOracleDrafterAcceptsMoreThanOne) {
