@@ -236,7 +236,7 @@ AcceptanceOptions add_acceptance_options(CLI::App* bench, const std::vector<CLI:
 }
 
 void run_acceptance_bench(const AcceptanceArgs& args, const std::string& model_path, const std::string& json_out) {
-  if (args.max_new < 1 || args.max_new > INT32_MAX) throw Error("--max-new must be at least 1");
+  if (args.max_new < 1 || args.max_new > INT32_MAX) throw Error("--max-new must be within [1, 2^31 - 1]");
   const std::vector<int32_t> budgets = parse_budgets(args.budgets);
   const std::vector<double> temperatures = parse_temperatures(args.temperatures);
   // A bad PROMPTS file or --json path fails before the model loads.

@@ -126,7 +126,7 @@ void run(const RunArgs& args) {
 
 void register_run(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
-  auto* cmd = app.add_subcommand("run", "Generate token ids (AR, DFlash or DDTree decoding)");
+  auto* cmd = app.add_subcommand("run", "Generate token ids (AR, DFlash or DDTree decoding, or all three compared)");
   cmd->add_option("model", args->model, "Checkpoint directory or compiled .kplan plan")
       ->required();
   cmd->add_option("--draft", args->draft_dir, "DFlash drafter checkpoint directory");

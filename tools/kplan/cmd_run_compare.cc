@@ -30,6 +30,7 @@ void run_compare(const CompareTarget& target, std::span<const int32_t> prompt, c
   const std::string timing = warm_up(target.session, prompt, options);
 
   std::vector<ModeRun> runs;
+  runs.reserve(3);
   for (kplan_spec_mode spec : {KPLAN_SPEC_NONE, KPLAN_SPEC_DFLASH, KPLAN_SPEC_DDTREE}) {
     kplan_generate_options mode = options;
     mode.spec = spec;

@@ -216,7 +216,7 @@ TEST_F(BenchAcceptance, RefusesBadOptionsByName) {
   expect_refused(bench(prompts, "--budgets 4,,8"), "--budgets: empty entry in '4,,8'");
   expect_refused(bench(prompts, "--temperatures -1"), "--temperatures: -1 is negative");
   expect_refused(bench(prompts, "--temperatures 0,x"), "--temperatures: 'x' is not a temperature");
-  expect_refused(bench(prompts, "--max-new 0"), "--max-new must be at least 1");
+  expect_refused(bench(prompts, "--max-new 0"), "--max-new must be within [1, 2^31 - 1]");
   expect_refused(bench(prompts, "--json " + (scratch_.path() / "no-dir" / "a.json").string()), "--json: cannot write");
   const CliResult no_drafter = test::run_kplan(
       "bench --acceptance " + prompts.string() + " " + pair_.target.string(), scratch_.path());
