@@ -1,25 +1,40 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: install dependencies, build, synthesise the bundled default
-# model (the `tiny` preset + its DFlash drafter, seeded), compile it to a plan, and decode with
-# DDTree — on the GPU when there is one, else on the CPU reference backend.
+# The main job on a fresh machine: install dependencies, build kplan, compile the bundled pair
+# (the trained DeepSeek-V3-architecture target models/mini-v3 and its DFlash drafter
+# models/mini-v3-dflash) into one plan, and decode a Python prompt with AR, chain DFlash and
+# DDTree in one session (`kplan run --spec compare`: GPU when present, else the CPU reference
+# backend): the text once, that the three modes agree, and a table of their figures.
+#
+# Environment:
+#   KPLAN_DEMO_MODEL, KPLAN_DEMO_DRAFT  other target / drafter checkpoints (default: the bundled pair)
+#   KPLAN_DEMO_PROMPT_IDS               prompt token ids (e.g. 5,17,42) instead of the text prompt,
+#                                       for checkpoints without a tokenizer (`kplan synth`'s)
+#   KPLAN_BUILD_DIR, KPLAN_BUILD_TYPE   the build directory (build) and type (RelWithDebInfo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+model=${KPLAN_DEMO_MODEL:-models/mini-v3}
+draft=${KPLAN_DEMO_DRAFT:-models/mini-v3-dflash}
+for dir in "$model" "$draft"; do
+  if [ ! -f "$dir/config.json" ]; then
+    echo "demo: error: no checkpoint at '$dir' (the bundled pair is models/mini-v3 + models/mini-v3-dflash;" \
+         "set KPLAN_DEMO_MODEL and KPLAN_DEMO_DRAFT to use other checkpoints)" >&2
+    exit 1
+  fi
+done
+
 tools/install_deps.sh
 build=${KPLAN_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${KPLAN_BUILD_TYPE:-RelWithDebInfo} >/dev/null
 cmake --build "$build" -j "$(nproc)" --target kplan
 kplan="$build/bin/kplan"
 work="$build/demo"
-rm -rf "$work" && mkdir -p "$work"
-"$kplan" synth tiny --seed 1 --out "$work/tiny" --draft "$work/tiny-draft"
-"$kplan" compile --model "$work/tiny" --draft "$work/tiny-draft" --arch sm_90,sm_120 -o "$work/tiny.kplan"
-"$kplan" inspect "$work/tiny.kplan"
-prompt=5,17,42,99,7,300,12
-echo "== AR (reference) =="
-"$kplan" run "$work/tiny" --device cpu --prompt-ids $prompt --max-new 32 --spec none --stats
-echo "== DDTree with the DFlash drafter, budget 16 (CPU reference; random drafter weights accept little) =="
-"$kplan" run "$work/tiny" --draft "$work/tiny-draft" --device cpu --prompt-ids $prompt --max-new 32 \
-  --spec ddtree --budget 16 --drafter dflash --stats
-echo "== DDTree on the plan, oracle drafter (80% right per depth), budget 16 (GPU when present) =="
-"$kplan" run "$work/tiny.kplan" --device auto --prompt-ids $prompt \
-  --max-new 32 --spec ddtree --budget 16 --drafter oracle --oracle-accuracy 0.8 --stats
+mkdir -p "$work"
+plan="$work/$(basename "$model").kplan"
+"$kplan" compile --model "$model" --draft "$draft" --arch sm_90,sm_120 -o "$plan"
+
+if [ -n "${KPLAN_DEMO_PROMPT_IDS:-}" ]; then
+  prompt=(--prompt-ids "$KPLAN_DEMO_PROMPT_IDS")
+else
+  prompt=(--prompt $'import os\n\n\ndef list_python_files(root):\n    """Yield the path of every .py file under root."""\n')
+fi
+"$kplan" run "$plan" "${prompt[@]}" --spec compare --budget 16 --max-new 96 --device auto

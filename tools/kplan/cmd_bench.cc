@@ -1,18 +1,21 @@
 // kplan bench: the GPU runtime's measured speed on a plan: plan load time, and the AR decode step
 // (graph replay of the 1-token bucket, GPU time by CUDA events, median of --steps replays) with
 // the bandwidth it achieves against the bytes the step must read (weights + KV cache).
+// `--acceptance PROMPTS` measures the drafter instead (cmd_bench_acceptance.cc).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "ir/support/error.h"
 #include "kplan/kplan.h"
 #include "tools/kplan/api_handles.h"
+#include "tools/kplan/bench_acceptance.h"
 #include "tools/kplan/commands.h"
 
 namespace kplan::cli {
@@ -119,16 +122,28 @@ void run_bench(const BenchArgs& a) {
 
 void register_bench(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
-  auto* cmd = app.add_subcommand("bench", "Measure a plan on the GPU: load time and AR decode step time / bandwidth");
-  cmd->add_option("plan", args->plan, "the .kplan file")->required();
-  cmd->add_option("--steps", args->steps, "timed decode replays (median reported)")->capture_default_str();
-  cmd->add_option("--context", args->context, "cached positions the decode step attends (clamped to the plan)")
-      ->capture_default_str();
+  auto* cmd = app.add_subcommand(
+      "bench",
+      "Measure a plan on the GPU: load time and AR decode step time / bandwidth; or, with --acceptance PROMPTS, "
+      "the drafter's acceptance and speed-up over a prompt file (AR, chain DFlash, DDTree per budget)");
+  cmd->add_option("plan", args->plan, "the .kplan file (with --acceptance: MODEL, a plan or a checkpoint directory)")
+      ->required();
+  const std::vector<CLI::Option*> gpu_only = {
+      cmd->add_option("--steps", args->steps, "timed decode replays (median reported)")->capture_default_str(),
+      cmd->add_option("--context", args->context, "cached positions the decode step attends (clamped to the plan)")
+          ->capture_default_str(),
+      cmd->add_flag("--no-graphs", args->no_graphs, "plain launches instead of CUDA graph replay"),
+      cmd->add_flag("--all-buckets", args->all_buckets,
+                    "also time a step of every target bucket (tree verify / prefill sizes)"),
+  };
   cmd->add_option("--json", args->json_out, "also write the figures as JSON to this file");
-  cmd->add_flag("--no-graphs", args->no_graphs, "plain launches instead of CUDA graph replay");
-  cmd->add_flag("--all-buckets", args->all_buckets,
-                "also time a step of every target bucket (tree verify / prefill sizes)");
-  cmd->callback([args] { run_bench(*args); });
+  const AcceptanceOptions acceptance = add_acceptance_options(cmd, gpu_only);
+  cmd->callback([args, acceptance] {
+    if (acceptance.acceptance->count() > 0)
+      run_acceptance_bench(*acceptance.args, args->plan, args->json_out);
+    else
+      run_bench(*args);
+  });
 }
 
 }  // namespace kplan::cli

@@ -1,8 +1,5 @@
 // `kplan run` end to end through the CLI binary: the ids line, the stats on stderr, DDTree equal
 // to AR, and each bad input refused with one clear error line (exit status 1).
-#include <sys/wait.h>
-
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,35 +9,17 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/unit/ddtree/synth_checkpoints.h"
+#include "tests/unit/kplan_cli.h"
 
 namespace kplan {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using test::CliResult;
 
 CliResult run_kplan(const std::string& args) {
-  const fs::path dir = test::synth_checkpoint("tiny").target.parent_path();
-  const fs::path out = dir / "cli.out", err = dir / "cli.err";
-  const std::string cmd = std::string(KPLAN_BINARY) + " run " + args + " >" + out.string() +
-                          " 2>" + err.string();
-  const int raw = std::system(cmd.c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return test::run_kplan("run " + args, test::synth_checkpoint("tiny").target.parent_path());
 }
 
 std::string tiny() { return test::synth_checkpoint("tiny").target.string(); }
@@ -121,7 +100,7 @@ TEST(CliRun, RefusesADrafterThatDoesNotFit) {
   const fs::path bad = test::synth_checkpoint("tiny").target.parent_path() / "draft-bad-layers";
   fs::create_directories(bad);
   fs::copy(tiny_draft(), bad, fs::copy_options::overwrite_existing | fs::copy_options::recursive);
-  nlohmann::json config = nlohmann::json::parse(slurp(bad / "config.json"));
+  nlohmann::json config = nlohmann::json::parse(testing_util::read_file(bad / "config.json"));
   config["dflash_config"]["target_layer_ids"] = {1, 7};
   std::ofstream(bad / "config.json") << config.dump(2);
   expect_refused(tiny() + " --draft " + bad.string() + " --spec ddtree" + kPrompt, "target_layer_ids");

@@ -3,14 +3,12 @@
 // prints the ids and a `text:` line; without tokenizer files, or with both or neither prompt
 // flag, it is refused with one clear line.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <sstream>
 #include <string>
 
 #include "compiler/synth/synth.h"
+#include "tests/unit/kplan_cli.h"
 #include "tests/unit/test_support.h"
 #include "tests/unit/tokenizer/synthetic_tokenizer.h"
 
@@ -19,21 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int status = -1;
-  std::string out, err;
-};
-
-CliResult run_kplan(const std::string& args, const fs::path& scratch) {
-  const fs::path out = scratch / "cli.out", err = scratch / "cli.err";
-  const std::string cmd = std::string(KPLAN_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-  const int raw = std::system(cmd.c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = testing_util::read_file(out);
-  r.err = testing_util::read_file(err);
-  return r;
-}
+using test::CliResult;
+using test::lines_of;
+using test::run_kplan;
 
 // A tiny checkpoint (seed 1) in `dir`, with the synthetic tokenizer files when asked.
 void make_tiny(const fs::path& dir, bool with_tokenizer) {
@@ -41,13 +27,6 @@ void make_tiny(const fs::path& dir, bool with_tokenizer) {
   options.seed = 1;
   synthesize_target(preset_config("tiny"), dir, options);
   if (with_tokenizer) test::write_synthetic_tokenizer(dir);
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 TEST(CliPrompt, TextPromptPrintsIdsAndText) {

@@ -1,0 +1,89 @@
+#include "tools/kplan/timed_generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "tools/kplan/api_handles.h"
+
+namespace kplan::cli {
+
+TimedGenerate generate_timed(kplan_session* session, std::span<const int32_t> prompt,
+                             const kplan_generate_options& options) {
+  TimedGenerate g;
+  g.tokens.resize(static_cast<size_t>(options.max_new));
+  g.stats.struct_size = sizeof g.stats;
+  int32_t n = 0;
+  const auto start = std::chrono::steady_clock::now();
+  api_check(kplan_session_generate(session, prompt.data(), static_cast<int32_t>(prompt.size()), &options,
+                                   g.tokens.data(), static_cast<int32_t>(g.tokens.size()), &n, &g.stats));
+  g.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  g.tokens.resize(static_cast<size_t>(n));
+  return g;
+}
+
+std::string warm_up(kplan_session* session, std::span<const int32_t> prompt, const kplan_generate_options& options) {
+  kplan_generate_options warm = options;
+  warm.spec = KPLAN_SPEC_DDTREE;
+  warm.max_new = std::min(options.max_new, kWarmUpTokens);
+  generate_timed(session, prompt, warm);
+  return "wall clock around each generate call, after an untimed " + std::to_string(warm.max_new) + "-token " +
+         mode_label(KPLAN_SPEC_DDTREE, warm.budget) + " warm-up";
+}
+
+void DecodeFigures::add(const TimedGenerate& g) {
+  ++generates;
+  tokens += g.stats.generated_tokens;
+  rounds += g.stats.rounds;
+  committed_in_rounds += g.stats.committed_in_rounds;
+  tree_nodes += g.stats.tree_nodes;
+  target_forwards += g.stats.target_forwards;
+  wall_seconds += g.wall_seconds;
+}
+
+double DecodeFigures::mean_acceptance_length() const {
+  return rounds > 0 ? static_cast<double>(committed_in_rounds) / static_cast<double>(rounds) : 0.0;
+}
+
+double DecodeFigures::tokens_per_second() const {
+  return wall_seconds > 0 ? static_cast<double>(tokens) / wall_seconds : 0.0;
+}
+
+double DecodeFigures::tokens_per_target_forward() const {
+  return target_forwards > 0 ? static_cast<double>(tokens) / static_cast<double>(target_forwards) : 0.0;
+}
+
+void print_generate_stats(const kplan_generate_stats& s) {
+  auto line = [](const char* fmt, auto... v) {
+    std::fprintf(stderr, fmt, v...);
+    std::fputc('\n', stderr);
+  };
+  line("stats: prompt tokens        %lld", static_cast<long long>(s.prompt_tokens));
+  line("stats: generated tokens     %lld", static_cast<long long>(s.generated_tokens));
+  line("stats: prefill steps        %lld", static_cast<long long>(s.prefill_steps));
+  line("stats: rounds               %lld", static_cast<long long>(s.rounds));
+  line("stats: mean acceptance len  %.3f (tokens per verify pass)", s.mean_acceptance_length);
+  line("stats: mean verify tokens   %.2f", s.rounds ? static_cast<double>(s.tree_nodes) / s.rounds : 0.0);
+  line("stats: target forwards      %lld (AR: %lld, saved %lld)", static_cast<long long>(s.target_forwards),
+       static_cast<long long>(s.generated_tokens), static_cast<long long>(s.generated_tokens - s.target_forwards));
+  if (s.stopped_at_context) line("stats: stopped              context full");
+  line("stats: time prefill         %.3f ms", s.seconds_prefill * 1e3);
+  line("stats: time draft           %.3f ms", s.seconds_draft * 1e3);
+  line("stats: time tree build      %.3f ms", s.seconds_tree_build * 1e3);
+  line("stats: time verify          %.3f ms", s.seconds_verify * 1e3);
+  line("stats: time walk+commit     %.3f ms", s.seconds_walk_commit * 1e3);
+}
+
+kplan_drafter_kind drafter_kind(const std::string& drafter) {
+  if (drafter == "oracle") return KPLAN_DRAFTER_ORACLE;
+  if (drafter == "random") return KPLAN_DRAFTER_RANDOM;
+  return KPLAN_DRAFTER_DFLASH;
+}
+
+std::string mode_label(kplan_spec_mode spec, int32_t budget) {
+  if (spec == KPLAN_SPEC_NONE) return "AR";
+  if (spec == KPLAN_SPEC_DFLASH) return "DFlash chain";
+  return "DDTree budget " + std::to_string(budget);
+}
+
+}  // namespace kplan::cli
