@@ -98,6 +98,8 @@ class StepBudget:
 
     def tick(self, step):
         """Call at the top of every step; returns False when the run is over."""
+        if self.total is None and step in (0, self.probe) and torch.cuda.is_available():
+            torch.cuda.synchronize()  # time the GPU's work, not the host running ahead of it
         if step == 0:
             self._t0 = time.time()
         if self.total is None and step == self.probe:
