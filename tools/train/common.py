@@ -85,26 +85,27 @@ def fail(msg):
 
 
 class StepBudget:
-    """--steps N, or --steps auto:SECONDS: time the first `probe` steps, then fix the total so the
-    run takes about SECONDS. The learning-rate warm-up has a fixed length, so the schedule of the
-    probe steps does not depend on the total and a rerun with --steps N (the logged total) follows
-    the same schedule."""
+    """--steps N, or --steps auto:SECONDS: time steps probe..2*probe (after the first steps' one-off
+    costs), then fix the total so the whole run takes about SECONDS. The learning-rate warm-up
+    has a fixed length, so the schedule of the probe steps does not depend on the total and a
+    rerun with --steps N (the logged total) follows the same schedule."""
 
     def __init__(self, spec, probe=20):
         self.auto_seconds = float(spec.split(":", 1)[1]) if str(spec).startswith("auto:") else None
         self.total = None if self.auto_seconds else int(spec)
         self.probe = probe
-        self._t0 = None
+        self._t = None
 
     def tick(self, step):
         """Call at the top of every step; returns False when the run is over."""
-        if self.total is None and step in (0, self.probe) and torch.cuda.is_available():
-            torch.cuda.synchronize()  # time the GPU's work, not the host running ahead of it
-        if step == 0:
-            self._t0 = time.time()
-        if self.total is None and step == self.probe:
-            per_step = (time.time() - self._t0) / self.probe
-            self.total = max(self.probe + 1, int(self.auto_seconds / per_step))
+        if self.total is None and step in (self.probe, 2 * self.probe):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()  # time the GPU's work, not the host running ahead of it
+            if step == self.probe:
+                self._t = time.time()
+            else:
+                per_step = (time.time() - self._t) / self.probe
+                self.total = max(2 * self.probe + 1, int(self.auto_seconds / per_step))
         return self.total is None or step < self.total
 
     def cosine_total(self, guess):

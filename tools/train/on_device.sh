@@ -22,7 +22,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
-TARGET_STEPS=${TARGET_STEPS:-auto:210} DRAFT_STEPS=${DRAFT_STEPS:-auto:170} DRAFT_SEQUENCES=${DRAFT_SEQUENCES:-6144} \
+TARGET_STEPS=${TARGET_STEPS:-2500} DRAFT_STEPS=${DRAFT_STEPS:-auto:150} DRAFT_SEQUENCES=${DRAFT_SEQUENCES:-6144} \
   bash "$repo/tools/train/train_all.sh" "$stage/data" "$work" "$out/models" "${SEED:-1}" 2>&1 | tee "$out/train.log"
 cp "$work"/*.json "$out/" 2>/dev/null
 [ -d "$out/models/mini-v3-dflash" ] || exit 1

@@ -9,7 +9,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 data=$1 work=$2 models=$3 seed=${4:-1}
 mkdir -p "$work" "$models"
-python3 "$here/train_target.py" --data "$data" --out "$work" --seed "$seed" --steps "${TARGET_STEPS:-1500}"
+python3 "$here/train_target.py" --data "$data" --out "$work" --seed "$seed" --steps "${TARGET_STEPS:-2500}"
 python3 "$here/train_drafter.py" --data "$data" --work "$work" --seed "$seed" --steps "${DRAFT_STEPS:-3000}" \
   --sequences "${DRAFT_SEQUENCES:-8192}"
 python3 "$here/export.py" --data "$data" --work "$work" --out "$models"

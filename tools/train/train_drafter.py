@@ -124,8 +124,10 @@ def block_inputs(rows, anchors, block_size, mask_id):
 
 
 def check_masked_equals_reference(drafter, target, hooks, layer_ids, rows, block_size, mask_id, device):
-    """The training pass and dflash_reference's forward agree on one anchor (float32)."""
+    """The training pass and dflash_reference's forward agree on one anchor (float32, no TF32)."""
     seq = rows[:1].to(device)
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
     with torch.no_grad():
         target(input_ids=seq)
         feats = torch.cat([hooks.outputs[i].float() for i in layer_ids], dim=-1)
@@ -139,6 +141,7 @@ def check_masked_equals_reference(drafter, target, hooks, layer_ids, rows, block
             err = (ref - masked[:, k * block_size:(k + 1) * block_size]).abs().max().item()
             if not err < 1e-4:
                 common.fail(f"masked training pass differs from the reference drafter by {err}")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     return err
 
 
