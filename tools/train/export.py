@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stage 4: write the trained pair as HuggingFace checkpoints, as the model publishers do.
 
-  python3 tools/train/export.py --data DATA --work WORK --out MODELS
+  python3 tools/train/export.py --data DATA --work WORK --out MODELS --what target|drafter
 
 MODELS/mini-v3/        config.json, model.safetensors (bf16; the router's e_score_correction_bias
                        float32, as DeepSeek-V3's own checkpoints hold it), tiktoken.model,
@@ -131,19 +131,21 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--what", choices=["target", "drafter"], required=True,
+                    help="target: mini-v3 and mini-v3-int4 from WORK/target.pt; drafter: mini-v3-dflash")
     args = ap.parse_args()
     tcfg = common.read_json(common.TARGET_CONFIG)
     dcfg = common.read_json(common.DRAFT_CONFIG)
     tok_dir = os.path.join(args.data, "tokenizer")
 
-    target_state = torch.load(os.path.join(args.work, "target.pt"), map_location="cpu")
-    target = to_checkpoint_dtypes(hub_tensors(target_state, tcfg))
-    write_dir(os.path.join(args.out, "mini-v3"), tcfg, target, tok_dir)
-
-    qcfg = dict(tcfg)
-    qcfg["quantization_config"] = INT4_QUANT_CONFIG
-    write_dir(os.path.join(args.out, "mini-v3-int4"), qcfg, int4_tensors(target), tok_dir)
-
+    if args.what == "target":
+        target_state = torch.load(os.path.join(args.work, "target.pt"), map_location="cpu")
+        target = to_checkpoint_dtypes(hub_tensors(target_state, tcfg))
+        write_dir(os.path.join(args.out, "mini-v3"), tcfg, target, tok_dir)
+        qcfg = dict(tcfg)
+        qcfg["quantization_config"] = INT4_QUANT_CONFIG
+        write_dir(os.path.join(args.out, "mini-v3-int4"), qcfg, int4_tensors(target), tok_dir)
+        return
     draft_state = torch.load(os.path.join(args.work, "drafter.pt"), map_location="cpu")
     draft = {k: v.to(torch.bfloat16).contiguous() for k, v in draft_state.items()}
     write_dir(os.path.join(args.out, "mini-v3-dflash"), dcfg, draft)

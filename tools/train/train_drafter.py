@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stage 3 (GPU): self-distil a DFlash block-diffusion drafter against the frozen mini-v3 target.
 
-  python3 tools/train/train_drafter.py --data DATA --work WORK [--seed 1] [--steps 3000]
+  python3 tools/train/train_drafter.py --data DATA --target MODELS/mini-v3 --work WORK [--seed 1] [--steps N|auto:S]
 
 1. Distillation data: the target's own greedy continuations (CONT tokens) of PROMPT-token windows
    of the train stream (and, for validation only, of the held-out stream). Acceptance is about
@@ -40,19 +40,29 @@ CONT = 192  # set from --continuation
 
 
 @torch.no_grad()
-def greedy_continuations(target, stream, count, seed, device, batch=512):
-    """[count, PROMPT + CONT] token rows: a window of the stream, then the target's greedy tokens."""
+def greedy_continuations(target, stream, count, seed, device, batch=4096):
+    """[count, PROMPT + CONT] token rows: a window of the stream, then the target's greedy tokens
+    (KV-cached greedy decoding; EOS does not stop it: the target's own choice after EOS is kept)."""
     g = torch.Generator().manual_seed(seed)
     starts = torch.randint(0, stream.numel() - PROMPT - 1, (count,), generator=g)
     rows = []
     for chunk in starts.split(batch):
         seq = common.windows(stream, chunk, PROMPT).to(device)
-        for _ in range(CONT):
-            with common.autocast():
-                logits = target(input_ids=seq).logits[:, -1]
-            seq = torch.cat([seq, logits.float().argmax(-1, keepdim=True)], dim=1)
-        rows.append(seq.cpu())
+        with common.autocast():
+            out = target.generate(input_ids=seq, attention_mask=torch.ones_like(seq), max_new_tokens=CONT,
+                                  min_new_tokens=CONT, do_sample=False, eos_token_id=None, pad_token_id=0)
+        if out.shape[1] != PROMPT + CONT:
+            common.fail(f"generate returned {out.shape[1]} positions, wanted {PROMPT + CONT}")
+        rows.append(out.cpu())
     return torch.cat(rows)
+
+
+def load_target(target_dir, device):
+    """The shipped target as transformers loads it (bf16 file, float32 weights), frozen."""
+    from transformers import DeepseekV3ForCausalLM
+    model = DeepseekV3ForCausalLM.from_pretrained(target_dir, dtype=torch.float32, attn_implementation="sdpa")
+    model.generation_config.eos_token_id = None
+    return model.to(device).eval().requires_grad_(False)
 
 
 def context_features(target, hooks, layer_ids, seq):
@@ -146,7 +156,7 @@ def check_masked_equals_reference(drafter, target, hooks, layer_ids, rows, block
 
 
 @torch.no_grad()
-def depth_accuracy(drafter, target, hooks, layer_ids, rows, block_size, mask_id, device, seed):
+def depth_accuracy(drafter, target, hooks, layer_ids, rows, block_size, mask_id, device, seed, length=None):
     """Per block index k: how often the drafter's argmax equals the target's greedy token, and the
     chain acceptance length 1 + E[leading matches], over anchors of held-out continuations."""
     g = torch.Generator().manual_seed(seed)
@@ -156,7 +166,7 @@ def depth_accuracy(drafter, target, hooks, layer_ids, rows, block_size, mask_id,
     for chunk in rows.split(64):
         seq = chunk.to(device)
         feats = context_features(target, hooks, layer_ids, seq)
-        anchors = sample_anchors(seq.shape[0], 8, seq.shape[1], block_size, g).to(device)
+        anchors = sample_anchors(seq.shape[0], 8, length or seq.shape[1], block_size, g).to(device)
         tokens, labels = block_inputs(seq, anchors, block_size, mask_id)
         embeds = target.model.embed_tokens(tokens).float()
         with common.autocast():
@@ -173,9 +183,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--target", required=True, help="the exported target checkpoint (MODELS/mini-v3)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--steps", default="3000", help="N, or auto:SECONDS")
-    ap.add_argument("--sequences", type=int, default=8192)
+    ap.add_argument("--steps", default="6000", help="N, or auto:SECONDS")
+    ap.add_argument("--sequences", type=int, default=65536)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--anchors", type=int, default=12)
     ap.add_argument("--val-sequences", type=int, default=512)
@@ -189,10 +200,7 @@ def main():
     common.seed_everything(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = True
 
-    tcfg = common.read_json(common.TARGET_CONFIG)
-    target = common.build_target(tcfg).to(device)
-    target.load_state_dict(torch.load(os.path.join(args.work, "target.pt"), map_location=device))
-    target.eval().requires_grad_(False)
+    target = load_target(args.target, device)
     raw, fields = dflash_reference.read_draft_config(_config_dir(args.work))
     config = dflash_reference.qwen3_config_from(raw)
     drafter = dflash_reference.DFlashDrafter(config, fields).to(device)
@@ -253,13 +261,15 @@ def main():
     train_seconds = time.time() - t1
     drafter.eval()
     acc, chain_tau = depth_accuracy(drafter, target, hooks, layer_ids, val_rows, block_size, mask_id, device, args.seed + 13)
+    _, early_tau = depth_accuracy(drafter, target, hooks, layer_ids, val_rows, block_size, mask_id, device,
+                                  args.seed + 14, length=PROMPT + 64 + block_size)
     common.log("drafter", f"held-out per-depth accuracy {[round(a, 3) for a in acc]}; "
-                          f"chain acceptance length {chain_tau:.3f}")
+                          f"chain acceptance length {chain_tau:.3f} (anchors in the first 64 generated: {early_tau:.3f})")
     torch.save(drafter.state_dict(), os.path.join(args.work, "drafter.pt"))
     with open(os.path.join(args.work, "drafter_log.json"), "w") as f:
         json.dump({"args": vars(args), "steps": step, "parameters": n_params, "distill_rows": list(rows.shape),
                    "distill_seconds": gen_seconds, "train_seconds": train_seconds,
-                   "heldout_depth_accuracy": acc, "heldout_chain_acceptance": chain_tau,
+                   "heldout_depth_accuracy": acc, "heldout_chain_acceptance": chain_tau, "heldout_chain_acceptance_first64": early_tau,
                    "masked_vs_reference_max_diff": err, "history": history}, f, indent=2)
 
 
