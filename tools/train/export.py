@@ -150,7 +150,8 @@ def main():
     draft = {k: v.to(torch.bfloat16).contiguous() for k, v in draft_state.items()}
     write_dir(os.path.join(args.out, "mini-v3-dflash"), dcfg, draft)
 
-    sizes = {d: dir_bytes(os.path.join(args.out, d)) for d in ("mini-v3", "mini-v3-int4", "mini-v3-dflash")}
+    sizes = {d: dir_bytes(os.path.join(args.out, d)) for d in ("mini-v3", "mini-v3-int4", "mini-v3-dflash")
+             if os.path.isdir(os.path.join(args.out, d))}
     total = sum(sizes.values())
     common.log("export", f"sizes {sizes}, total {total / 2**20:.2f} MiB")
     if total > SIZE_LIMIT:
