@@ -3,7 +3,7 @@
 // blocks, and the reference other backends' kernels are checked against). Matrices are row-major
 // [rows, cols] (kplan::Matrix); a weight W of a Linear layer is [out, in] as in the checkpoint,
 // so a projection is x @ W^T. Dot products accumulate in double so the reference is at least as
-// exact as the fp32 implementations it is compared against.
+// exact as the fp32 implementations it is compared against (in a fixed lane order: basic_ops.cc).
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -25,6 +25,9 @@ Matrix matmul(const Matrix& x, const Matrix& w);
 // One row: out[o] = sum_i x[i] * w[o, i], w [rows, cols] row-major.
 void matvec(const float* x, const float* w, int64_t rows, int64_t cols, float* out);
 void matvec(const float* x, const Matrix& w, float* out);
+// y [rows, out_dim] = x [rows, in_dim] @ w^T (w [out_dim, in_dim]); each row's values are
+// bit-identical to matvec() of that row alone.
+void matmul_rows(const float* x, int64_t rows, const float* w, int64_t out_dim, int64_t in_dim, float* y);
 
 // a + b, elementwise (same shape).
 Matrix add(const Matrix& a, const Matrix& b);

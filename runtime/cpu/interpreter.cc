@@ -267,7 +267,7 @@ std::vector<TensorPtr> Interpreter::execute(const ir::Op& op, const std::vector<
       auto shape = x.shape;
       shape.back() = n;
       Tensor y = Tensor::floats(shape);
-      for (int64_t r = 0; r < x.numel() / k; ++r) matvec(x.f.data() + r * k, w, n, k, y.f.data() + r * n);
+      matmul_rows(x.f.data(), x.numel() / k, w, n, k, y.f.data());
       return one(std::move(y));
     }
     case OpKind::HeadMatmul: {
