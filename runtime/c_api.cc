@@ -498,6 +498,15 @@ kplan_status kplan_session_generate(kplan_session* session, const int32_t* promp
                          std::to_string(o.max_new));
     if (o.spec == KPLAN_SPEC_DDTREE && o.budget < 1)
       throw kplan::Error("the DDTree budget must be at least 1 node (got " + std::to_string(o.budget) + ")");
+    // A GPU step runs in one of the plan's buckets: a verify of 1 + budget tokens must fit the
+    // largest, which the user can fix at compile time — say so before decoding anything.
+    const int64_t largest = session->model->plan->header.limits.max_tokens_per_step;
+    if (session->gpu && o.spec == KPLAN_SPEC_DDTREE && o.budget + int64_t{1} > largest)
+      throw kplan::Error("DDTree budget " + std::to_string(o.budget) + " verifies " + std::to_string(o.budget + int64_t{1}) +
+                         " tokens a round, more than the plan's largest bucket (" + std::to_string(largest) +
+                         " tokens): use --budget " + std::to_string(largest - 1) +
+                         " or less, or compile the plan with a --buckets list that reaches " +
+                         std::to_string(o.budget + int64_t{1}));
     if (!(o.temperature >= 0) || std::isinf(o.temperature))  // NaN fails the comparison
       throw kplan::Error("the temperature must be a finite number >= 0 (got " + std::to_string(o.temperature) + ")");
     const std::span<const int32_t> ids(prompt, static_cast<size_t>(n_prompt));

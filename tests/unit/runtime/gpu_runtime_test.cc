@@ -215,5 +215,32 @@ TEST(GpuRuntime, CApiSessionsShareTheModelsWeights) {
   kplan_plan_close(plan);
 }
 
+TEST(GpuRuntime, ABudgetWhoseVerifyExceedsTheLargestBucketIsRefusedUpFront) {
+  REQUIRE_GPU();
+  fs::path file = toy_plan_file(arch, "budget.kplan");
+  kplan_plan* plan = nullptr;
+  ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &plan), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_model* model = nullptr;
+  ASSERT_EQ(kplan_model_create(plan, nullptr, &model), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_session* s = nullptr;
+  ASSERT_EQ(kplan_session_create(model, nullptr, &s), KPLAN_STATUS_OK) << kplan_error_last();
+  kplan_generate_options o;
+  kplan_generate_options_init(&o);
+  o.spec = KPLAN_SPEC_DDTREE;
+  o.drafter = KPLAN_DRAFTER_RANDOM;
+  o.budget = 4;  // the toy plan's largest bucket is 4 tokens: a 5-token verify cannot run
+  o.max_new = 4;
+  std::vector<int32_t> prompt = {1, 2, 3}, out(4);
+  int32_t n = 0;
+  EXPECT_EQ(kplan_session_generate(s, prompt.data(), 3, &o, out.data(), 4, &n, nullptr), KPLAN_STATUS_ERROR);
+  const std::string error = kplan_error_last();
+  for (const char* part : {"DDTree budget 4 verifies 5 tokens", "largest bucket (4 tokens)", "--budget 3 or less", "--buckets"})
+    EXPECT_NE(error.find(part), std::string::npos) << error;
+  EXPECT_EQ(n, 0);
+  kplan_session_destroy(s);
+  kplan_model_destroy(model);
+  kplan_plan_close(plan);
+}
+
 }  // namespace
 }  // namespace kplan
