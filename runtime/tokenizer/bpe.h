@@ -20,4 +20,10 @@ using RankMap = std::unordered_map<std::string, int32_t, BytesHash, std::equal_t
 // Appends the ids of `piece` to `out`. Throws kplan::Error when a byte of the piece has no rank.
 void byte_pair_encode(std::string_view piece, const RankMap& ranks, std::vector<int32_t>& out);
 
+// The two ways byte_pair_encode merges (tests hold them equal): a scan for the lowest-rank pair
+// per merge (quadratic; fastest for the short pieces of ordinary text) and a heap of pairs
+// (O(n log n); for long pieces, e.g. a base64 blob or a long run of one letter).
+void byte_pair_encode_scan(std::string_view piece, const RankMap& ranks, std::vector<int32_t>& out);
+void byte_pair_encode_heap(std::string_view piece, const RankMap& ranks, std::vector<int32_t>& out);
+
 }  // namespace kplan::tokenizer

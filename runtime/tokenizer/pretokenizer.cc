@@ -52,18 +52,51 @@ PreTokenizer::PreTokenizer(const std::string& pattern) : compiled_(std::make_uni
 
 PreTokenizer::~PreTokenizer() = default;
 
+namespace {
+
+// A word-class branch of the pattern repeats a lookahead group per character, and a repeat costs
+// the JIT a stack frame: PCRE2's default 32 KiB JIT stack ends a word at a few thousand
+// characters ("JIT stack limit reached"). A text is split with a JIT stack that grows to 64 MiB,
+// and a match that still runs out falls back to the interpreter, whose backtracking frames live
+// on the heap (allowed 1 GiB), so a long word (a base64 blob, a long run of one letter) is one
+// piece, as tiktoken makes it.
+constexpr PCRE2_SIZE kJitStackStart = 32 * 1024;
+constexpr PCRE2_SIZE kJitStackMax = 64 * 1024 * 1024;
+constexpr uint32_t kHeapLimitKiB = 1024 * 1024;
+
+struct MatchContext {
+  pcre2_match_context* context = pcre2_match_context_create(nullptr);
+  pcre2_jit_stack* stack = pcre2_jit_stack_create(kJitStackStart, kJitStackMax, nullptr);
+  MatchContext() {
+    if (!context || !stack) throw Error("tokenizer: out of memory for the regex match context");
+    pcre2_jit_stack_assign(context, nullptr, stack);
+    pcre2_set_heap_limit(context, kHeapLimitKiB);
+  }
+  ~MatchContext() {
+    pcre2_jit_stack_free(stack);
+    pcre2_match_context_free(context);
+  }
+  MatchContext(const MatchContext&) = delete;
+  MatchContext& operator=(const MatchContext&) = delete;
+};
+
+}  // namespace
+
 std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
   std::vector<std::string_view> pieces;
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(
       pcre2_match_data_create_from_pattern(compiled_->code, nullptr), &pcre2_match_data_free);
   if (!data) throw Error("tokenizer: out of memory for regex match data");
   pcre2_match_data* match = data.get();
+  MatchContext mc;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   // The UTF check runs once on the whole text; later matches start on piece boundaries.
   uint32_t options = 0;
   while (pos < text.size()) {
-    const int rc = pcre2_match(compiled_->code, subject, text.size(), pos, options, match, nullptr);
+    int rc = pcre2_match(compiled_->code, subject, text.size(), pos, options, match, mc.context);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+      rc = pcre2_match(compiled_->code, subject, text.size(), pos, options | PCRE2_NO_JIT, match, mc.context);
     if (rc < 0) {
       if (rc == PCRE2_ERROR_NOMATCH) {
         // Unreachable with the Kimi pattern (\s+ and the punctuation branch cover everything);
@@ -72,7 +105,8 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
       }
       if (rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21)
         throw Error("tokenizer: the text is not valid UTF-8 (" + pcre2_message(rc) + ")");
-      throw Error("tokenizer: regex match failed: " + pcre2_message(rc));
+      throw Error("tokenizer: regex match failed at byte " + std::to_string(pos) + " of " +
+                  std::to_string(text.size()) + ": " + pcre2_message(rc));
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match);
     if (ov[1] == ov[0]) {  // an empty match: step one character on, as tiktoken's iterator does
