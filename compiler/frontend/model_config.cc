@@ -45,8 +45,18 @@ class IgnorePattern {
 
   bool valid() const { return code_ != nullptr; }
   // Python re.match semantics (compressed-tensors' rule): anchored at the start, not the end.
-  bool matches_prefix(const std::string& s) const {
-    return code_ && pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, match_, nullptr) >= 0;
+  // A match that fails for another reason than "no match" (PCRE2's match or depth limit on a
+  // pattern that backtracks catastrophically) is an error: taking it as "no match" would quantize
+  // a module the checkpoint keeps in bf16.
+  bool matches_prefix(const std::string& s, const std::string& pattern) const {
+    if (!code_) return false;
+    const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, match_, nullptr);
+    if (rc >= 0) return true;
+    if (rc == PCRE2_ERROR_NOMATCH) return false;
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(rc, message, sizeof message);
+    throw Error("quantization_config.ignore: pattern '" + pattern + "' could not be matched against '" + s +
+                "': " + reinterpret_cast<const char*>(message));
   }
 
  private:
@@ -251,7 +261,7 @@ bool is_quantized(const QuantConfig& q, const std::string& module_name) {
   for (const auto& pattern : q.ignore) {
     if (pattern.rfind("re:", 0) == 0) {
       // compressed-tensors matches "re:" patterns with Python's re.match: anchored at the start.
-      if (ignore_pattern(pattern).matches_prefix(module_name)) return false;
+      if (ignore_pattern(pattern).matches_prefix(module_name, pattern)) return false;
     } else if (pattern == module_name) {
       return false;
     }

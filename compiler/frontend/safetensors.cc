@@ -253,7 +253,7 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const fs::path& path) {
       if (!it.value().is_string())
         throw Error(index_name + ": weight_map entry of " + it.key() + " is not a file name");
       const std::string shard = it.value().get<std::string>();
-      if (shard.empty() || fs::path(shard).filename() != shard)
+      if (shard.empty() || shard == "." || shard == ".." || fs::path(shard).filename() != shard)
         throw Error(index_name + ": weight_map names '" + shard + "' for " + it.key() +
                     ", which is not a plain file name");
       if (!names_by_shard.count(shard)) shards.push_back(shard);

@@ -160,6 +160,15 @@ TEST(QuantConfig, IgnoreMatchesExactNamesAndAnchoredRegexes) {
   EXPECT_FALSE(is_quantized(q, "model.layers.1.mlp.experts.1.up_proj"));
 }
 
+TEST(QuantConfig, AnIgnorePatternThatHitsTheMatchLimitIsAnErrorNotANoMatch) {
+  QuantConfig q;
+  q.enabled = true;
+  q.ignore = {"re:(.|..)*\\d{5}$"};  // exponential backtracking on a name not ending in 5 digits
+  EXPECT_FALSE(is_quantized(q, "m.12345"));  // matched: ignored, not quantized
+  const std::string error = testing_util::error_of([&] { is_quantized(q, "model.layers.12.mlp.experts.101.up_proj"); });
+  testing_util::expect_contains(error, {"quantization_config.ignore", "re:(.|..)*\\d{5}$", "model.layers.12", "limit"});
+}
+
 TEST(ModelConfig, QuantizationConfigAtTopLevelOrInTextConfig) {
   nlohmann::json k = load_json("kimi-k2.6/config.json");
   k["text_config"].erase("quantization_config");

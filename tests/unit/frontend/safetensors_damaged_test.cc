@@ -183,6 +183,11 @@ TEST_F(DamagedIndex, IndexNotJsonOrWithoutWeightMap) {
 TEST_F(DamagedIndex, ShardNameOutsideDirectory) {
   index_["weight_map"]["y"] = "../elsewhere.safetensors";
   expect_contains(open_error_with(index_), {"not a plain file name"});
+  // ".." and "." are their own filename(): they name the folder's parent and the folder itself.
+  index_["weight_map"]["y"] = "..";
+  expect_contains(open_error_with(index_), {"'..'", "not a plain file name"});
+  index_["weight_map"]["y"] = ".";
+  expect_contains(open_error_with(index_), {"'.'", "not a plain file name"});
 }
 
 TEST_F(DamagedIndex, DamagedShardIsNamed) {
