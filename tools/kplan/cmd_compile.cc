@@ -28,11 +28,21 @@ struct CompileArgs {
   plan::PlanOutputOptions plan;  // -o: write a .kplan plan
 };
 
+// IR text on standard input is read up to this size: a pipe from /dev/zero or a runaway producer
+// must end in an error, not in memory exhaustion (K2.6's whole IR is a few MiB).
+constexpr size_t kMaxStdinIrBytes = size_t{256} << 20;
+
 std::string read_ir_text(const std::string& file) {
   if (file == "-") {
-    std::stringstream ss;
-    ss << std::cin.rdbuf();
-    return ss.str();
+    std::string text;
+    char chunk[1 << 16];
+    while (std::cin.read(chunk, sizeof chunk) || std::cin.gcount() > 0) {
+      text.append(chunk, static_cast<size_t>(std::cin.gcount()));
+      if (text.size() > kMaxStdinIrBytes)
+        throw Error("--ir -: standard input holds more than " + std::to_string(kMaxStdinIrBytes >> 20) +
+                    " MiB of IR text; pass a file instead");
+    }
+    return text;
   }
   return read_regular_file(file, "IR file");  // refuses /dev/zero, FIFOs, link loops by name
 }
