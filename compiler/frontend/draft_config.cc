@@ -94,6 +94,11 @@ DraftConfig parse_draft_config(const nlohmann::json& j, const std::string& sourc
   const JsonFields& bs = dflash_source(dflash, root, "block_size");
   c.block_size = bs.req_int("block_size");
   if (c.block_size < 2) bs.fail("block_size", "must be at least 2, got " + std::to_string(c.block_size));
+  // A block spans block_size positions: more than the drafter's positions is a broken config,
+  // and refusing it here keeps a block of 10^9 from being allocated per round.
+  if (c.block_size > c.max_position_embeddings)
+    bs.fail("block_size", std::to_string(c.block_size) + " is more than max_position_embeddings " +
+                              std::to_string(c.max_position_embeddings));
   const JsonFields& ids = dflash_source(dflash, root, "target_layer_ids");
   c.target_layer_ids = ids.req_int_list("target_layer_ids");
   if (c.target_layer_ids.empty()) ids.fail("target_layer_ids", "must not be empty");

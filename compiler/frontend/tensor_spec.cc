@@ -1,5 +1,7 @@
 #include "compiler/frontend/tensor_spec.h"
 
+#include "ir/support/error.h"
+
 namespace kplan {
 
 namespace {
@@ -44,7 +46,27 @@ class SpecList {
 }  // namespace
 
 // Names and shapes follow HuggingFace transformers' DeepseekV3ForCausalLM.
+namespace {
+
+// The most tensors a checkpoint may name (K2.6: about 70,000 expert projections, three tensors
+// each once INT4-packed). A config past it is refused by field before the list is built: 10^8
+// experts would otherwise allocate the names of 10^9 tensors ("out of host memory" after 8 GB).
+constexpr int64_t kMaxCheckpointTensors = 4'000'000;
+
+void refuse_giant_expert_lists(const ModelConfig& c) {
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.is_moe_layer(l) ? 1 : 0;
+  const __int128 tensors = static_cast<__int128>(moe_layers) * c.n_routed_experts * 9;  // 3 projections, 3 INT4 parts
+  if (moe_layers > 0 && tensors > kMaxCheckpointTensors)
+    throw Error("config.json: n_routed_experts " + std::to_string(c.n_routed_experts) + " in " +
+                std::to_string(moe_layers) + " MoE layers names more than " + std::to_string(kMaxCheckpointTensors) +
+                " expert tensors, more than kplan reads from one checkpoint (Kimi K2.6 names about 210,000)");
+}
+
+}  // namespace
+
 std::vector<TensorSpec> target_tensor_specs(const ModelConfig& c) {
+  refuse_giant_expert_lists(c);
   SpecList s(&c);
   const std::string& p = c.tensor_prefix;
   const int64_t h = c.hidden_size;

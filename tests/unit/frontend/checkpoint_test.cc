@@ -182,5 +182,14 @@ TEST(DraftCheckpointTest, OpensAndValidatesADrafter) {
   EXPECT_FALSE(DraftCheckpoint::open(dir.path(), WeightsMode::None).has_weights());
 }
 
+TEST(TensorSpecs, AGiantExpertCountIsRefusedByFieldBeforeTheListIsBuilt) {
+  ModelConfig c = tiny();
+  c.n_routed_experts = 100000000;  // 10^8: the name list alone took 8 GB before it was refused
+  testing_util::expect_contains(testing_util::error_of([&] { target_tensor_specs(c); }),
+                                {"n_routed_experts 100000000", "3 MoE layers", "expert tensors"});
+  c.n_routed_experts = 384;  // K2.6's count is fine
+  EXPECT_GT(target_tensor_specs(c).size(), 3u * 384u * 3u);
+}
+
 }  // namespace
 }  // namespace kplan

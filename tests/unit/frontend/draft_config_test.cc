@@ -87,6 +87,8 @@ TEST(DraftConfig, EachBadConfigClassHasItsOwnError) {
        {"field 'block_size'", "missing required field"}},
       {"block size 1", [](auto& j) { j["dflash_config"]["block_size"] = 1; },
        {"field 'dflash_config.block_size'", "at least 2"}},
+      {"block size past the positions", [](auto& j) { j["dflash_config"]["block_size"] = 1000000000; },
+       {"field 'dflash_config.block_size'", "1000000000 is more than max_position_embeddings"}},
       {"missing layer ids", [](auto& j) { j["dflash_config"].erase("target_layer_ids"); },
        {"field 'target_layer_ids'", "missing"}},
       {"layer ids type", [](auto& j) { j["dflash_config"]["target_layer_ids"] = {1, "3"}; },
