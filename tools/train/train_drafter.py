@@ -18,9 +18,11 @@
    by the goldens); before training, the masked pass is checked equal to that module's own
    forward on one anchor, so what is trained is what kplan runs.
 Writes WORK/drafter.pt and WORK/drafter_log.json (losses, per-depth accuracy on held-out prompts,
-the chain acceptance length it implies).
+the chain acceptance length it implies). The held-out continuations are generated in float32 (as
+kplan decodes); the shipped drafter's log measured them under bf16 autocast (models/README.md).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -40,20 +42,25 @@ CONT = 192  # set from --continuation
 
 
 @torch.no_grad()
-def greedy_continuations(target, stream, count, seed, device, batch=4096):
+def greedy_continuations(target, stream, count, seed, device, batch=4096, exact=False):
     """[count, PROMPT + CONT] token rows: a window of the stream, then the target's greedy tokens
-    (KV-cached greedy decoding; EOS does not stop it: the target's own choice after EOS is kept)."""
+    (KV-cached greedy decoding; EOS does not stop it: the target's own choice after EOS is kept).
+    exact: float32 without TF32, the numerics kplan decodes with (default: bf16 autocast, the
+    shipped drafter's recipe)."""
     g = torch.Generator().manual_seed(seed)
     starts = torch.randint(0, stream.numel() - PROMPT - 1, (count,), generator=g)
     rows = []
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32 and not exact
     for chunk in starts.split(batch):
         seq = common.windows(stream, chunk, PROMPT).to(device)
-        with common.autocast():
+        with (contextlib.nullcontext() if exact else common.autocast()):
             out = target.generate(input_ids=seq, attention_mask=torch.ones_like(seq), max_new_tokens=CONT,
                                   min_new_tokens=CONT, do_sample=False, eos_token_id=None, pad_token_id=0)
         if out.shape[1] != PROMPT + CONT:
             common.fail(f"generate returned {out.shape[1]} positions, wanted {PROMPT + CONT}")
         rows.append(out.cpu())
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     return torch.cat(rows)
 
 
@@ -191,6 +198,8 @@ def main():
     ap.add_argument("--anchors", type=int, default=12)
     ap.add_argument("--val-sequences", type=int, default=512)
     ap.add_argument("--continuation", type=int, default=192)
+    ap.add_argument("--exact-distillation", action="store_true",
+                    help="generate the continuations in float32 (kplan's numerics) instead of bf16 autocast")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--gamma", type=float, default=7.0)
     args = ap.parse_args()
@@ -210,8 +219,8 @@ def main():
     t0 = time.time()
     train = common.read_stream(os.path.join(args.data, "train.u16"))
     held = common.read_stream(os.path.join(args.data, "heldout.u16"))
-    rows = greedy_continuations(target, train, args.sequences, args.seed + 10, device)
-    val_rows = greedy_continuations(target, held, args.val_sequences, args.seed + 11, device)
+    rows = greedy_continuations(target, train, args.sequences, args.seed + 10, device, exact=args.exact_distillation)
+    val_rows = greedy_continuations(target, held, args.val_sequences, args.seed + 11, device, exact=True)
     gen_seconds = time.time() - t0
     common.log("drafter", f"distillation data: {rows.shape[0]} x {rows.shape[1]} tokens in {gen_seconds:.0f} s")
     err = check_masked_equals_reference(drafter, target, hooks, layer_ids, rows, block_size, mask_id, device)
