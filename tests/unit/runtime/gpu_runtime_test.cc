@@ -69,6 +69,24 @@ void run_sequence(gpu::GpuTargetModel& model) {
   expect_same(model.forward(after).logits, ref.forward(after.tokens, after.positions, {}), "after the tree commit");
 }
 
+// A toy plan opened through the C API with one model and one session, closed in reverse order.
+struct ToySession {
+  kplan_plan* plan = nullptr;
+  kplan_model* model = nullptr;
+  kplan_session* session = nullptr;
+  ~ToySession() {
+    if (session) kplan_session_destroy(session);
+    if (model) kplan_model_destroy(model);
+    if (plan) kplan_plan_close(plan);
+  }
+};
+
+void open_toy_session(const fs::path& file, ToySession& t) {
+  ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &t.plan), KPLAN_STATUS_OK) << kplan_error_last();
+  ASSERT_EQ(kplan_model_create(t.plan, nullptr, &t.model), KPLAN_STATUS_OK) << kplan_error_last();
+  ASSERT_EQ(kplan_session_create(t.model, nullptr, &t.session), KPLAN_STATUS_OK) << kplan_error_last();
+}
+
 TEST(GpuRuntime, ToyPlanMatchesTheHostModelWithGraphs) {
   REQUIRE_GPU();
   auto p = std::make_shared<const plan::Plan>(plan::read_plan(toy_plan_file(arch, "graphs.kplan")));
@@ -110,13 +128,11 @@ TEST(GpuRuntime, RefusesAPlanForAnotherArch) {
 
 TEST(GpuRuntime, CApiStepsAndBenchmarksTheToyPlan) {
   REQUIRE_GPU();
-  fs::path file = toy_plan_file(arch, "capi.kplan");
-  kplan_plan* plan = nullptr;
-  ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &plan), KPLAN_STATUS_OK) << kplan_error_last();
-  kplan_model* model = nullptr;
-  ASSERT_EQ(kplan_model_create(plan, nullptr, &model), KPLAN_STATUS_OK) << kplan_error_last();
-  kplan_session* s = nullptr;
-  ASSERT_EQ(kplan_session_create(model, nullptr, &s), KPLAN_STATUS_OK) << kplan_error_last();
+  ToySession toy;
+  open_toy_session(toy_plan_file(arch, "capi.kplan"), toy);
+  if (HasFatalFailure()) return;
+  kplan_plan* plan = toy.plan;
+  kplan_session* s = toy.session;
   EXPECT_EQ(kplan_session_device(s), KPLAN_DEVICE_GPU);
   int32_t tok[2] = {3, 4}, pos[2] = {0, 1};
   std::vector<float> logits(2 * testing::kToyVocab);
@@ -139,9 +155,6 @@ TEST(GpuRuntime, CApiStepsAndBenchmarksTheToyPlan) {
   EXPECT_EQ(kplan_plan_buckets_get(plan, buckets, 4), 2);
   EXPECT_EQ(buckets[0], 1);
   EXPECT_EQ(buckets[1], 4);
-  kplan_session_destroy(s);
-  kplan_model_destroy(model);
-  kplan_plan_close(plan);
 }
 
 // Two sessions on one model: the weights go to the device once (measured by free device memory
@@ -217,13 +230,10 @@ TEST(GpuRuntime, CApiSessionsShareTheModelsWeights) {
 
 TEST(GpuRuntime, ABudgetWhoseVerifyExceedsTheLargestBucketIsRefusedUpFront) {
   REQUIRE_GPU();
-  fs::path file = toy_plan_file(arch, "budget.kplan");
-  kplan_plan* plan = nullptr;
-  ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &plan), KPLAN_STATUS_OK) << kplan_error_last();
-  kplan_model* model = nullptr;
-  ASSERT_EQ(kplan_model_create(plan, nullptr, &model), KPLAN_STATUS_OK) << kplan_error_last();
-  kplan_session* s = nullptr;
-  ASSERT_EQ(kplan_session_create(model, nullptr, &s), KPLAN_STATUS_OK) << kplan_error_last();
+  ToySession toy;
+  open_toy_session(toy_plan_file(arch, "budget.kplan"), toy);
+  if (HasFatalFailure()) return;
+  kplan_session* s = toy.session;
   kplan_generate_options o;
   kplan_generate_options_init(&o);
   o.spec = KPLAN_SPEC_DDTREE;
@@ -237,9 +247,6 @@ TEST(GpuRuntime, ABudgetWhoseVerifyExceedsTheLargestBucketIsRefusedUpFront) {
   for (const char* part : {"DDTree budget 4 verifies 5 tokens", "largest bucket (4 tokens)", "--budget 3 or less", "--buckets"})
     EXPECT_NE(error.find(part), std::string::npos) << error;
   EXPECT_EQ(n, 0);
-  kplan_session_destroy(s);
-  kplan_model_destroy(model);
-  kplan_plan_close(plan);
 }
 
 }  // namespace
