@@ -61,12 +61,18 @@ passes::WeightBytes checkpoint_bytes(const TargetCheckpoint& target, const Draft
   if (!target.has_weights()) return nullptr;
   const SafetensorsCheckpoint* t = &target.weights();
   const SafetensorsCheckpoint* d = draft && draft->has_weights() ? &draft->weights() : nullptr;
+  // Every float tensor is scanned as it goes into the plan: a NaN or an infinity is refused by
+  // name here rather than decoding as junk later.
   return [t, d](const std::string& source, const std::string& name) -> std::span<const uint8_t> {
-    if (source == "draft") {
-      if (!d) throw Error("codegen: weight " + name + " of the drafter, but no drafter checkpoint was opened");
-      return d->get(name).bytes;
+    if (source == "draft" && !d) throw Error("codegen: weight " + name + " of the drafter, but no drafter checkpoint was opened");
+    const TensorView& v = (source == "draft" ? d : t)->get(name);
+    if (is_float_dtype(v.dtype)) {
+      const int64_t bad = first_non_finite(v.bytes.data(), v.dtype, static_cast<size_t>(v.numel()));
+      if (bad >= 0)
+        throw Error(v.file + ": tensor " + name + " holds a NaN or infinity (element " + std::to_string(bad) +
+                    "): the checkpoint is damaged");
     }
-    return t->get(name).bytes;
+    return v.bytes;
   };
 }
 

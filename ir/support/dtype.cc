@@ -122,4 +122,22 @@ float element_to_float(const uint8_t* p, DType t, size_t i) {
   }
 }
 
+int64_t first_non_finite(const uint8_t* p, DType t, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    switch (t) {
+      case DType::BF16:
+      case DType::F16: {
+        uint16_t v;
+        std::memcpy(&v, p + 2 * i, 2);
+        const uint16_t exponent = t == DType::BF16 ? 0x7F80 : 0x7C00;
+        if ((v & exponent) == exponent) return static_cast<int64_t>(i);
+        break;
+      }
+      default:
+        if (!std::isfinite(element_to_float(p, t, i))) return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
 }  // namespace kplan

@@ -33,4 +33,9 @@ bool is_float_dtype(DType t);
 // of a mapped file). `t` must satisfy is_float_dtype.
 float element_to_float(const uint8_t* bytes, DType t, size_t i);
 
+// The index of the first NaN or infinity among `count` elements of a float dtype (is_float_dtype),
+// or -1 when every element is finite. Checkpoints are scanned with it where they are read (a
+// single NaN weight otherwise decodes as token 0 forever, with exit status 0).
+int64_t first_non_finite(const uint8_t* bytes, DType t, size_t count);
+
 }  // namespace kplan

@@ -48,6 +48,8 @@ TensorPtr WeightTable::read(const plan::Weight& w, const ir::Type& want, const s
     throw Error(what + " holds " + std::to_string(bytes.size()) + " bytes, its type needs " +
                 std::to_string(n * dtype_size(w.dtype)));
   if (is_float_dtype(w.dtype)) {
+    if (const int64_t bad = first_non_finite(bytes.data(), w.dtype, n); bad >= 0)
+      throw Error(what + " holds a NaN or infinity (element " + std::to_string(bad) + "): the checkpoint is damaged");
     t->f.resize(n);
     for (size_t i = 0; i < n; ++i) t->f[i] = element_to_float(bytes.data(), w.dtype, i);
     return t;
