@@ -465,7 +465,15 @@ std::vector<TensorPtr> Interpreter::execute(const ir::Op& op, const std::vector<
       const Tensor& x = *in[0];
       const int64_t R = x.shape[0], V = x.shape[1];
       Tensor y = Tensor::ints({R});
-      for (int64_t r = 0; r < R; ++r) y.i[r] = static_cast<int32_t>(argmax(x.f.data() + r * V, V));
+      for (int64_t r = 0; r < R; ++r) {
+        const float* row = x.f.data() + r * V;
+        // argmax over a NaN row picks id 0 and decodes junk with exit 0: refuse it instead.
+        for (int64_t v = 0; v < V; ++v)
+          if (std::isnan(row[v]) || row[v] == std::numeric_limits<float>::infinity())
+            fail(op, "the logits of row " + std::to_string(r) + " are not finite (" + std::to_string(row[v]) +
+                         " at id " + std::to_string(v) + "): the activations overflowed or a weight is damaged");
+        y.i[r] = static_cast<int32_t>(argmax(row, V));
+      }
       return one(std::move(y));
     }
     case OpKind::TopK: {

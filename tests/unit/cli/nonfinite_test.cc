@@ -1,6 +1,8 @@
 // A checkpoint with one NaN or infinity in a weight is refused by tensor name, both where the CPU
 // reference reads it (`kplan run DIR`) and where `kplan compile -o` copies it into a plan; before,
-// one NaN weight decoded as token 0 forever with exit status 0. first_non_finite itself, per dtype.
+// one NaN weight decoded as token 0 forever with exit status 0. Finite weights whose activations
+// overflow give logits that are refused the same way, greedy and sampled. first_non_finite itself,
+// per dtype.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -51,6 +53,21 @@ TEST(NonFiniteWeights, RunAndCompileRefuseTheTensorByName) {
   EXPECT_EQ(compile.status, 1);
   testing_util::expect_contains(compile.err, {"fc.weight", "NaN or infinity", "element 3"});
   EXPECT_FALSE(fs::exists(dir.path() / "x.kplan"));
+}
+
+TEST(NonFiniteWeights, LogitsThatOverflowAreRefusedNotDecodedAsTokenZero) {
+  testing_util::TempDir dir("overflow");
+  const test::SynthPair pair = test::synth_tiny_pair(dir.path());
+  for (int64_t i = 0; i < 256; ++i)  // the final norm's weights at bf16's largest finite value
+    poke_bf16(pair.target, "model.norm.weight", i, 0x7F7F);
+  for (const std::string mode : {"--spec none", "--spec ddtree --drafter random", "--temperature 0.7"}) {
+    SCOPED_TRACE(mode);
+    const test::CliResult r =
+        test::run_kplan("run " + pair.target.string() + " --prompt-ids 1,2,3 --max-new 4 --device cpu " + mode, dir.path());
+    EXPECT_EQ(r.status, 1);
+    testing_util::expect_contains(r.err, {"logits", "not finite", "overflowed"});
+    EXPECT_EQ(r.out, "");
+  }
 }
 
 TEST(NonFiniteWeights, FirstNonFiniteReadsEachFloatDtype) {
