@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "ir/support/dtype.h"
 #include "ir/support/error.h"
 #include "ir/support/int4.h"
 #include "runtime/cpu/basic_ops.h"
@@ -468,10 +469,9 @@ std::vector<TensorPtr> Interpreter::execute(const ir::Op& op, const std::vector<
       for (int64_t r = 0; r < R; ++r) {
         const float* row = x.f.data() + r * V;
         // argmax over a NaN row picks id 0 and decodes junk with exit 0: refuse it instead.
-        for (int64_t v = 0; v < V; ++v)
-          if (std::isnan(row[v]) || row[v] == std::numeric_limits<float>::infinity())
-            fail(op, "the logits of row " + std::to_string(r) + " are not finite (" + std::to_string(row[v]) +
-                         " at id " + std::to_string(v) + "): the activations overflowed or a weight is damaged");
+        if (const int64_t v = first_non_finite(reinterpret_cast<const uint8_t*>(row), DType::F32, V); v >= 0)
+          fail(op, "the logits of row " + std::to_string(r) + " are not finite (" + std::to_string(row[v]) +
+                       " at id " + std::to_string(v) + "): the activations overflowed or a weight is damaged");
         y.i[r] = static_cast<int32_t>(argmax(row, V));
       }
       return one(std::move(y));

@@ -1,10 +1,10 @@
 #include "runtime/ddtree/token_sampler.h"
 
 #include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
+#include "ir/support/dtype.h"
 #include "ir/support/error.h"
 
 namespace kplan {
@@ -25,11 +25,10 @@ int32_t TokenSampler::pick(const StepOutput& out, int64_t row) {
 }
 
 int32_t TokenSampler::pick(const float* logits, int64_t vocab) {
-  // A NaN or +infinity logit makes argmax pick id 0 and the softmax NaN: junk with exit 0.
-  for (int64_t i = 0; i < vocab; ++i)
-    if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity())
-      throw Error("the target's logits are not finite (" + std::to_string(logits[i]) + " at id " + std::to_string(i) +
-                  "): the activations overflowed or a weight is damaged");
+  // A NaN or infinite logit makes argmax pick id 0 and the softmax NaN: junk with exit 0.
+  if (const int64_t i = first_non_finite(reinterpret_cast<const uint8_t*>(logits), DType::F32, vocab); i >= 0)
+    throw Error("the target's logits are not finite (" + std::to_string(logits[i]) + " at id " + std::to_string(i) +
+                "): the activations overflowed or a weight is damaged");
   if (greedy()) return argmax(logits, vocab);
   const double top = logits[argmax(logits, vocab)];
   std::vector<double> weights(static_cast<size_t>(vocab));
