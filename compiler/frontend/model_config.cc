@@ -26,7 +26,7 @@ constexpr const char* kWrapperTensorPrefix = "language_model.";
 // K2.6's ~70k module lookups fast (std::regex took over a second).
 class IgnorePattern {
  public:
-  explicit IgnorePattern(const std::string& pattern) {
+  explicit IgnorePattern(const std::string& pattern) : pattern_(pattern) {
     int err = 0;
     PCRE2_SIZE offset = 0;
     code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_ANCHORED, &err,
@@ -48,18 +48,19 @@ class IgnorePattern {
   // A match that fails for another reason than "no match" (PCRE2's match or depth limit on a
   // pattern that backtracks catastrophically) is an error: taking it as "no match" would quantize
   // a module the checkpoint keeps in bf16.
-  bool matches_prefix(const std::string& s, const std::string& pattern) const {
+  bool matches_prefix(const std::string& s) const {
     if (!code_) return false;
     const int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, match_, nullptr);
     if (rc >= 0) return true;
     if (rc == PCRE2_ERROR_NOMATCH) return false;
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(rc, message, sizeof message);
-    throw Error("quantization_config.ignore: pattern '" + pattern + "' could not be matched against '" + s +
+    throw Error("quantization_config.ignore: pattern 're:" + pattern_ + "' could not be matched against '" + s +
                 "': " + reinterpret_cast<const char*>(message));
   }
 
  private:
+  std::string pattern_;  // the regex, without its "re:"
   pcre2_code* code_ = nullptr;
   pcre2_match_data* match_ = nullptr;
 };
@@ -261,7 +262,7 @@ bool is_quantized(const QuantConfig& q, const std::string& module_name) {
   for (const auto& pattern : q.ignore) {
     if (pattern.rfind("re:", 0) == 0) {
       // compressed-tensors matches "re:" patterns with Python's re.match: anchored at the start.
-      if (ignore_pattern(pattern).matches_prefix(module_name, pattern)) return false;
+      if (ignore_pattern(pattern).matches_prefix(module_name)) return false;
     } else if (pattern == module_name) {
       return false;
     }

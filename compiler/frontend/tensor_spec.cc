@@ -57,7 +57,7 @@ void refuse_giant_expert_lists(const ModelConfig& c) {
   int64_t moe_layers = 0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.is_moe_layer(l) ? 1 : 0;
   const __int128 tensors = static_cast<__int128>(moe_layers) * c.n_routed_experts * 9;  // 3 projections, 3 INT4 parts
-  if (moe_layers > 0 && tensors > kMaxCheckpointTensors)
+  if (tensors > kMaxCheckpointTensors)
     throw Error("config.json: n_routed_experts " + std::to_string(c.n_routed_experts) + " in " +
                 std::to_string(moe_layers) + " MoE layers names more than " + std::to_string(kMaxCheckpointTensors) +
                 " expert tensors, more than kplan reads from one checkpoint (Kimi K2.6 names about 210,000)");
