@@ -31,12 +31,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "device"))
 import bpe  # noqa: E402
 import common  # noqa: E402
 import dflash_reference  # noqa: E402
+import export  # noqa: E402
 import make_goldens  # noqa: E402
 
 
 def bf16_rounded(state):
-    return {k: (v if k.endswith("e_score_correction_bias") else v.to(torch.bfloat16).to(torch.float32))
-            for k, v in state.items()}
+    """The trained float32 weights as the shipped files hold them (export's dtypes), back in float32."""
+    return {k: v.to(torch.float32) for k, v in export.to_checkpoint_dtypes(state).items()}
 
 
 @torch.no_grad()

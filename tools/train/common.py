@@ -2,6 +2,7 @@
 its config.json the way a hub config is read, and forward hooks on the target's decoder layers."""
 import contextlib
 import json
+import math
 import os
 import random
 import sys
@@ -111,3 +112,12 @@ class StepBudget:
     def cosine_total(self, guess):
         """The total for the cosine schedule: known after the probe, else a provisional guess."""
         return self.total if self.total is not None else guess
+
+    def lr(self, step, peak, floor, warmup=100):
+        """Linear warm-up over `warmup` steps, then cosine decay from `peak` to `floor` * peak by
+        the last step (the total is provisionally 10 * warmup until the probe has fixed it)."""
+        if step < warmup:
+            return peak * (step + 1) / warmup
+        total = self.cosine_total(10 * warmup)
+        t = min(1.0, (step - warmup) / max(1, total - warmup))
+        return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * t)))

@@ -24,7 +24,6 @@ kplan decodes); the shipped drafter's log measured them under bf16 autocast (mod
 import argparse
 import contextlib
 import json
-import math
 import os
 import sys
 import time
@@ -229,7 +228,6 @@ def main():
     params = [p for p in drafter.parameters() if p.requires_grad]
     n_params = sum(p.numel() for p in params)
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
-    warmup = 100
     budget = common.StepBudget(args.steps)
     weights = torch.exp(-torch.arange(block_size - 1, dtype=torch.float32) / args.gamma).to(device)
     g = torch.Generator().manual_seed(args.seed + 12)
@@ -238,10 +236,7 @@ def main():
     drafter.train()
     step = 0
     while budget.tick(step):
-        total = budget.cosine_total(10 * warmup)
-        t = min(1.0, (step - warmup) / max(1, total - warmup))
-        lr = args.lr * (step + 1) / warmup if step < warmup else \
-            args.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * t)))
+        lr = budget.lr(step, args.lr, floor=0.05)
         for group in opt.param_groups:
             group["lr"] = lr
         pick = torch.randint(0, rows.shape[0], (args.batch,), generator=g)

@@ -110,15 +110,10 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
-    warmup = 100
     budget = common.StepBudget(args.steps)
 
     def lr_at(step):
-        if step < warmup:
-            return args.lr * (step + 1) / warmup
-        total = budget.cosine_total(10 * warmup)
-        t = min(1.0, (step - warmup) / max(1, total - warmup))
-        return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+        return budget.lr(step, args.lr, floor=0.1)
 
     g = torch.Generator().manual_seed(args.seed)
     history = []
