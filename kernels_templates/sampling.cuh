@@ -33,8 +33,20 @@ __device__ void argmax(const void* logits, void* out_ids, int n_rows, int row_st
   if (threadIdx.x == 0) static_cast<int*>(out_ids)[r] = index;
 }
 
+// A float's order as an unsigned key (larger float, larger key); -0 is keyed as +0 so that
+// equal values tie, as the host's comparison has them.
+__device__ __forceinline__ unsigned order_key(float x) {
+  const unsigned u = x == 0.f ? 0u : __float_as_uint(x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// topk by radix select (one block per row): four 8-bit digit passes find the K-th largest key T
+// and how many of the keys equal to T belong to the top K; the keys above T are gathered and
+// ranked among themselves, the ties at T are taken in index order. About eight passes over the
+// row whatever K is (a pass per rank would be K passes).
 template <int V, int K, int X_DT, int LOGPROB, int THREADS>
 __device__ void topk(const void* logits, void* out_ids, void* out_vals, int n_rows, int row_stride) {
+  static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps");
   const int r = blockIdx.x;
   if (r >= n_rows) return;
   const i64 base = static_cast<i64>(r) * row_stride;
@@ -47,28 +59,84 @@ __device__ void topk(const void* logits, void* out_ids, void* out_vals, int n_ro
     for (int j = threadIdx.x; j < V; j += THREADS) s += expf(load<X_DT>(logits, base + j) - m);
     lse = m + logf(block_sum<THREADS>(s));
   }
-  // Round k takes the best element strictly after round k-1's (prev_v, prev_i) in the order
-  // (value descending, index ascending), so no chosen list is needed.
-  float prev_v = __int_as_float(0x7f800000);  // +inf
-  int prev_i = -1;
-  for (int k = 0; k < K; ++k) {
-    float best = neg_inf();
-    int index = 1 << 30;
+
+  __shared__ unsigned hist[256];
+  __shared__ unsigned digit_prefix, digit_remaining;
+  unsigned prefix = 0, mask = 0, remaining = K;  // keys matching prefix under mask; how many still wanted
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += THREADS) hist[b] = 0;
+    __syncthreads();
     for (int j = threadIdx.x; j < V; j += THREADS) {
-      const float v = load<X_DT>(logits, base + j);
-      const bool after_prev = v < prev_v || (v == prev_v && j > prev_i);
-      if (after_prev && (v > best || (v == best && j < index) || index == (1 << 30))) {
-        best = v;
-        index = j;
+      const unsigned key = order_key(load<X_DT>(logits, base + j));
+      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned above = 0;
+      for (int b = 255; b >= 0; --b) {
+        if (above + hist[b] >= remaining) {
+          digit_prefix = prefix | (static_cast<unsigned>(b) << shift);
+          digit_remaining = remaining - above;
+          break;
+        }
+        above += hist[b];
       }
     }
-    block_argmax<THREADS>(best, index);
-    if (threadIdx.x == 0) {
-      static_cast<int*>(out_ids)[static_cast<i64>(r) * K + k] = index;
-      static_cast<float*>(out_vals)[static_cast<i64>(r) * K + k] = best - lse;
+    __syncthreads();
+    prefix = digit_prefix;
+    remaining = digit_remaining;
+    mask |= 255u << shift;
+  }
+  // prefix is T; `remaining` of the keys equal to T complete the top K after the K - remaining above it.
+  const int greater = K - static_cast<int>(remaining);
+  __shared__ float cand_v[K];
+  __shared__ int cand_i[K];
+  __shared__ int n_greater;
+  __shared__ int warp_ties[THREADS / 32];
+  if (threadIdx.x == 0) n_greater = 0;
+  __syncthreads();
+  for (int j = threadIdx.x; j < V; j += THREADS) {
+    const float v = load<X_DT>(logits, base + j);
+    if (order_key(v) > prefix) {
+      const int slot = atomicAdd(&n_greater, 1);
+      cand_v[slot] = v;
+      cand_i[slot] = j;
     }
-    prev_v = best;
-    prev_i = index;
+  }
+  // Ties at T in index order: a chunk of THREADS consecutive ids at a time, ranked by ballot.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int ties = 0;
+  for (int c = 0; c < V && ties < static_cast<int>(remaining); c += THREADS) {
+    const int j = c + threadIdx.x;
+    const float v = j < V ? load<X_DT>(logits, base + j) : 0.f;
+    const bool tie = j < V && order_key(v) == prefix;
+    const unsigned ballot = __ballot_sync(0xffffffffu, tie);
+    if (lane == 0) warp_ties[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < THREADS / 32; ++w) {
+      if (w < warp) before += warp_ties[w];
+      total += warp_ties[w];
+    }
+    const int slot = ties + before + __popc(ballot & ((1u << lane) - 1u));
+    if (tie && slot < static_cast<int>(remaining)) {
+      cand_v[greater + slot] = v;
+      cand_i[greater + slot] = j;
+    }
+    ties += total;
+    __syncthreads();
+  }
+  __syncthreads();
+  // Rank the keys above T among themselves (value descending, index ascending); ties follow.
+  for (int t = threadIdx.x; t < K; t += THREADS) {
+    int rank = t;
+    if (t < greater) {
+      rank = 0;
+      for (int u = 0; u < greater; ++u)
+        rank += cand_v[u] > cand_v[t] || (cand_v[u] == cand_v[t] && cand_i[u] < cand_i[t]);
+    }
+    static_cast<int*>(out_ids)[static_cast<i64>(r) * K + rank] = cand_i[t];
+    static_cast<float*>(out_vals)[static_cast<i64>(r) * K + rank] = cand_v[t] - lse;
   }
 }
 

@@ -21,6 +21,7 @@
 #include "runtime/ddtree/oracle_drafter.h"
 #include "runtime/ddtree/prefill.h"
 #include "runtime/ddtree/random_drafter.h"
+#include "runtime/gpu/gpu_dflash_drafter.h"
 #include "runtime/gpu/gpu_target_model.h"
 #include "runtime/plan_cpu_target.h"
 #include "runtime/plan_print.h"
@@ -423,6 +424,8 @@ std::unique_ptr<kplan::Drafter> make_drafter(kplan_session& s, const kplan_gener
     if (!p.draft)
       throw kplan::Error("speculative decoding (" + mode + ") needs a drafter: the plan has no DFlash drafter "
                          "(compile it with --draft DIR), or use the oracle or random drafter");
+    // On the GPU the drafter runs in the target's session when the plan lowered it there.
+    if (s.gpu && p.bucket_for("draft", p.draft->block_size)) return std::make_unique<kplan::gpu::GpuDFlashDrafter>(*s.gpu);
     return kplan::make_plan_cpu_drafter(s.model->plan, s.model->source, s.model->cpu_weights);
   }
   if (o.draft_depth < 0) throw kplan::Error("the draft depth must not be negative");

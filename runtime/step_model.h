@@ -60,6 +60,18 @@ class TargetModel {
   virtual void set_capture_layers(std::vector<int64_t> layer_ids) = 0;
 };
 
+// Each depth's k most likely draft tokens, best first (ties: the lower id), with their
+// log-probabilities (normalised over the whole vocabulary): row d-1 is depth d.
+struct DepthCandidates {
+  int64_t depth = 0, k = 0;
+  std::vector<int32_t> ids;       // [depth, k]
+  std::vector<float> log_probs;   // [depth, k]
+};
+
+// `log_probs` [rows, vocab] (rows log-softmax-normalised here): the best min(k, vocab) of each of
+// its first `depth` rows (all rows when depth is 0).
+DepthCandidates top_candidates(const Matrix& log_probs, int64_t depth, int64_t k);
+
 // A drafter proposes a distribution for each of the next positions after the bonus token.
 class Drafter {
  public:
@@ -71,6 +83,15 @@ class Drafter {
   // Log-probabilities [depth, vocab] for positions bonus_position+1 ... +depth, given the bonus
   // token (the target's next token, not yet committed) at bonus_position.
   virtual Matrix propose(int32_t bonus_token, int32_t bonus_position) = 0;
+  // The tree builder's input: the best k tokens of each of the first `depth` positions. By
+  // default taken from propose(); a drafter that selects them on its device overrides it.
+  virtual DepthCandidates propose_top(int32_t bonus_token, int32_t bonus_position, int64_t depth, int64_t k) {
+    return top_candidates(propose(bonus_token, bonus_position), depth, k);
+  }
+  // The target ran `step` and committed its rows `rows` (increasing step indices): by default
+  // observe() of those tokens, positions and captured rows. A drafter that reads the target's
+  // features where they lie (the GPU) overrides it and needs no captured rows copied.
+  virtual void observe_step(const StepInput& step, const StepOutput& out, std::span<const int32_t> rows);
   // Target layers whose outputs observe() needs (empty: none).
   virtual std::vector<int64_t> capture_layers() const { return {}; }
   virtual int64_t max_depth() const = 0;

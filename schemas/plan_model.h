@@ -215,7 +215,8 @@ struct Launch {
   bool operator==(const Launch&) const = default;
 };
 
-enum class OutputKind : uint8_t { Logits, Hidden, TokenIds };
+// TopLogProbs / TopIds: @draft's per-depth candidates [B-1, k] (f32 log-probabilities, i32 ids).
+enum class OutputKind : uint8_t { Logits, Hidden, TokenIds, TopLogProbs, TopIds };
 
 struct StepOutput {
   OutputKind kind = OutputKind::Logits;
@@ -224,7 +225,7 @@ struct StepOutput {
   uint64_t offset = 0;  // in the slot
   DType dtype = DType::F32;
   int64_t rows = 0;     // = the bucket's tokens
-  int64_t cols = 0;     // vocab (Logits), hidden (Hidden), 1 (TokenIds)
+  int64_t cols = 0;     // vocab (Logits), hidden (Hidden), 1 (TokenIds), k (TopLogProbs, TopIds)
   bool operator==(const StepOutput&) const = default;
 };
 

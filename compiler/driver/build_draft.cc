@@ -1,5 +1,7 @@
-// @draft_context and @draft of a DFlash drafter (Qwen3-style layers, z-lab dflash model.py):
-// context K/V from the target's captured hidden states, then one non-causal block pass.
+// @draft_context, @draft_commit and @draft of a DFlash drafter (Qwen3-style layers, z-lab dflash
+// model.py): context K/V from the target's captured hidden states, the accepted rows of a verify
+// step's context K/V kept, then one non-causal block pass.
+#include <algorithm>
 #include <cmath>
 
 #include "compiler/driver/build_parts.h"
@@ -60,7 +62,7 @@ void build_context(const DraftConfig& d, const WeightTable& w, ir::Module& m) {
 }
 
 void build_propose(const DraftConfig& d, const ModelConfig& target, const WeightTable& w,
-                   const WeightTable& tw, ir::Module& m) {
+                   const WeightTable& tw, int64_t top_k, ir::Module& m) {
   ir::Function& fn = *m.add_function("draft");
   ir::Builder b(fn);
   const int64_t bs = d.block_size, hq = d.num_attention_heads, hkv = d.num_key_value_heads,
@@ -85,9 +87,11 @@ void build_propose(const DraftConfig& d, const ModelConfig& target, const Weight
     Value* kb = norm_rope_heads(b, w, d, w.linear(b, x, a + ".k_proj"), hkv,
                                 a + ".k_norm.weight", positions);
     Value* vb = b.reshape(w.linear(b, x, a + ".v_proj"), {B, hkv, hd});
-    // Keys/values: the cached context first, then the block (non-causal: all visible).
-    Value* k = b.concat({b.reshape(caches[l].first, {S, hkv, hd}), kb}, 0);
-    Value* v = b.concat({b.reshape(caches[l].second, {S, hkv, hd}), vb}, 0);
+    // Keys/values: the cached context first, then the block (non-causal: all visible). The
+    // block's rows are appended past the context (a GPU writes them into the cache's free rows,
+    // as a verify step's are); @draft returns no cache, so they are never committed.
+    Value* k = b.reshape(b.kv_append(caches[l].first, {b.reshape(kb, {B, hkv * hd})}), {S + B, hkv, hd});
+    Value* v = b.reshape(b.kv_append(caches[l].second, {b.reshape(vb, {B, hkv * hd})}), {S + B, hkv, hd});
     Value* o = b.gqa_attention(q, k, v, scale);
     h = b.add(h, w.linear(b, b.reshape(o, {B, hq * hd}), a + ".o_proj"));
     x = b.rms_norm(h, w.weight(b, L + ".post_attention_layernorm.weight"), d.rms_norm_eps);
@@ -100,19 +104,51 @@ void build_propose(const DraftConfig& d, const ModelConfig& target, const Weight
   h = b.rms_norm(h, w.weight(b, "norm.weight"), d.rms_norm_eps);
   const std::string head = target.tie_word_embeddings ? p + "model.embed_tokens.weight"
                                                       : p + "lm_head.weight";
-  b.output(b.lm_head(h, tw.weight(b, head)), "logits");
+  Value* logits = b.lm_head(h, tw.weight(b, head));
+  b.output(logits, "logits");
+  // The tree builder's input: each depth's top_k tokens by draft log-probability, so a device
+  // hands over [B-1, top_k] pairs instead of [B-1, vocab] logits.
+  if (top_k > 0) {
+    Value* log_probs = b.create(ir::OpKind::LogSoftmax, {logits})->result(0);
+    ir::Attrs a;
+    a.set("k", std::min(top_k, target.vocab_size));
+    ir::Op* top = b.create(ir::OpKind::TopK, {log_probs}, a);
+    b.output(top->result(0), "top_log_probs");
+    b.output(top->result(1), "top_ids");
+  }
+}
+
+// @draft_commit: keep the accepted rows of a verify step's context K/V (a GPU computes the
+// context K/V of every verified node, pending, like the target's KV; the CPU drafter computes
+// only the accepted rows and never runs it).
+void build_commit(const DraftConfig& d, ir::Module& m) {
+  ir::Function& fn = *m.add_function("draft_commit");
+  ir::Builder b(fn);
+  Value* keep = fn.add_arg("keep", Type{DType::I32, {Dim::sym("A")}});
+  Type step = draft_cache_type(d);
+  step.shape[0] = Dim::sym("T");
+  std::vector<std::pair<std::string, std::pair<Value*, Value*>>> caches;
+  for (int64_t l = 0; l < d.num_hidden_layers; ++l)
+    for (const char* kv : {"dk.", "dv."}) {
+      const std::string n = kv + std::to_string(l);
+      Value* cache = fn.add_arg(n, draft_cache_type(d));
+      Value* pending = fn.add_arg(std::string(kv[1] == 'k' ? "dk_step." : "dv_step.") + std::to_string(l), step);
+      caches.push_back({n, {cache, pending}});
+    }
+  for (auto& [name, cp] : caches) b.output(b.kv_compact(cp.first, cp.second, keep), name);
 }
 
 }  // namespace
 
 void build_draft(const DraftConfig& d, const ModelConfig& target, const WeightTable& draft_w,
-                 const WeightTable& target_w, ir::Module& m) {
+                 const WeightTable& target_w, int64_t top_k, ir::Module& m) {
   if (d.block_size < 2)
     throw Error("IR builder: drafter block_size " + std::to_string(d.block_size) +
                 " leaves no position to predict");
   if (d.target_layer_ids.empty()) throw Error("IR builder: drafter has no target_layer_ids");
   build_context(d, draft_w, m);
-  build_propose(d, target, draft_w, target_w, m);
+  build_propose(d, target, draft_w, target_w, top_k, m);
+  build_commit(d, m);
 }
 
 }  // namespace kplan

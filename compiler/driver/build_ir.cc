@@ -57,7 +57,7 @@ std::unique_ptr<ir::Module> build_module(const ModelConfig& target,
   if (draft.config) {
     if (!draft.specs) throw Error("IR builder: drafter given without its tensor specs");
     WeightTable draft_w(*draft.specs, "draft", target.quant.group_size);
-    build_draft(*draft.config, target, draft_w, target_w, *m);
+    build_draft(*draft.config, target, draft_w, target_w, options.draft_top_k, *m);
   }
   return m;
 }

@@ -24,6 +24,10 @@ struct BuildOptions {
   // @target also returns "next_tokens" i32[T], the argmax of its logits, so greedy token
   // selection can run on the device (the plan's TokenIds output) instead of copying logits.
   bool next_tokens = true;
+  // @draft also returns the top `draft_top_k` draft log-probabilities and ids of each depth (the
+  // DDTree builder's candidates, selected on the device); at most the vocabulary, 0: none. A
+  // tree of budget n needs n per depth, so compile sets it to its largest bucket - 1.
+  int64_t draft_top_k = 63;
 };
 
 struct DraftInput {

@@ -14,8 +14,9 @@ ir::Type kv_cache_type(const ModelConfig& c);
 void build_target(const ModelConfig& c, const WeightTable& w, const BuildOptions& opt,
                   const std::vector<int64_t>& capture, ir::Module& m);
 
-// Adds @draft_context and @draft; `target_w` gives the target's embedding and lm_head.
+// Adds @draft_context, @draft and @draft_commit; `target_w` gives the target's embedding and
+// lm_head. `top_k` > 0: @draft also returns each depth's top_k log-probabilities and ids.
 void build_draft(const DraftConfig& d, const ModelConfig& target, const WeightTable& draft_w,
-                 const WeightTable& target_w, ir::Module& m);
+                 const WeightTable& target_w, int64_t top_k, ir::Module& m);
 
 }  // namespace kplan

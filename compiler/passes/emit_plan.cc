@@ -61,7 +61,7 @@ class Emitter {
   void add_output(const ir::Op& op, const std::map<const ir::Value*, View>& views, plan::Bucket& bucket) {
     const std::string& name = op.attrs().get_string("name");
     // The step's rows already sit in the cache; kv_compact updated the cache in place.
-    if (name.rfind("kv_step.", 0) == 0 || name.rfind("kv.", 0) == 0) return;
+    if (is_pending_arg(name) || is_cache_arg(name)) return;
     const View& v = views.at(op.operand(0));
     const auto st = v.root ? s_.storage.find(v.root) : s_.storage.end();
     if (st == s_.storage.end() || st->second.kind != Storage::Kind::Slot || v.offset != 0 || !is_contiguous(v)) {
@@ -79,6 +79,10 @@ class Emitter {
       if (o.kind == plan::OutputKind::Hidden) o.layer = std::stoll(name.substr(7));
       o.rows = v.shape[0];
       o.cols = v.shape[1];
+    } else if (v.shape.size() == 2 && ((name == "top_log_probs" && v.dtype == DType::F32) || (name == "top_ids" && v.dtype == DType::I32))) {
+      o.kind = name == "top_ids" ? plan::OutputKind::TopIds : plan::OutputKind::TopLogProbs;
+      o.rows = v.shape[0];
+      o.cols = v.shape[1];
     } else {
       throw Error("codegen: unknown output " + name + " (" + op.operand(0)->type().str() + ")");
     }
@@ -87,7 +91,7 @@ class Emitter {
 
   plan::Bucket emit_bucket(const BucketSpec& spec, plan::LoweredPlan& out) {
     const ir::Function& fn = *spec.program;
-    const std::map<const ir::Value*, View> views = compute_views(fn, spec.tokens, s_.options.max_context);
+    const std::map<const ir::Value*, View> views = compute_views(fn, spec.tokens, s_.options.max_context, s_.draft_rows);
     plan::Bucket bucket;
     bucket.program = fn.name();
     bucket.tokens = static_cast<uint32_t>(spec.tokens);

@@ -47,8 +47,12 @@ struct LowerState {
   const ir::Module* module = nullptr;
   LowerOptions options;
   WeightBytes weight_bytes;
-  std::vector<const ir::Function*> programs;  // the functions lowered to launches (@target, @target_commit)
+  // The functions lowered to launches: @target, @target_commit and, with a drafter,
+  // @draft_context, @draft_commit, @draft.
+  std::vector<const ir::Function*> programs;
   int64_t max_tokens = 1;
+  // Rows the drafter's caches hold past max_context (its block size; 0 without a drafter).
+  int64_t draft_rows = 0;
 
   // select-kernels: the kernel instances each op runs, in launch order (moe experts: two).
   std::map<const ir::Op*, std::vector<codegen::KernelSource>> kernels;

@@ -35,7 +35,18 @@ LowerState lowering_state(const ir::Module& module, const WeightBytes& weights, 
   if (!target) throw Error("the IR has no @target function to lower");
   programs.push_back(target);
   if (const ir::Function* commit = module.function("target_commit")) programs.push_back(commit);
-  return start(&module, std::move(programs), weights, options);
+  // The drafter runs on the device too: its context step after each target step (reading the
+  // target's captured outputs), its commit beside the target's, its propose.
+  int64_t draft_rows = 0;
+  for (const char* name : {"draft_context", "draft_commit", "draft"})
+    if (const ir::Function* fn = module.function(name)) {
+      if (!module.attrs().has("block_size")) throw Error("the IR has @" + std::string(name) + " but no block_size attribute");
+      draft_rows = module.attrs().get_int("block_size");
+      programs.push_back(fn);
+    }
+  LowerState s = start(&module, std::move(programs), weights, options);
+  s.draft_rows = draft_rows;
+  return s;
 }
 
 plan::LoweredPlan lower_module(const ir::Module& module, const WeightBytes& weights, const LowerOptions& options) {

@@ -120,7 +120,7 @@ void print_launches(const plan::LoweredPlan& p, std::string& out) {
       out += ")\n";
     }
     for (const plan::StepOutput& o : b.outputs) {
-      const char* kind = o.kind == plan::OutputKind::Logits ? "logits" : o.kind == plan::OutputKind::Hidden ? "hidden" : "token_ids";
+      const char* kind = plan::output_kind_name(o.kind);
       put(out, "  output %s", kind);
       if (o.layer >= 0) put(out, " layer %" PRId64, o.layer);
       put(out, ": slot %u %s[%" PRId64 ", %" PRId64 "]\n", o.slot, std::string(dtype_name(o.dtype)).c_str(), o.rows, o.cols);

@@ -34,7 +34,7 @@ std::vector<int64_t> eval_shape(const ir::Type& t, int64_t tokens) {
   std::vector<int64_t> shape;
   for (const ir::Dim& d : t.shape) {
     int64_t v = d.constant;
-    for (const std::string& s : d.symbols) v += s == "T" || s == "A" ? tokens : s == "W" ? (tokens + 31) / 32 : 0;
+    for (const std::string& s : d.symbols) v += s == "T" || s == "A" || s == "C" ? tokens : s == "W" ? (tokens + 31) / 32 : 0;
     shape.push_back(v);
   }
   return shape;
@@ -50,15 +50,43 @@ bool launches_kernels(const ir::Op& op) {
   return !is_view_op(op) && k != OpKind::Weight && k != OpKind::WeightStack && k != OpKind::Concat && k != OpKind::Output;
 }
 
-bool owns_result_storage(const ir::Op& op) {
-  return launches_kernels(op) && op.kind() != OpKind::KvAppend && op.kind() != OpKind::KvCompact;
+bool is_deferred_concat(const ir::Function& fn, const ir::Op& op) {
+  if (op.kind() != OpKind::Concat) return false;
+  for (const ir::Op* user : fn.users(op.result()))
+    if (user->kind() != OpKind::KvAppend && user->kind() != OpKind::Output) return false;
+  return true;
+}
+
+bool is_folded_log_softmax(const ir::Function& fn, const ir::Op& op) {
+  if (op.kind() != OpKind::LogSoftmax) return false;
+  const std::vector<ir::Op*> users = fn.users(op.result());
+  for (const ir::Op* user : users)
+    if (user->kind() != OpKind::TopK) return false;
+  return !users.empty();
+}
+
+bool owns_result_storage(const ir::Function& fn, const ir::Op& op) {
+  if (op.kind() == OpKind::Concat) return !is_deferred_concat(fn, op);
+  return launches_kernels(op) && op.kind() != OpKind::KvAppend && op.kind() != OpKind::KvCompact &&
+         !is_folded_log_softmax(fn, op);
+}
+
+bool is_cache_arg(const std::string& n) { return n.rfind("kv.", 0) == 0 || n.rfind("dk.", 0) == 0 || n.rfind("dv.", 0) == 0; }
+
+bool is_pending_arg(const std::string& n) {
+  return n.rfind("kv_step.", 0) == 0 || n.rfind("dk_step.", 0) == 0 || n.rfind("dv_step.", 0) == 0;
+}
+
+int64_t cache_rows(const std::string& name, int64_t max_context, int64_t draft_rows) {
+  return name.rfind("kv.", 0) == 0 ? max_context : max_context + draft_rows;
 }
 
 std::string op_label(const ir::Function& fn, int64_t index, const ir::Op& op) {
   return "op " + std::to_string(index) + " (" + std::string(op.name()) + ") of @" + fn.name();
 }
 
-std::map<const ir::Value*, View> compute_views(const ir::Function& fn, int64_t tokens, int64_t max_context) {
+std::map<const ir::Value*, View> compute_views(const ir::Function& fn, int64_t tokens, int64_t max_context,
+                                               int64_t draft_rows) {
   std::map<const ir::Value*, View> views;
   auto fresh = [&](const ir::Value* v) {
     View view;
@@ -70,8 +98,8 @@ std::map<const ir::Value*, View> compute_views(const ir::Function& fn, int64_t t
   };
   for (const ir::Value* a : fn.args()) {
     View v = fresh(a);
-    if (a->name().rfind("kv.", 0) == 0 && !v.shape.empty()) {
-      v.shape[0] = max_context;
+    if (is_cache_arg(a->name()) && !v.shape.empty()) {
+      v.shape[0] = cache_rows(a->name(), max_context, draft_rows);
       v.strides = contiguous_strides(v.shape);
     }
     views[a] = v;
@@ -109,7 +137,7 @@ std::map<const ir::Value*, View> compute_views(const ir::Function& fn, int64_t t
         views[result] = v;
         break;
       }
-      case OpKind::Concat: views[result] = View{}; break;
+      case OpKind::Concat: views[result] = is_deferred_concat(fn, op) ? View{} : fresh(result); break;
       case OpKind::KvAppend:
       case OpKind::KvCompact: views[result] = views.at(op.operand(0)); break;
       default:

@@ -31,19 +31,33 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
 bool is_contiguous(const View& v);
 int64_t product(const std::vector<int64_t>& shape);
 
-// A type's dims at `tokens`: T (and A, a commit's kept entries) = tokens, W = ceil(tokens / 32),
-// S (cached positions) = 0.
+// A type's dims at `tokens`: T (and A, a commit's kept entries, and C, a drafter context step's
+// rows) = tokens, W = ceil(tokens / 32), S (cached positions) = 0.
 std::vector<int64_t> eval_shape(const ir::Type& t, int64_t tokens);
 
 // Ops that are views or bookkeeping, not kernels.
 bool is_view_op(const ir::Op& op);     // slice, reshape, transpose
 bool launches_kernels(const ir::Op& op);  // everything but weights, views, concat, output
-// Ops whose results own a fresh buffer (launches_kernels minus the in-place kv ops).
-bool owns_result_storage(const ir::Op& op);
+// A concat read only by kv_append (its parts go to the cache row by row) or outputs is never
+// materialised; any other is copied into a buffer of its own (copy_rows per part).
+bool is_deferred_concat(const ir::Function& fn, const ir::Op& op);
+// A log_softmax read only by topk is folded into the topk kernel (log-probabilities out).
+bool is_folded_log_softmax(const ir::Function& fn, const ir::Op& op);
+// Ops whose results own a fresh buffer: kernels other than the in-place kv ops and folded
+// log_softmax, and materialised concats.
+bool owns_result_storage(const ir::Function& fn, const ir::Op& op);
 
-// Views of every value of `fn` at `tokens`; "kv.*" arguments span max_context rows. Throws
+// Persistent caches: the target's "kv.L" (max_context rows) and the drafter's context K/V
+// "dk.L" / "dv.L" (max_context + draft_rows: a propose appends its block after the longest
+// context). Their pending-row counterparts in a commit: "kv_step.L", "dk_step.L", "dv_step.L".
+bool is_cache_arg(const std::string& name);
+bool is_pending_arg(const std::string& name);
+int64_t cache_rows(const std::string& name, int64_t max_context, int64_t draft_rows);
+
+// Views of every value of `fn` at `tokens`; cache arguments span cache_rows. Throws
 // kplan::Error naming the op for a reshape of a strided view.
-std::map<const ir::Value*, View> compute_views(const ir::Function& fn, int64_t tokens, int64_t max_context);
+std::map<const ir::Value*, View> compute_views(const ir::Function& fn, int64_t tokens, int64_t max_context,
+                                               int64_t draft_rows = 0);
 
 // "op 12 (rms_norm) of @target": how errors name an op.
 std::string op_label(const ir::Function& fn, int64_t index, const ir::Op& op);

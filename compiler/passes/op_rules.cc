@@ -84,13 +84,53 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
     case OpKind::Transpose:
     case OpKind::Output: return;
     case OpKind::Concat: {
-      // Only kv_append reads concats (its parts go to the cache row by row) and the CPU-only
-      // kv_step outputs; anything else would need a copy kernel.
-      for (const ir::Op* user : ctx.fn->users(op.result())) {
-        if (user->kind() != OpKind::KvAppend && user->kind() != OpKind::Output) {
-          throw Error("codegen: concat (" + ctx.where(op) + ") feeds " + std::string(user->name()) + ", which has no lowering");
-        }
+      // A concat read only by kv_append (its parts go to the cache row by row) or outputs is
+      // deferred; any other is materialised: each part's rows copied into its column range.
+      if (is_deferred_concat(*ctx.fn, op)) return;
+      const View& out = result();
+      const int64_t axis = op.attrs().get_int("axis");
+      if (out.shape.size() != 2 || axis != 1)
+        throw Error("codegen: concat along axis " + std::to_string(axis) + " of a rank-" + std::to_string(out.shape.size()) +
+                    " value (" + ctx.where(op) + ") has no lowering (only rows side by side)");
+      int64_t column = 0;
+      for (size_t p = 0; p < op.num_operands(); ++p) {
+        const Rows part = rows_of(ctx, op, operand(p));
+        View dst = out;
+        dst.offset += column;
+        const KernelSource k = instance(ctx, p, [&] { return copy_rows_kernel(part.width, kF32, kF32, arch); });
+        launch(ctx, k, part.rows,
+               copy_rows::Args{.x = P(operand(p)), .y = P(dst), .n_rows = part.rows, .x_stride = part.stride, .y_stride = out.shape[1]});
+        column += part.width;
       }
+      return;
+    }
+    case OpKind::LogSoftmax: {
+      // Folded into the topk that reads it (log-probabilities out); alone it has no kernel.
+      if (is_folded_log_softmax(*ctx.fn, op)) return;
+      throw Error("codegen: no GPU lowering for " + ctx.where(op) + " (only as topk's input)");
+    }
+    case OpKind::GqaAttention: {
+      // The drafter's block over [context ; block]: keys and values are a drafter cache whose
+      // first *CacheLength rows are the context and the next rows the block's own (kv_append
+      // wrote them there), so the kernel reads CacheLength + block rows of the cache.
+      const View& q = operand(0);
+      const View& k = operand(1);
+      const View& v = operand(2);
+      for (const View* kv : {&k, &v})
+        if (!kv->root || kv->root->defining_op() || !is_cache_arg(kv->root->name()) || kv->shape.size() != 3 ||
+            kv->strides[2] != 1 || kv->strides[1] != kv->shape[2] || kv->offset != 0)
+          throw Error("codegen: gqa_attention keys and values must be a drafter cache with the block appended (" +
+                      ctx.where(op) + ")");
+      if (q.shape.size() != 3 || q.strides[2] != 1 || q.strides[1] != q.shape[2])
+        throw Error("codegen: gqa_attention query layout (" + ctx.where(op) + ")");
+      const int64_t tq = q.shape[0], hq = q.shape[1], d = q.shape[2], hkv = k.shape[1];
+      if (v.shape[2] != d) throw Error("codegen: gqa_attention with a value width unlike the key's (" + ctx.where(op) + ")");
+      const KernelSource kern = instance(ctx, 0, [&] { return gqa_attention_kernel(hq, hkv, d, kF32, kF32, kF32, arch); });
+      launch(ctx, kern, tq,
+             gqa_attention::Args{.q = P(q), .k = P(k), .v = P(v), .n_keys_base = step(plan::StepInputKind::CacheLength),
+                                 .out = P(result()), .n_queries = tq, .n_keys_extra = k.shape[0], .q_row_stride = q.strides[0],
+                                 .k_row_stride = k.strides[0], .v_row_stride = v.strides[0], .out_row_stride = hq * d,
+                                 .scale = op.attrs().get_float("scale")});
       return;
     }
     case OpKind::Embedding: {
@@ -189,7 +229,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       launch(ctx, k, a.rows,
              kv_append::Args{.latent_src = P(ctx.view(parts[0])), .rope_src = P(ctx.view(parts.back())), .cache = P(cache),
                              .cache_len = step(plan::StepInputKind::CacheLength), .n_tokens = a.rows, .latent_src_stride = a.stride,
-                             .rope_src_stride = b.stride, .max_slots = ctx.max_context});
+                             .rope_src_stride = b.stride, .max_slots = cache.shape[0]});
       return;
     }
     case OpKind::KvCompact: {
@@ -201,14 +241,14 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       if (cache.shape.size() != 2) throw Error("codegen: kv_compact cache layout (" + ctx.where(op) + ")");
       // The kernel compacts the cache's own pending rows: any other step operand would be ignored.
       const Value* pending = op.operand(1);
-      if (pending->defining_op() || pending->name().rfind("kv_step.", 0) != 0)
+      if (pending->defining_op() || !is_pending_arg(pending->name()))
         throw Error("codegen: kv_compact's step rows must be the commit's pending cache rows (%kv_step.L), not a computed "
                     "value (" + ctx.where(op) + ")");
       const int64_t width = cache.shape[1];
       const KernelSource k = instance(ctx, 0, [&] { return kv_compact_kernel(width, 0, kF32, arch); });
       launch(ctx, k, 1,
              kv_compact::Args{.cache = P(cache), .cache_len = step(plan::StepInputKind::CacheLength), .keep = P(operand(2)),
-                              .n_keep = step(plan::StepInputKind::TokenCount), .max_keep = ctx.tokens, .max_slots = ctx.max_context});
+                              .n_keep = step(plan::StepInputKind::TokenCount), .max_keep = ctx.tokens, .max_slots = cache.shape[0]});
       return;
     }
     case OpKind::MlaAttention: {
@@ -302,11 +342,15 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       return;
     }
     case OpKind::TopK: {
-      const Rows x = rows_of(ctx, op, operand(0));
+      // topk(log_softmax(x)) reads x and returns log-probabilities (the folded log_softmax).
+      const ir::Op* def = op.operand(0)->defining_op();
+      const bool log_probs = def && is_folded_log_softmax(*ctx.fn, *def);
+      const View& in = log_probs ? ctx.view(def->operand(0)) : operand(0);
+      const Rows x = rows_of(ctx, op, in);
       const int64_t kk = op.attrs().get_int("k");
-      const KernelSource k = instance(ctx, 0, [&] { return topk_kernel(x.width, kk, kF32, false, arch); });
+      const KernelSource k = instance(ctx, 0, [&] { return topk_kernel(x.width, kk, kF32, log_probs, arch); });
       launch(ctx, k, x.rows,
-             topk::Args{.logits = P(operand(0)), .out_ids = P(result(1)), .out_vals = P(result(0)), .n_rows = x.rows, .row_stride = x.stride});
+             topk::Args{.logits = P(in), .out_ids = P(result(1)), .out_vals = P(result(0)), .n_rows = x.rows, .row_stride = x.stride});
       return;
     }
     default:

@@ -1,5 +1,7 @@
 // plan-memory: where every value lives. Step inputs and KV caches get their slots (a cache
-// "kv.L" is one persistent slot of max_context rows, shared by every program that names it);
+// "kv.L" is one persistent slot of max_context rows, shared by every program that names it; a
+// drafter cache "dk.L" / "dv.L" likewise, with the block's rows beyond); a drafter context
+// step's "hidden.L" are the target's "hidden.L" outputs (it runs right after the target step);
 // each op result that owns a buffer gets a slot sized at the largest bucket, reusing a freed
 // scratch slot (best fit) once the last reader of its previous value has run; outputs keep
 // their own slots. kv_append / kv_compact update their cache in place: their results are
@@ -54,22 +56,25 @@ class MemoryPlanner {
   }
 
   // Arguments: the step's tokens / positions / tree mask (and a commit's keep list, which the
-  // host writes into the Tokens input) are step inputs; "kv.L" are the persistent caches;
-  // "kv_step.L" (the commit's pending rows) already sit in the cache, so they need no storage.
+  // host writes into the Tokens input; the drafter's block tokens and positions, and its context
+  // rows' positions) are step inputs; "kv.L", "dk.L", "dv.L" are the persistent caches;
+  // "kv_step.L" etc. (a commit's pending rows) already sit in the cache, so they need no storage.
   void bind_arg(const ir::Function& fn, const Value* a) {
     const std::string& n = a->name();
-    if (n == "tokens" || n == "keep") {
+    if (n == "tokens" || n == "keep" || n == "block_tokens") {
       s_.storage[a] = {Storage::Kind::StepInput, static_cast<uint32_t>(plan::StepInputKind::Tokens)};
-    } else if (n == "positions") {
+    } else if (n == "positions" || n == "ctx_positions" || n == "block_positions") {
       s_.storage[a] = {Storage::Kind::StepInput, static_cast<uint32_t>(plan::StepInputKind::Positions)};
     } else if (n == "tree_mask") {
       s_.storage[a] = {Storage::Kind::StepInput, static_cast<uint32_t>(plan::StepInputKind::TreeMask)};
-    } else if (n.rfind("kv.", 0) == 0) {
+    } else if (fn.name() == "draft_context" && n.rfind("hidden.", 0) == 0) {
+      s_.storage[a] = target_output(n);
+    } else if (is_cache_arg(n)) {
       const int64_t width = eval_shape(a->type(), 0).at(1);
       const uint64_t row_bytes = static_cast<uint64_t>(width) * dtype_size(a->type().dtype);
       auto it = kv_slot_.find(n);
       if (it == kv_slot_.end()) {
-        const uint64_t rows = static_cast<uint64_t>(s_.options.max_context);
+        const uint64_t rows = static_cast<uint64_t>(cache_rows(n, s_.options.max_context, s_.draft_rows));
         uint64_t bytes = 0;
         if (__builtin_mul_overflow(row_bytes, rows, &bytes))
           throw Error("codegen: KV cache " + n + " of " + std::to_string(rows) + " rows x " + std::to_string(row_bytes) +
@@ -79,11 +84,21 @@ class MemoryPlanner {
         it = kv_slot_.emplace(n, slot).first;
       }
       s_.storage[a] = {Storage::Kind::Slot, it->second};
-    } else if (n.rfind("kv_step.", 0) == 0) {
+    } else if (is_pending_arg(n)) {
       s_.storage[a] = {Storage::Kind::None, 0};
     } else {
       throw Error("codegen: @" + fn.name() + " argument %" + n + " has no GPU binding");
     }
+  }
+
+  // Where @target keeps its output `name` (planned already: @target comes first).
+  Storage target_output(const std::string& name) const {
+    for (const ir::Function* fn : s_.programs) {
+      if (fn->name() != "target") continue;
+      for (const ir::Op* op : fn->ops())
+        if (op->kind() == OpKind::Output && op->attrs().get_string("name") == name) return s_.storage.at(root_of(op->operand(0)));
+    }
+    throw Error("codegen: @draft_context reads %" + name + ", which @target does not return (capture that layer)");
   }
 
   const Value* root_of(const Value* v) const {
@@ -130,7 +145,7 @@ class MemoryPlanner {
       }
       const uint64_t scratch = scratch_bytes(op, s_.max_tokens);
       if (scratch) s_.scratch[&op] = slot_for(scratch, false);
-      if (owns_result_storage(op)) {
+      if (owns_result_storage(fn, op)) {
         for (size_t r = 0; r < op.num_results(); ++r) {
           const Value* v = op.result(r);
           const uint64_t bytes = dtype_size(v->type().dtype) * product(eval_shape(v->type(), s_.max_tokens));
@@ -173,7 +188,7 @@ void verify_memory(const LowerState& s) {
     const std::string what = std::string(op->name()) + " result (" + result->type().str() + ")";
     const ir::Value* root = operand;
     while (root->defining_op() && is_view_op(*root->defining_op())) root = root->defining_op()->operand(0);
-    if (root->defining_op() || root->name().rfind("kv.", 0) != 0) {
+    if (root->defining_op() || !is_cache_arg(root->name())) {
       throw Error("plan-memory: " + what + " updates a value in place that is not a KV cache argument");
     }
     const Storage& st = s.storage.at(root);
@@ -194,7 +209,7 @@ void verify_memory(const LowerState& s) {
   // Every root an op writes is somewhere.
   for (const ir::Function* fn : s.programs)
     for (const ir::Op* op : fn->ops())
-      if (owns_result_storage(*op))
+      if (owns_result_storage(*fn, *op))
         for (size_t r = 0; r < op->num_results(); ++r)
           if (!s.storage.count(op->result(r))) throw Error("plan-memory: a result of " + std::string(op->name()) + " has no slot");
 }

@@ -57,6 +57,10 @@ passes::LowerOptions lower_options(const ModelConfig& target, const PlanOutputOp
   return lower;
 }
 
+int64_t draft_candidates(const PlanOutputOptions& options) {
+  return std::max<int64_t>(1, parse_buckets(options.buckets).back() - 1);
+}
+
 passes::WeightBytes checkpoint_bytes(const TargetCheckpoint& target, const DraftCheckpoint* draft) {
   if (!target.has_weights()) return nullptr;
   const SafetensorsCheckpoint* t = &target.weights();

@@ -22,6 +22,10 @@ struct PlanOutputOptions {
 // max_position_embeddings, at most 4096), the first --arch. Throws kplan::Error for bad text.
 passes::LowerOptions lower_options(const ModelConfig& target, const PlanOutputOptions& options);
 
+// Candidates per depth the drafter's @draft returns for these buckets: a tree verified in the
+// largest bucket has at most that many nodes besides its root. Throws kplan::Error for bad text.
+int64_t draft_candidates(const PlanOutputOptions& options);
+
 // The checkpoints' tensors by (source, name); null when the target has no weights loaded.
 passes::WeightBytes checkpoint_bytes(const TargetCheckpoint& target, const DraftCheckpoint* draft);
 

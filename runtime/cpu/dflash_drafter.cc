@@ -71,7 +71,7 @@ void CpuDFlashDrafter::observe(std::span<const int32_t> tokens, std::span<const 
   context_length_ += n;
 }
 
-Matrix CpuDFlashDrafter::depth_logits(int32_t bonus_token, int32_t bonus_position) const {
+std::map<std::string, TensorPtr> CpuDFlashDrafter::run_draft(int32_t bonus_token, int32_t bonus_position) const {
   const DraftConfig& d = config();
   const int64_t B = d.block_size;
   std::vector<int32_t> ids(static_cast<size_t>(B), static_cast<int32_t>(d.mask_token_id));
@@ -85,17 +85,48 @@ Matrix CpuDFlashDrafter::depth_logits(int32_t bonus_token, int32_t bonus_positio
     args["dk." + std::to_string(l)] = dk_[l];
     args["dv." + std::to_string(l)] = dv_[l];
   }
-  const TensorPtr out = draft_->run(args).at("logits");
-  const Tensor& logits = *out;
+  return draft_->run(args);
+}
+
+namespace {
+
+Matrix as_matrix(const Tensor& t) {
   Matrix m;
-  m.rows = logits.shape.at(0);
-  m.cols = logits.shape.at(1);
-  m.data = logits.f;
+  m.rows = t.shape.at(0);
+  m.cols = t.shape.at(1);
+  m.data = t.f;
   return m;
+}
+
+}  // namespace
+
+Matrix CpuDFlashDrafter::depth_logits(int32_t bonus_token, int32_t bonus_position) const {
+  return as_matrix(*run_draft(bonus_token, bonus_position).at("logits"));
 }
 
 Matrix CpuDFlashDrafter::propose(int32_t bonus_token, int32_t bonus_position) {
   return log_softmax(depth_logits(bonus_token, bonus_position));
+}
+
+DepthCandidates CpuDFlashDrafter::propose_top(int32_t bonus_token, int32_t bonus_position, int64_t depth, int64_t k) {
+  const auto out = run_draft(bonus_token, bonus_position);
+  const auto values = out.find("top_log_probs"), ids = out.find("top_ids");
+  // The plan's own selection (what a GPU round reads) when it has enough per depth; plans
+  // compiled before @draft returned candidates, or a deeper k, select from the logits here.
+  if (values == out.end() || ids == out.end() || values->second->shape.at(1) < k)
+    return top_candidates(as_matrix(*out.at("logits")), depth, k);
+  const Tensor& v = *values->second;
+  const Tensor& i = *ids->second;
+  const int64_t rows = v.shape.at(0), width = v.shape.at(1);
+  DepthCandidates c;
+  c.depth = depth > 0 ? std::min(depth, rows) : rows;
+  c.k = k;
+  for (int64_t d = 0; d < c.depth; ++d)
+    for (int64_t r = 0; r < k; ++r) {
+      c.ids.push_back(i.i[static_cast<size_t>(d * width + r)]);
+      c.log_probs.push_back(v.f[static_cast<size_t>(d * width + r)]);
+    }
+  return c;
 }
 
 }  // namespace kplan::cpu

@@ -8,6 +8,7 @@
 // target's weights from the plan, not from a target model, so any target that returns the
 // capture layers' hidden states (CPU or GPU) can drive it.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ class CpuDFlashDrafter final : public Drafter {
                const std::vector<Matrix>& captured) override;
   // log_softmax of depth_logits().
   Matrix propose(int32_t bonus_token, int32_t bonus_position) override;
+  // The plan's @draft candidates (its top_log_probs / top_ids outputs) when they cover k.
+  DepthCandidates propose_top(int32_t bonus_token, int32_t bonus_position, int64_t depth, int64_t k) override;
   std::vector<int64_t> capture_layers() const override { return config().target_layer_ids; }
   int64_t max_depth() const override { return config().block_size - 1; }
   void reset() override;
@@ -41,6 +44,8 @@ class CpuDFlashDrafter final : public Drafter {
   int64_t context_length() const { return context_length_; }
 
  private:
+  std::map<std::string, TensorPtr> run_draft(int32_t bonus_token, int32_t bonus_position) const;
+
   std::shared_ptr<const plan::Plan> plan_;
   std::unique_ptr<ir::Module> module_;
   std::unique_ptr<Interpreter> context_, draft_;

@@ -11,22 +11,6 @@
 namespace kplan {
 namespace {
 
-// Per depth, the k most likely token ids, best first (ties: lower id first).
-std::vector<std::vector<int32_t>> top_k_per_depth(const Matrix& log_probs, int64_t depth,
-                                                  int64_t k) {
-  std::vector<std::vector<int32_t>> top(static_cast<size_t>(depth));
-  std::vector<int32_t> ids(static_cast<size_t>(log_probs.cols));
-  for (int64_t d = 0; d < depth; ++d) {
-    const float* row = log_probs.row(d);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [row](int32_t a, int32_t b) {
-      return row[a] > row[b] || (row[a] == row[b] && a < b);
-    });
-    top[d].assign(ids.begin(), ids.begin() + k);
-  }
-  return top;
-}
-
 // A node not yet in the tree: the `rank`-th best token at `depth` under tree node `parent`.
 struct Candidate {
   double score;  // path log-probability
@@ -46,10 +30,19 @@ struct LowerPriority {
 
 DraftTree build_draft_tree(int32_t root_token, const Matrix& log_probs, const TreeShape& shape) {
   if (shape.budget < 0) throw Error("tree: budget must not be negative");
-  int64_t depth = log_probs.rows;
+  int64_t k = std::min(shape.budget, log_probs.cols);
+  if (shape.top_k > 0) k = std::min(k, shape.top_k);
+  return build_draft_tree(root_token, top_candidates(log_probs, shape.max_depth, k), shape);
+}
+
+DraftTree build_draft_tree(int32_t root_token, const DepthCandidates& c, const TreeShape& shape) {
+  if (shape.budget < 0) throw Error("tree: budget must not be negative");
+  if (c.ids.size() != static_cast<size_t>(c.depth * c.k) || c.log_probs.size() != c.ids.size())
+    throw Error("tree: candidates hold " + std::to_string(c.ids.size()) + " ids for " + std::to_string(c.depth) +
+                " depths of " + std::to_string(c.k));
+  int64_t depth = c.depth;
   if (shape.max_depth > 0) depth = std::min(depth, shape.max_depth);
-  const int64_t vocab = log_probs.cols;
-  int64_t k = std::min(shape.budget, vocab);
+  int64_t k = std::min(shape.budget, c.k);
   if (shape.top_k > 0) k = std::min(k, shape.top_k);
 
   DraftTree tree;
@@ -59,12 +52,8 @@ DraftTree build_draft_tree(int32_t root_token, const Matrix& log_probs, const Tr
   tree.path_log_probs.push_back(0.0);
 
   if (depth > 0 && k > 0) {
-    Matrix normalised = log_probs;
-    log_softmax_rows(normalised);
-    const auto top = top_k_per_depth(normalised, depth, k);
-    auto log_prob = [&](int32_t d, int32_t rank) {
-      return static_cast<double>(normalised.row(d - 1)[top[d - 1][rank]]);
-    };
+    auto at = [&](int32_t d, int32_t rank) { return static_cast<size_t>((d - 1) * c.k + rank); };
+    auto log_prob = [&](int32_t d, int32_t rank) { return static_cast<double>(c.log_probs[at(d, rank)]); };
 
     // Best-first: popping a node pushes its next sibling (rank + 1 under the same parent) and
     // its best child (rank 0 one level deeper); both score no higher than the node, so nodes
@@ -73,18 +62,18 @@ DraftTree build_draft_tree(int32_t root_token, const Matrix& log_probs, const Tr
     int64_t order = 0;
     heap.push({log_prob(1, 0), 0, 1, 0, order++});
     while (!heap.empty() && tree.size() - 1 < shape.budget) {
-      const Candidate c = heap.top();
+      const Candidate n = heap.top();
       heap.pop();
       const int32_t index = static_cast<int32_t>(tree.size());
-      tree.tokens.push_back(top[c.depth - 1][c.rank]);
-      tree.depths.push_back(c.depth);
-      tree.parents.push_back(c.parent);
-      tree.path_log_probs.push_back(c.score);
-      if (c.rank + 1 < k)
-        heap.push({tree.path_log_probs[c.parent] + log_prob(c.depth, c.rank + 1), c.parent, c.depth,
-                   c.rank + 1, order++});
-      if (c.depth < depth)
-        heap.push({c.score + log_prob(c.depth + 1, 0), index, c.depth + 1, 0, order++});
+      tree.tokens.push_back(c.ids[at(n.depth, n.rank)]);
+      tree.depths.push_back(n.depth);
+      tree.parents.push_back(n.parent);
+      tree.path_log_probs.push_back(n.score);
+      if (n.rank + 1 < k)
+        heap.push({tree.path_log_probs[n.parent] + log_prob(n.depth, n.rank + 1), n.parent, n.depth,
+                   n.rank + 1, order++});
+      if (n.depth < depth)
+        heap.push({n.score + log_prob(n.depth + 1, 0), index, n.depth + 1, 0, order++});
     }
   }
   tree.mask = ancestor_mask(tree.parents);

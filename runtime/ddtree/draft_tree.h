@@ -31,6 +31,10 @@ struct DraftTree {
 // `log_probs` [depth, vocab]: row d-1 is the draft distribution at depth d (rows are
 // log-softmax-normalised here). The tree has 1 + min(budget, nodes available) entries.
 DraftTree build_draft_tree(int32_t root_token, const Matrix& log_probs, const TreeShape& shape);
+// The same tree from each depth's best candidates (what a device hands over): with at least
+// min(budget, vocab) candidates per depth it equals the tree from the full distribution, since
+// a node of rank r under its parent needs the r better siblings in the tree first.
+DraftTree build_draft_tree(int32_t root_token, const DepthCandidates& candidates, const TreeShape& shape);
 
 // The verify step for a tree whose root sits at `root_position`: position = root + depth.
 StepInput tree_step_input(const DraftTree& tree, int32_t root_position);

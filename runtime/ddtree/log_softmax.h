@@ -6,5 +6,6 @@
 namespace kplan {
 
 void log_softmax_rows(Matrix& m);
+void log_softmax_row(float* row, int64_t cols);
 
 }  // namespace kplan

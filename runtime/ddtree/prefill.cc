@@ -16,7 +16,7 @@ int64_t prefill_steps(const TargetModel& target, int64_t prompt_tokens) {
   return (prompt_tokens + chunk - 1) / chunk;
 }
 
-StepOutput prefill(TargetModel& target, std::span<const int32_t> prompt, bool ids_only) {
+StepOutput prefill(TargetModel& target, std::span<const int32_t> prompt, bool ids_only, const PrefillChunkHook& on_chunk) {
   const int64_t total = static_cast<int64_t>(prompt.size());
   const int64_t chunk = std::max<int64_t>(1, prefill_chunk(target, total));
   StepOutput out;
@@ -32,6 +32,7 @@ StepOutput prefill(TargetModel& target, std::span<const int32_t> prompt, bool id
     std::vector<int32_t> keep(static_cast<size_t>(n));
     std::iota(keep.begin(), keep.end(), 0);
     target.commit(keep);
+    if (on_chunk) on_chunk(in, step);
     if (out.captured.empty()) {
       for (const Matrix& m : step.captured) out.captured.emplace_back(total, m.cols);
     }

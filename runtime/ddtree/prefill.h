@@ -4,6 +4,7 @@
 // the one prefill every decode loop and the C API use, so no caller sends a step larger than the
 // target's largest bucket.
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "runtime/step_model.h"
@@ -14,7 +15,11 @@ namespace kplan {
 // rows - 1 is the prompt's last token; `captured` holds every prompt token's rows (the chunks'
 // captured layer outputs stacked in order), as the drafter's observe() takes them.
 // `ids_only`: greedy callers need no logits (see StepInput::ids_only).
-StepOutput prefill(TargetModel& target, std::span<const int32_t> prompt, bool ids_only = false);
+// `on_chunk`, when set, sees each chunk's step and output right after its commit (a drafter
+// observes the committed rows there, while the chunk's features are still the target's last).
+using PrefillChunkHook = std::function<void(const StepInput& step, const StepOutput& out)>;
+StepOutput prefill(TargetModel& target, std::span<const int32_t> prompt, bool ids_only = false,
+                   const PrefillChunkHook& on_chunk = {});
 
 // The chunk size prefill uses for `prompt_tokens` tokens on `target`, and how many steps it takes.
 int64_t prefill_chunk(const TargetModel& target, int64_t prompt_tokens);

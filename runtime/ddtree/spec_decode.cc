@@ -16,20 +16,6 @@
 #include "runtime/ddtree/tree_walk.h"
 
 namespace kplan {
-namespace {
-
-std::vector<Matrix> select_rows(const std::vector<Matrix>& matrices, std::span<const int32_t> rows) {
-  std::vector<Matrix> selected;
-  for (const Matrix& m : matrices) {
-    Matrix s(static_cast<int64_t>(rows.size()), m.cols);
-    for (size_t r = 0; r < rows.size(); ++r)
-      std::copy(m.row(rows[r]), m.row(rows[r]) + m.cols, s.row(static_cast<int64_t>(r)));
-    selected.push_back(std::move(s));
-  }
-  return selected;
-}
-
-}  // namespace
 
 DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
                                 std::span<const int32_t> prompt, const DecodeOptions& options) {
@@ -43,13 +29,15 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
 
   double t0 = seconds_now();
   target.set_capture_layers(drafter.capture_layers());
-  std::vector<int32_t> prompt_positions(prompt.size());
-  std::iota(prompt_positions.begin(), prompt_positions.end(),
-            static_cast<int32_t>(target.cache_length()));
-  StepOutput out = prefill(target, prompt, sampler.greedy());
+  // The drafter reads each prefill chunk's features after its commit (a GPU drafter finds them
+  // in the target's output buffers, which the next chunk overwrites).
+  StepOutput out = prefill(target, prompt, sampler.greedy(), [&](const StepInput& step, const StepOutput& chunk) {
+    std::vector<int32_t> rows(step.tokens.size());
+    std::iota(rows.begin(), rows.end(), 0);
+    drafter.observe_step(step, chunk, rows);
+  });
   stats.target_forwards = 1;
   stats.prefill_steps = prefill_steps(target, stats.prompt_tokens);
-  drafter.observe(prompt, prompt_positions, out.captured);
   int32_t bonus = sampler.pick(out, (out.token_ids.empty() ? out.logits.rows : static_cast<int64_t>(out.token_ids.size())) - 1);
   stats.seconds.prefill = seconds_now() - t0;
   sink.push(bonus);
@@ -70,11 +58,17 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
     shape.top_k = single_path ? 1 : 0;
 
     t0 = seconds_now();
-    Matrix draft(0, vocab);
-    if (depth > 0) draft = drafter.propose(bonus, static_cast<int32_t>(root_position));
-    if (draft.cols != vocab)
-      throw Error("drafter: proposed " + std::to_string(draft.cols) +
-                  " log-probs per position, the target's vocabulary has " + std::to_string(vocab));
+    // Each depth's best min(budget, vocab) tokens are all a tree of `budget` nodes can use.
+    const int64_t k = std::min(single_path ? int64_t{1} : shape.budget, vocab);
+    DepthCandidates draft;
+    if (depth > 0) draft = drafter.propose_top(bonus, static_cast<int32_t>(root_position), depth, k);
+    if (draft.depth > 0 && (draft.depth < depth || draft.k < k))
+      throw Error("drafter: proposed " + std::to_string(draft.k) + " candidates at " + std::to_string(draft.depth) +
+                  " depths, the round needs " + std::to_string(k) + " at " + std::to_string(depth));
+    for (int32_t id : draft.ids)
+      if (id < 0 || id >= vocab)
+        throw Error("drafter: proposed token " + std::to_string(id) + " outside the target's vocabulary of " +
+                    std::to_string(vocab));
     double t1 = seconds_now();
     stats.seconds.draft += t1 - t0;
 
@@ -90,22 +84,17 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
 
     const WalkResult walk = walk_tree(tree, verified, sampler);
     target.commit(walk.accepted);
-    std::vector<int32_t> tokens, positions;
-    for (int32_t index : walk.accepted) {
-      tokens.push_back(tree.tokens[index]);
-      positions.push_back(static_cast<int32_t>(root_position) + tree.depths[index]);
-    }
     t0 = seconds_now();
     stats.seconds.walk_commit += t0 - t1;
     // Feeding the drafter the committed tokens' features is drafter work: count it as draft.
-    drafter.observe(tokens, positions, select_rows(verified.captured, walk.accepted));
+    drafter.observe_step(verify, verified, walk.accepted);
     stats.seconds.draft += seconds_now() - t0;
 
     ++stats.rounds;
     ++stats.target_forwards;
     stats.committed_in_rounds += static_cast<int64_t>(walk.accepted.size());
     stats.tree_nodes += tree.size();
-    for (size_t i = 1; i < tokens.size(); ++i) sink.push(tokens[i]);
+    for (size_t i = 1; i < walk.accepted.size(); ++i) sink.push(tree.tokens[walk.accepted[i]]);
     sink.push(walk.next_token);
     bonus = walk.next_token;
   }

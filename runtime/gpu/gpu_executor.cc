@@ -56,7 +56,8 @@ GpuExecutor::GpuExecutor(std::shared_ptr<const GpuModel> model, Options options)
         n += align_up(static_cast<uint64_t>(o.rows * o.cols) * dtype_size(o.dtype), 64);
       outputs = std::max(outputs, n);
     }
-    pinned_bytes_ = std::max<uint64_t>(inputs + outputs, 64);
+    input_stage_bytes_ = inputs;
+    pinned_bytes_ = std::max<uint64_t>(inputs * kInputStages + outputs, 64);
     void* pinned = nullptr;
     cuda_check(*cu_, cu_->cuMemHostAlloc(&pinned, pinned_bytes_, 0), "cuMemHostAlloc");
     pinned_ = static_cast<uint8_t*>(pinned);
@@ -148,7 +149,12 @@ size_t GpuExecutor::bucket_index(const plan::Bucket& bucket) const {
 void GpuExecutor::write_inputs(const StepInputs& in) {
   const plan::Plan& p = plan();
   CUstream stream = static_cast<CUstream>(stream_);
-  uint64_t at = 0;
+  if (in_flight_ >= kInputStages - 1) {  // every other area may still be read by a queued copy
+    cuda_check(*cu_, cu_->cuStreamSynchronize(stream), source_ + ": a queued step failed");
+    in_flight_ = 0;
+  }
+  uint64_t at = input_stage_bytes_ * static_cast<uint64_t>(next_stage_);
+  next_stage_ = (next_stage_ + 1) % kInputStages;
   for (const plan::StepInputBinding& s : p.step_inputs) {
     const plan::BufferSlot& slot = p.buffers.slots[s.slot];
     const void* src = nullptr;
@@ -179,12 +185,15 @@ void GpuExecutor::launch(const plan::Bucket& bucket) {
     enqueue(bucket);
 }
 
-void GpuExecutor::run(const plan::Bucket& bucket, const StepInputs& in) {
+void GpuExecutor::run(const plan::Bucket& bucket, const StepInputs& in, bool wait) {
   model_->make_current();
   write_inputs(in);
   launch(bucket);
+  ++in_flight_;
+  if (!wait) return;
   cuda_check(*cu_, cu_->cuStreamSynchronize(static_cast<CUstream>(stream_)),
              source_ + ": step of bucket " + bucket.program + "/" + std::to_string(bucket.tokens) + " failed");
+  in_flight_ = 0;
 }
 
 void GpuExecutor::stage_output(const plan::StepOutput& out, int64_t rows, uint8_t** stage, size_t* count) {
@@ -200,6 +209,7 @@ void GpuExecutor::stage_output(const plan::StepOutput& out, int64_t rows, uint8_
                                     stream),
              source_ + ": reading a step output");
   cuda_check(*cu_, cu_->cuStreamSynchronize(stream), source_ + ": reading a step output");
+  in_flight_ = 0;
 }
 
 void GpuExecutor::read_output(const plan::StepOutput& out, int64_t rows, float* dst) {
@@ -225,8 +235,12 @@ void GpuExecutor::read_output(const plan::StepOutput& out, int64_t rows, float* 
 }
 
 void GpuExecutor::read_ids(const plan::StepOutput& out, int64_t rows, int32_t* dst) {
-  if (out.dtype != DType::I32 || out.cols != 1)
-    throw Error(source_ + ": invalid plan: a token-ids output must be i32 with one column per token");
+  if (out.cols != 1) throw Error(source_ + ": invalid plan: a token-ids output must be i32 with one column per token");
+  read_i32(out, rows, dst);
+}
+
+void GpuExecutor::read_i32(const plan::StepOutput& out, int64_t rows, int32_t* dst) {
+  if (out.dtype != DType::I32) throw Error(source_ + ": invalid plan: output " + plan::output_kind_name(out.kind) + " is not i32");
   model_->make_current();
   uint8_t* stage = nullptr;
   size_t count = 0;
@@ -250,10 +264,11 @@ void GpuExecutor::commit_kv(int64_t cache_length, std::span<const int32_t> keep)
     in.tree_mask.assign(static_cast<size_t>(commit->tokens) * ((commit->tokens + 31) / 32), 0u);
     in.cache_length = static_cast<int32_t>(cache_length);
     in.token_count = static_cast<int32_t>(keep.size());
-    run(*commit, in);
+    run(*commit, in, /*wait=*/false);  // the next step, on the same stream, runs after it
     return;
   }
   for (const plan::KvCache& kv : p.kv_caches) {
+    if (kv.name.rfind("kv.", 0) != 0) continue;  // the drafter's caches commit with @draft_commit
     uint64_t base = arena_ + p.buffers.slots[kv.slot].offset;
     for (const RowMove& m : moves) {
       if (static_cast<uint64_t>(m.from + m.rows) > kv.rows)

@@ -44,15 +44,20 @@ class GpuExecutor {
   double load_seconds() const { return load_seconds_; }  // arena + graphs (the model's load apart)
   uint64_t device_bytes() const { return arena_bytes_; }  // this session's own device memory
 
-  // Writes the step inputs, runs the bucket (graph replay or plain launches) and waits.
-  void run(const plan::Bucket& bucket, const StepInputs& in);
+  // Writes the step inputs, runs the bucket (graph replay or plain launches) and waits; with
+  // wait = false only enqueues it (a step whose outputs nobody reads before the next one: a
+  // commit), so the host goes on while it runs. Its errors then surface at the next wait.
+  void run(const plan::Bucket& bucket, const StepInputs& in, bool wait = true);
   // Reads rows [0, rows) of an output of the last run as f32 (converting from bf16/f16).
   void read_output(const plan::StepOutput& out, int64_t rows, float* dst);
   // Reads rows [0, rows) of a TokenIds output of the last run.
   void read_ids(const plan::StepOutput& out, int64_t rows, int32_t* dst);
+  // Reads rows [0, rows) of any i32 output (all its columns) of the last run.
+  void read_i32(const plan::StepOutput& out, int64_t rows, int32_t* dst);
   // Commits pending KV rows cache_length + keep[i] -> cache_length + i in every KV cache: a
   // replay of the plan's "target_commit" bucket when it has one (keep indices in the Tokens input, their
-  // count in TokenCount), else a few device-to-device copies per cache (runtime/gpu/kv_moves.h).
+  // count in TokenCount; enqueued, the next step on the stream runs after it), else a few
+  // device-to-device copies per cache (runtime/gpu/kv_moves.h).
   void commit_kv(int64_t cache_length, std::span<const int32_t> keep);
   // Replays the bucket `reps` times after `warmup` replays, with the current step inputs, and
   // returns each replay's GPU time in milliseconds (CUDA events).
@@ -81,8 +86,13 @@ class GpuExecutor {
   uint64_t arena_bytes_ = 0;
   std::vector<std::vector<LaunchParams>> params_;  // per bucket, per launch
   std::vector<void*> graphs_;             // CUgraphExec per bucket
-  uint8_t* pinned_ = nullptr;             // staging for step inputs and outputs
+  uint8_t* pinned_ = nullptr;             // staging: kInputStages areas for step inputs, then outputs
   uint64_t pinned_bytes_ = 0;
+  // Steps enqueued without a wait read their inputs from staging areas in turn, so the host
+  // never overwrites an area a queued copy has yet to read.
+  static constexpr int kInputStages = 4;
+  uint64_t input_stage_bytes_ = 0;
+  int next_stage_ = 0, in_flight_ = 0;
 };
 
 }  // namespace kplan::gpu

@@ -76,6 +76,9 @@ void run_compile(const CompileArgs& a) {
     opt.load_weights = !a.no_weights;
     opt.stop_after = ir_stop;
     opt.build.tree_mask = !a.no_tree_mask;
+    // A tree verified in the largest bucket has at most that many nodes besides its root: the
+    // drafter's per-depth candidates need no more.
+    opt.build.draft_top_k = plan::draft_candidates(a.plan);
     CompileResult r = compile_to_ir(opt);
     module = std::move(r.module);
     if (!a.plan.out.empty()) {

@@ -45,7 +45,11 @@ class EmulatorMemory {
       if (tracked(s)) std::fill_n(value_.begin() + s.offset, s.size, 0u);
   }
   // A new launch; `what` names it in errors.
+  // Consecutive launches of one IR op ("op N: ..." notes: a concat's copy per part) write one value.
   void begin_launch(std::string what) {
+    const std::string op = what.substr(0, what.find(':'));
+    if (op != op_ || op.rfind("op ", 0) != 0) ++value_id_;
+    op_ = op;
     what_ = std::move(what);
     ++launch_;
   }
@@ -68,7 +72,7 @@ class EmulatorMemory {
     const uint64_t at = arena_offset(o, i, bytes);
     if (tracked(lp_.buffers.slots[o.index]))
       for (uint64_t b = at; b < at + bytes; ++b)
-        if (read_in_[b] != launch_) value_[b] = launch_;  // read here first: the same value, updated
+        if (read_in_[b] != launch_) value_[b] = value_id_;  // read here first: the same value, updated
     return arena_.data() + at;
   }
 
@@ -128,6 +132,8 @@ class EmulatorMemory {
   std::vector<uint32_t> value_;    // per arena byte: the launch whose value it holds (0: none)
   std::vector<uint32_t> read_in_;  // per arena byte: the last launch that read it
   uint32_t launch_ = 0;
+  uint32_t value_id_ = 0;  // the value launches of the current op write
+  std::string op_;
   std::string what_;
 };
 

@@ -565,6 +565,37 @@ TEST(GpuOps, ArgmaxAndTopkLogProbs) {
   EXPECT_EQ(am[1], 10);
 }
 
+// The radix-select topk at the drafter's sizes: K up to 127 of a 4352-token row, rows of random
+// values, of few distinct values (ties at the K-th value, taken by the lower index), all equal,
+// -0 against +0, raw logits and log-probabilities.
+TEST(GpuOps, TopkRadixSelectWithTiesAndLargeK) {
+  REQUIRE_GPU();
+  const int64_t V = 4352, rows = 4;
+  std::vector<float> logits = random_values(rows * V, 31, 4.f);
+  for (int64_t j = 0; j < V; ++j) logits[1 * V + j] = static_cast<float>((j * 7919) % 5);  // five values, many ties
+  for (int64_t j = 0; j < V; ++j) logits[2 * V + j] = 1.5f;                                // all tied
+  for (int64_t j = 0; j < V; ++j) logits[3 * V + j] = (j % 2) ? 0.f : -0.f;                 // +0 and -0 tie
+  logits[3 * V + 4000] = 1.f;
+  for (int64_t K : {1, 15, 63, 127})
+    for (bool lp : {false, true}) {
+      DevBuf d_l = gpu->upload(logits), d_ids = gpu->alloc(rows * K * 4), d_v = gpu->alloc(rows * K * 4);
+      gpu->launch(topk_kernel(V, K, F32, lp), rows, {Gpu::ptr(d_l), Gpu::ptr(d_ids), Gpu::ptr(d_v), Gpu::i32(rows), Gpu::i32(V)});
+      const std::vector<int32_t> ids = gpu->download<int32_t>(d_ids, rows * K);
+      const std::vector<float> vals = gpu->download<float>(d_v, rows * K);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<float> want(logits.begin() + r * V, logits.begin() + (r + 1) * V);
+        if (lp) cpu::log_softmax_inplace(want.data(), V);
+        const std::vector<int64_t> top = cpu::top_k(logits.data() + r * V, V, K);
+        int wrong = 0;
+        for (int64_t j = 0; j < K; ++j) {
+          wrong += ids[r * K + j] != top[j];
+          EXPECT_NEAR(vals[r * K + j], want[top[j]], 1e-4) << "K " << K << " row " << r << " rank " << j;
+        }
+        EXPECT_EQ(wrong, 0) << "K " << K << " log-probs " << lp << " row " << r;
+      }
+    }
+}
+
 TEST(GpuOps, GqaAttentionOverContextAndBlock) {
   REQUIRE_GPU();
   const int64_t Hq = 6, Hkv = 2, D = 40, Tq = 8, ctx = 13, S = ctx + Tq;

@@ -1,0 +1,112 @@
+#include "runtime/gpu/gpu_dflash_drafter.h"
+
+#include <algorithm>
+
+#include "ir/support/error.h"
+#include "runtime/ddtree/log_softmax.h"
+#include "runtime/gpu/kv_moves.h"
+
+namespace kplan::gpu {
+
+GpuDFlashDrafter::GpuDFlashDrafter(GpuTargetModel& target) : target_(target), exec_(target.executor()) {
+  const plan::Plan& p = exec_.plan();
+  const std::string& source = exec_.model().source();
+  if (!p.draft) throw Error(source + ": the plan has no DFlash drafter (compile it with --draft DIR)");
+  block_size_ = p.draft->block_size;
+  mask_token_ = static_cast<int32_t>(p.draft->mask_token_id);
+  draft_ = p.bucket_for("draft", block_size_);
+  commit_ = p.bucket_for("draft_commit", 1);
+  if (!draft_ || draft_->tokens != static_cast<uint32_t>(block_size_) || !commit_ || !p.bucket_for("draft_context", 1))
+    throw Error(source + ": the plan's drafter has no GPU programs (it was compiled before the drafter ran on the GPU: "
+                         "recompile it with --draft DIR)");
+  if (!draft_output(plan::OutputKind::Logits)) throw Error(source + ": invalid plan: @draft has no logits output");
+}
+
+void GpuDFlashDrafter::observe(std::span<const int32_t>, std::span<const int32_t>, const std::vector<Matrix>&) {
+  throw Error("the GPU drafter reads the target's features on the device: feed it target steps (observe_step)");
+}
+
+void GpuDFlashDrafter::observe_step(const StepInput& step, const StepOutput&, std::span<const int32_t> rows) {
+  const plan::Plan& p = exec_.plan();
+  const int64_t t = static_cast<int64_t>(step.tokens.size());
+  if (t == 0) return;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < 0 || rows[i] >= t || (i && rows[i] <= rows[i - 1]))
+      throw Error("GPU drafter: committed rows must be increasing indices into the " + std::to_string(t) + "-token step");
+  const plan::Bucket* context = p.bucket_for("draft_context", t);
+  if (!context) throw Error("GPU drafter: no @draft_context bucket for a " + std::to_string(t) + "-token step");
+
+  // Every row of the step, at its own position (a tree node's: root + depth); padding rows
+  // repeat the last position, as the target's step did.
+  StepInputs in;
+  in.positions.assign(context->tokens, step.positions.back());
+  std::copy(step.positions.begin(), step.positions.end(), in.positions.begin());
+  in.cache_length = static_cast<int32_t>(context_length_);
+  in.token_count = static_cast<int32_t>(t);
+  exec_.run(*context, in, /*wait=*/false);
+
+  // Keep the committed rows' K/V; a prefix kept in place (prefill, a whole chain) moves nothing.
+  if (!kv_row_moves(context_length_, rows).empty()) {
+    StepInputs keep;
+    keep.tokens.assign(commit_->tokens, 0);
+    std::copy(rows.begin(), rows.end(), keep.tokens.begin());
+    keep.cache_length = static_cast<int32_t>(context_length_);
+    keep.token_count = static_cast<int32_t>(rows.size());
+    exec_.run(*commit_, keep, /*wait=*/false);
+  }
+  context_length_ += static_cast<int64_t>(rows.size());
+}
+
+void GpuDFlashDrafter::run_draft(int32_t bonus_token, int32_t bonus_position) {
+  // The caches hold max_context + block_size rows: the block always fits after the context.
+  if (context_length_ > exec_.plan().header.limits.max_context)
+    throw Error("GPU drafter: the context of " + std::to_string(context_length_) + " positions is past the plan's " +
+                std::to_string(exec_.plan().header.limits.max_context));
+  StepInputs in;
+  in.tokens.assign(static_cast<size_t>(block_size_), mask_token_);
+  in.tokens[0] = bonus_token;
+  in.positions.resize(static_cast<size_t>(block_size_));
+  for (int64_t i = 0; i < block_size_; ++i) in.positions[static_cast<size_t>(i)] = bonus_position + static_cast<int32_t>(i);
+  in.cache_length = static_cast<int32_t>(context_length_);
+  in.token_count = static_cast<int32_t>(block_size_);
+  exec_.run(*draft_, in);
+}
+
+const plan::StepOutput* GpuDFlashDrafter::draft_output(plan::OutputKind kind) const {
+  for (const plan::StepOutput& o : draft_->outputs)
+    if (o.kind == kind) return &o;
+  return nullptr;
+}
+
+Matrix GpuDFlashDrafter::propose(int32_t bonus_token, int32_t bonus_position) {
+  run_draft(bonus_token, bonus_position);
+  const plan::StepOutput& logits = *draft_output(plan::OutputKind::Logits);
+  Matrix m(logits.rows, logits.cols);
+  exec_.read_output(logits, logits.rows, m.data.data());
+  log_softmax_rows(m);
+  return m;
+}
+
+DepthCandidates GpuDFlashDrafter::propose_top(int32_t bonus_token, int32_t bonus_position, int64_t depth, int64_t k) {
+  const plan::StepOutput* values = draft_output(plan::OutputKind::TopLogProbs);
+  const plan::StepOutput* ids = draft_output(plan::OutputKind::TopIds);
+  // More candidates than the plan selects (a budget past its largest bucket): the full rows.
+  if (!values || !ids || values->cols < k) return top_candidates(propose(bonus_token, bonus_position), depth, k);
+  run_draft(bonus_token, bonus_position);
+  const int64_t rows = depth > 0 ? std::min(depth, values->rows) : values->rows;
+  std::vector<float> v(static_cast<size_t>(rows * values->cols));
+  std::vector<int32_t> i(static_cast<size_t>(rows * ids->cols));
+  exec_.read_output(*values, rows, v.data());
+  exec_.read_i32(*ids, rows, i.data());
+  DepthCandidates c;
+  c.depth = rows;
+  c.k = k;
+  for (int64_t d = 0; d < rows; ++d)
+    for (int64_t r = 0; r < k; ++r) {
+      c.ids.push_back(i[static_cast<size_t>(d * ids->cols + r)]);
+      c.log_probs.push_back(v[static_cast<size_t>(d * values->cols + r)]);
+    }
+  return c;
+}
+
+}  // namespace kplan::gpu

@@ -1,0 +1,97 @@
+// The whole DDTree round on the GPU with the plan's own DFlash drafter (the bundled trained
+// pair, compiled here for this GPU): greedy DDTree and chain DFlash emit AR's tokens at every
+// budget up to the largest bucket's, the GPU round makes the CPU round's trees and accepted
+// paths (the same rounds, tree nodes and committed tokens), and a seeded sample at temperature
+// 0.7 gives the CPU's tokens. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kplan/kplan.h"
+#include "tests/unit/plan/sample_plan.h"
+#include "tests/unit/runtime/session_target.h"
+
+namespace kplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string gpu_arch() {
+  kplan_device_info info;
+  return kplan_device_probe(&info) == KPLAN_STATUS_OK ? std::string(info.arch) : std::string();
+}
+
+struct Decoded {
+  std::vector<int32_t> tokens;
+  kplan_generate_stats stats{};
+};
+
+Decoded generate(const PlanHandle& plan, const std::vector<int32_t>& prompt, kplan_spec_mode spec, int32_t budget,
+                 double temperature = 0.0) {
+  SessionTargetModel session(plan);
+  kplan_generate_options g;
+  kplan_generate_options_init(&g);
+  g.spec = spec;
+  g.budget = budget;
+  g.max_new = 24;
+  g.stop_at_eos = 0;
+  g.temperature = temperature;
+  g.seed = 3;
+  Decoded d;
+  d.tokens.resize(24);
+  d.stats.struct_size = sizeof d.stats;
+  int32_t n = 0;
+  EXPECT_EQ(kplan_session_generate(session.session(), prompt.data(), static_cast<int32_t>(prompt.size()), &g,
+                                   d.tokens.data(), 24, &n, &d.stats),
+            KPLAN_STATUS_OK)
+      << kplan_error_last();
+  d.tokens.resize(static_cast<size_t>(n));
+  return d;
+}
+
+TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
+  const std::string arch = gpu_arch();
+  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
+  const fs::path dir = plan::testing::scratch_dir("kplan_gpu_drafter");
+  fs::create_directories(dir);
+  const fs::path file = dir / "mini-v3.kplan";
+  const std::string models = std::string(KPLAN_SOURCE_DIR) + "/models";
+  const std::string cmd = std::string(KPLAN_BINARY) + " compile --model " + models + "/mini-v3 --draft " + models +
+                          "/mini-v3-dflash --arch " + arch + " -o " + file.string() + " > " + (dir / "compile.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
+  PlanHandle cpu(file.string(), KPLAN_DEVICE_CPU);
+
+  std::ifstream lines(std::string(KPLAN_TEST_DATA_DIR) + "/mini-v3/heldout_prompts.jsonl");
+  std::string line;
+  for (int p = 0; p < 3 && std::getline(lines, line); ++p) {
+    const std::string text = nlohmann::json::parse(line)["text"].get<std::string>().substr(0, 300);
+    std::vector<int32_t> prompt(1024);
+    int32_t n = 0;
+    ASSERT_EQ(kplan_tokenizer_encode(gpu.get(), text.data(), text.size(), prompt.data(), 1024, &n), KPLAN_STATUS_OK)
+        << kplan_error_last();
+    prompt.resize(static_cast<size_t>(n));
+    const Decoded ar = generate(gpu, prompt, KPLAN_SPEC_NONE, 0);
+    ASSERT_EQ(ar.tokens, generate(cpu, prompt, KPLAN_SPEC_NONE, 0).tokens) << "prompt " << p;
+    for (int32_t budget : {1, 4, 16, 63}) {
+      const Decoded g = generate(gpu, prompt, KPLAN_SPEC_DDTREE, budget);
+      const Decoded c = generate(cpu, prompt, KPLAN_SPEC_DDTREE, budget);
+      EXPECT_EQ(g.tokens, ar.tokens) << "prompt " << p << " budget " << budget;
+      EXPECT_EQ(g.stats.rounds, c.stats.rounds) << "prompt " << p << " budget " << budget;
+      EXPECT_EQ(g.stats.tree_nodes, c.stats.tree_nodes) << "prompt " << p << " budget " << budget;
+      EXPECT_EQ(g.stats.committed_in_rounds, c.stats.committed_in_rounds) << "prompt " << p << " budget " << budget;
+      EXPECT_GT(g.stats.mean_acceptance_length, 1.0) << "prompt " << p << " budget " << budget;
+    }
+    EXPECT_EQ(generate(gpu, prompt, KPLAN_SPEC_DFLASH, 0).tokens, ar.tokens) << "prompt " << p << " chain";
+    EXPECT_EQ(generate(gpu, prompt, KPLAN_SPEC_DDTREE, 16, 0.7).tokens, generate(cpu, prompt, KPLAN_SPEC_DDTREE, 16, 0.7).tokens)
+        << "prompt " << p << " temperature 0.7";
+  }
+}
+
+}  // namespace
+}  // namespace kplan
