@@ -477,6 +477,8 @@ kplan_generate_stats to_c(const kplan::DecodeStats& d) {
   c.seconds_tree_build = d.seconds.tree_build;
   c.seconds_verify = d.seconds.verify;
   c.seconds_walk_commit = d.seconds.walk_commit;
+  static_assert(KPLAN_ACCEPTANCE_BINS == kplan::kAcceptanceBins, "the C API's histogram is DecodeStats'");
+  std::copy(d.acceptance_histogram.begin(), d.acceptance_histogram.end(), c.acceptance_histogram);
   return c;
 }
 

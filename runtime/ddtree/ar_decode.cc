@@ -45,7 +45,7 @@ DecodeResult decode_autoregressive(TargetModel& target, std::span<const int32_t>
     stats.seconds.walk_commit += seconds_now() - t1;
     ++stats.rounds;
     ++stats.target_forwards;
-    ++stats.committed_in_rounds;
+    stats.add_round_commit(1);
     ++stats.tree_nodes;
     sink.push(next);
   }

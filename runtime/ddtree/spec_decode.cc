@@ -92,7 +92,7 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
 
     ++stats.rounds;
     ++stats.target_forwards;
-    stats.committed_in_rounds += static_cast<int64_t>(walk.accepted.size());
+    stats.add_round_commit(static_cast<int64_t>(walk.accepted.size()));
     stats.tree_nodes += tree.size();
     for (size_t i = 1; i < walk.accepted.size(); ++i) sink.push(tree.tokens[walk.accepted[i]]);
     sink.push(walk.next_token);

@@ -1,8 +1,10 @@
 // kplan run: generate token ids from a prompt (token ids, or text through the model's tokenizer),
 // autoregressively or with speculative decoding (DFlash's single draft path, or a DDTree of
 // `budget` nodes), and print them on one line, then their text when there is a tokenizer;
-// --stats adds labelled figures on stderr. --spec compare decodes with all three modes instead
-// (cmd_run_compare.cc).
+// --stats adds labelled figures on stderr (counts, tokens/s, the acceptance-length histogram, the
+// time per stage). --compare decodes with AR first and fails unless the chosen mode emits the same
+// tokens; --spec compare decodes with all three modes instead (both in cmd_run_compare.cc).
+// Without --spec, --draft DIR means --spec ddtree (and so does --compare), else plain AR.
 //
 // Everything runs through the runtime's C API (kplan/kplan.h): tokenizer, model, session and the
 // decode loop. MODEL is a compiled .kplan plan (the GPU when usable, else the CPU), or a checkpoint
@@ -34,7 +36,8 @@ struct RunArgs {
   std::string prompt;  // text, through the tokenizer
   bool has_prompt = false, has_prompt_ids = false;
   int64_t max_new = 16;
-  std::string spec = "none";
+  std::string spec;  // as given; "" when --spec was left out (resolve_spec)
+  bool compare = false;  // --compare
   int64_t budget = 16;
   std::string drafter = "dflash";
   double oracle_accuracy = 0.8;
@@ -57,6 +60,13 @@ std::vector<int32_t> parse_prompt_ids(const std::string& text) {
   return ids;
 }
 
+// --spec as given, else ddtree when there is a drafter to use (--draft DIR) or a mode to check
+// against AR (--compare), else none.
+std::string resolve_spec(const RunArgs& args) {
+  if (!args.spec.empty()) return args.spec;
+  return !args.draft_dir.empty() || args.compare ? "ddtree" : "none";
+}
+
 kplan_spec_mode parse_spec(const std::string& spec) {
   if (spec == "none") return KPLAN_SPEC_NONE;
   if (spec == "dflash") return KPLAN_SPEC_DFLASH;
@@ -64,9 +74,13 @@ kplan_spec_mode parse_spec(const std::string& spec) {
 }
 
 void run(const RunArgs& args) {
-  const bool compare = args.spec == "compare";
+  const std::string spec = resolve_spec(args);
+  const bool compare = spec == "compare";
+  if (args.compare && (compare || spec == "none"))
+    throw Error("--compare checks one speculative mode against AR: give --spec dflash or --spec ddtree (the default), "
+                "not --spec " + spec + (compare ? " (which already checks all three modes)" : ""));
   if (args.max_new < 1) throw Error("--max-new must be at least 1");
-  if ((args.spec == "ddtree" || compare) && args.budget < 1)
+  if ((spec == "ddtree" || compare) && args.budget < 1)
     throw Error("--budget must be at least 1 tree node (got " + std::to_string(args.budget) + ")");
   if (args.temperature < 0) throw Error("--temperature must not be negative");
   if (args.has_prompt == args.has_prompt_ids)
@@ -87,7 +101,7 @@ void run(const RunArgs& args) {
   }
   kplan_generate_options g;
   kplan_generate_options_init(&g);
-  g.spec = parse_spec(args.spec);
+  g.spec = parse_spec(spec);
   g.drafter = drafter_kind(args.drafter);
   g.budget = static_cast<int32_t>(args.budget);
   g.max_new = static_cast<int32_t>(args.max_new);
@@ -96,7 +110,9 @@ void run(const RunArgs& args) {
   g.stop_at_eos = args.ignore_eos ? 0 : 1;
   g.draft_depth = static_cast<int32_t>(args.draft_depth);
   g.oracle_accuracy = args.oracle_accuracy;
-  if (g.spec != KPLAN_SPEC_NONE) require_drafter(info, g.drafter, args.model, "--spec " + args.spec);
+  if (g.spec != KPLAN_SPEC_NONE)
+    require_drafter(info, g.drafter, args.model,
+                    args.compare ? "--compare (--spec " + spec + ")" : "--spec " + spec);
   if (args.draft_depth < 0) throw Error("--draft-depth must not be negative");
   if (args.oracle_accuracy < 0 || args.oracle_accuracy > 1) throw Error("--oracle-accuracy must be within [0, 1]");
 
@@ -109,16 +125,20 @@ void run(const RunArgs& args) {
     run_compare({plan.get(), info, session.get(), source, args.drafter}, prompt, g, args.stats);
     return;
   }
+  if (args.compare) {
+    run_against_ar({plan.get(), info, session.get(), source, args.drafter}, prompt, g, args.stats);
+    return;
+  }
 
   const TimedGenerate decoded = generate_timed(session.get(), prompt, g);
   print_tokens(plan.get(), info, decoded.tokens);
   if (args.stats) {
-    std::string mode = args.spec;
+    std::string mode = spec;
     if (g.spec == KPLAN_SPEC_DDTREE) mode += " budget " + std::to_string(args.budget);
     if (g.spec != KPLAN_SPEC_NONE) mode += ", drafter " + args.drafter;
     std::fprintf(stderr, "stats: mode                 %s, device %s, temperature %g\n", mode.c_str(),
                  kplan_session_device(session.get()) == KPLAN_DEVICE_GPU ? "gpu" : "cpu", args.temperature);
-    print_generate_stats(decoded.stats);
+    print_generate_stats(decoded);
   }
 }
 
@@ -139,8 +159,9 @@ void register_run(CLI::App& app) {
       ->excludes(ids);
   cmd->add_option("--max-new", args->max_new, "Tokens to generate (fewer on EOS)");
   cmd->add_option("--spec", args->spec,
-                  "Speculative decoding: none, dflash or ddtree; compare: decode with all three in one session, "
-                  "check they agree and print a table of their figures")
+                  "Speculative decoding: none, dflash or ddtree (default: ddtree with --draft or --compare, else "
+                  "none); compare: decode with all three in one session, check they agree and print a table of "
+                  "their figures")
       ->check(CLI::IsMember({"none", "dflash", "ddtree", "compare"}));
   cmd->add_option("--budget", args->budget, "DDTree nodes per round (verify = 1 + budget tokens)");
   cmd->add_option("--drafter", args->drafter,
@@ -155,7 +176,12 @@ void register_run(CLI::App& app) {
   cmd->add_option("--max-context", args->max_context,
                   "KV cache positions (default: the model's max_position_embeddings)");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the model's EOS ids");
-  cmd->add_flag("--stats", args->stats, "Print decoding statistics to stderr");
+  cmd->add_flag("--stats", args->stats,
+                "Print decoding statistics to stderr: counts, tokens/s, the acceptance-length histogram and the "
+                "time per stage (total and per round)");
+  cmd->add_flag("--compare", args->compare,
+                "Decode with AR too and fail (exit 1, naming the first differing token) unless the --spec mode "
+                "emits the same tokens, greedy or sampled with one --seed");
   cmd->callback([args, cmd] {
     args->has_prompt = cmd->count("--prompt") > 0;
     args->has_prompt_ids = cmd->count("--prompt-ids") > 0;

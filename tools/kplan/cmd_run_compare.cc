@@ -3,9 +3,15 @@
 // temperature, seed and max-new for all three), checks that the three emit the same tokens
 // (greedy, or sampled with one seed: the walk is lossless either way), and prints one table row
 // per mode, timed by the wall clock around each kplan_session_generate call.
+//
+// kplan run --compare: the check alone, for one mode. AR decodes first, then the chosen mode
+// (DFlash or DDTree) with the same settings; the mode's tokens are printed as a plain run prints
+// them, and the two must be equal token for token, greedy or sampled (one seed gives AR's sample
+// in every mode: describe_sampling in token_diff.h says why).
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/support/error.h"
@@ -48,10 +54,7 @@ void run_compare(const CompareTarget& target, std::span<const int32_t> prompt, c
   for (size_t i = 1; i < runs.size() && !mismatch; ++i)
     if (auto d = first_difference(ar.decoded.tokens, runs[i].decoded.tokens))
       mismatch = describe_difference(runs[i].label, ar.label, *d);
-  const std::string sampling =
-      options.temperature > 0 ? "temperature " + format_cell("%g", options.temperature) + ", seed " +
-                                    std::to_string(options.seed) + ": lossless sampling"
-                              : "greedy";
+  const std::string sampling = describe_sampling(options.temperature, options.seed);
   if (!mismatch)
     std::printf("identical: %s, %s and %s emit the same %zu tokens (%s)\n", runs[0].label.c_str(),
                 runs[1].label.c_str(), runs[2].label.c_str(), ar.decoded.tokens.size(), sampling.c_str());
@@ -76,9 +79,33 @@ void run_compare(const CompareTarget& target, std::span<const int32_t> prompt, c
   if (print_stats)
     for (const ModeRun& run : runs) {
       std::fprintf(stderr, "stats: mode                 %s\n", run.label.c_str());
-      print_generate_stats(run.decoded.stats);
+      print_generate_stats(run.decoded);
     }
   if (mismatch) throw Error("the modes disagree (" + sampling + "): " + *mismatch);
+}
+
+void run_against_ar(const CompareTarget& target, std::span<const int32_t> prompt, const kplan_generate_options& options,
+                    bool print_stats) {
+  kplan_generate_options ar_options = options;
+  ar_options.spec = KPLAN_SPEC_NONE;
+  const TimedGenerate ar = generate_timed(target.session, prompt, ar_options);
+  kplan_generate_options mode = options;
+  // The oracle drafter is told AR's tokens instead of decoding AR again.
+  if (mode.drafter == KPLAN_DRAFTER_ORACLE) {
+    mode.oracle_continuation = ar.tokens.data();
+    mode.oracle_continuation_length = static_cast<int32_t>(ar.tokens.size());
+  }
+  const TimedGenerate decoded = generate_timed(target.session, prompt, mode);
+  const std::string label = mode_label(options.spec, options.budget);
+  print_tokens(target.plan, target.info, decoded.tokens);
+  if (print_stats)
+    for (const auto& [name, run] : {std::pair{std::string("AR"), &ar}, std::pair{label, &decoded}}) {
+      std::fprintf(stderr, "stats: mode                 %s\n", name.c_str());
+      print_generate_stats(*run);
+    }
+  const std::string verdict =
+      check_same_as_ar(label, ar.tokens, decoded.tokens, describe_sampling(options.temperature, options.seed));
+  std::fprintf(stderr, "%s\n", verdict.c_str());
 }
 
 }  // namespace kplan::cli

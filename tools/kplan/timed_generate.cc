@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 
 #include "tools/kplan/api_handles.h"
 
@@ -53,7 +54,8 @@ double DecodeFigures::tokens_per_target_forward() const {
   return target_forwards > 0 ? static_cast<double>(tokens) / static_cast<double>(target_forwards) : 0.0;
 }
 
-void print_generate_stats(const kplan_generate_stats& s) {
+void print_generate_stats(const TimedGenerate& g) {
+  const kplan_generate_stats& s = g.stats;
   auto line = [](const char* fmt, auto... v) {
     std::fprintf(stderr, fmt, v...);
     std::fputc('\n', stderr);
@@ -62,16 +64,47 @@ void print_generate_stats(const kplan_generate_stats& s) {
   line("stats: generated tokens     %lld", static_cast<long long>(s.generated_tokens));
   line("stats: prefill steps        %lld", static_cast<long long>(s.prefill_steps));
   line("stats: rounds               %lld", static_cast<long long>(s.rounds));
-  line("stats: mean acceptance len  %.3f (tokens per verify pass)", s.mean_acceptance_length);
+  line("stats: mean acceptance len  %.3f (tokens per verify pass: %lld committed by %lld rounds)",
+       s.mean_acceptance_length, static_cast<long long>(s.committed_in_rounds), static_cast<long long>(s.rounds));
   line("stats: mean verify tokens   %.2f", s.rounds ? static_cast<double>(s.tree_nodes) / s.rounds : 0.0);
   line("stats: target forwards      %lld (AR: %lld, saved %lld)", static_cast<long long>(s.target_forwards),
        static_cast<long long>(s.generated_tokens), static_cast<long long>(s.generated_tokens - s.target_forwards));
   if (s.stopped_at_context) line("stats: stopped              context full");
-  line("stats: time prefill         %.3f ms", s.seconds_prefill * 1e3);
-  line("stats: time draft           %.3f ms", s.seconds_draft * 1e3);
-  line("stats: time tree build      %.3f ms", s.seconds_tree_build * 1e3);
-  line("stats: time verify          %.3f ms", s.seconds_verify * 1e3);
-  line("stats: time walk+commit     %.3f ms", s.seconds_walk_commit * 1e3);
+  line("stats: wall time            %.3f ms (the generate call)", g.wall_seconds * 1e3);
+  line("stats: tokens/s             %.1f (generated tokens / wall time)",
+       g.wall_seconds > 0 ? static_cast<double>(s.generated_tokens) / g.wall_seconds : 0.0);
+
+  // Lengths 1 .. the longest seen; the bar is 40 '#' for the commonest length.
+  int longest = 0;
+  int64_t most = 0;
+  for (int i = 0; i < KPLAN_ACCEPTANCE_BINS; ++i)
+    if (s.acceptance_histogram[i] > 0) {
+      longest = i + 1;
+      most = std::max(most, s.acceptance_histogram[i]);
+    }
+  line("stats: acceptance histogram (tokens a round committed: rounds)");
+  for (int i = 0; i < longest; ++i) {
+    const int64_t rounds = s.acceptance_histogram[i];
+    const std::string length = std::to_string(i + 1) + (i + 1 == KPLAN_ACCEPTANCE_BINS ? "+" : "");
+    const std::string bar(static_cast<size_t>((rounds * 40 + most - 1) / most), '#');
+    line("stats:   %-4s %6lld%s", length.c_str(), static_cast<long long>(rounds), bar.empty() ? "" : ("  " + bar).c_str());
+  }
+
+  // Per stage: total ms and µs per round (the prefill is not a round: its total only).
+  const double staged = s.seconds_prefill + s.seconds_draft + s.seconds_tree_build + s.seconds_verify +
+                        s.seconds_walk_commit;
+  auto stage = [&](const char* name, double seconds, bool per_round, const char* note) {
+    if (per_round && s.rounds > 0)
+      line("stats: time %-15s %9.3f ms  %9.1f us/round%s", name, seconds * 1e3, seconds * 1e6 / s.rounds, note);
+    else
+      line("stats: time %-15s %9.3f ms%s", name, seconds * 1e3, note);
+  };
+  stage("prefill", s.seconds_prefill, false, "");
+  stage("draft", s.seconds_draft, true, "");
+  stage("tree build", s.seconds_tree_build, true, "");
+  stage("verify", s.seconds_verify, true, "");
+  stage("walk+commit", s.seconds_walk_commit, true, "");
+  stage("host/other", std::max(0.0, g.wall_seconds - staged), true, "  (wall time less the stages)");
 }
 
 kplan_drafter_kind drafter_kind(const std::string& drafter) {

@@ -44,8 +44,12 @@ struct DecodeFigures {
   double tokens_per_target_forward() const;
 };
 
-// The labelled figures of `--stats` on stderr (`stats: rounds  31`, ...).
-void print_generate_stats(const kplan_generate_stats& stats);
+// The labelled figures of `--stats` on stderr (`stats: rounds  31`, ...): counts, tokens/s over
+// the generate call's wall time, the acceptance-length histogram (one line per length from 1 to
+// the longest seen: rounds that committed that many tokens, and a bar), and the time per stage
+// with its per-round average in µs; "host/other" is the wall time the stages do not account for
+// (drafter load, the oracle's reference decode, the loop's own host work).
+void print_generate_stats(const TimedGenerate& g);
 
 // --drafter dflash|oracle|random (CLI11 restricts the choices).
 kplan_drafter_kind drafter_kind(const std::string& drafter);

@@ -227,6 +227,8 @@ typedef struct kplan_generate_options {
 
 void kplan_generate_options_init(kplan_generate_options* options);
 
+#define KPLAN_ACCEPTANCE_BINS 32 /* kplan_generate_stats.acceptance_histogram's length */
+
 typedef struct kplan_generate_stats {
   uint32_t struct_size;          /* sizeof(kplan_generate_stats) */
   int64_t prompt_tokens;
@@ -243,6 +245,11 @@ typedef struct kplan_generate_stats {
   double seconds_tree_build;
   double seconds_verify;
   double seconds_walk_commit;    /* the walk and the KV compaction */
+  /* Appended (a caller whose struct_size ends before here gets none of it): rounds by the tokens
+   * their verify pass committed. [i] counts the rounds that committed i + 1 tokens (root +
+   * accepted path), the last bin those that committed KPLAN_ACCEPTANCE_BINS or more; the bins sum
+   * to `rounds` (AR: every round in [0]). */
+  int64_t acceptance_histogram[KPLAN_ACCEPTANCE_BINS];
 } kplan_generate_stats;
 
 /* Resets the session, prefills the prompt (in chunks of the largest step) and decodes: the new

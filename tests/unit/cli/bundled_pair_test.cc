@@ -2,13 +2,15 @@
 // the README's main command uses it, on the CPU reference backend: both targets compile with the
 // drafter into plans; on 5 fixed held-out prompts greedy AR, chain DFlash and DDTree emit the same
 // tokens; and the drafter's acceptance stays above a regression bound set from the measurement in
-// docs/acceptance.md (a random-weight drafter accepts 1.0, nothing).
+// docs/acceptance.md (a random-weight drafter accepts 1.0, nothing); `run --compare --stats` passes
+// and its histogram adds up.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/unit/kplan_cli.h"
 #include "tests/unit/test_support.h"
@@ -94,6 +96,38 @@ TEST_F(BundledPair, TheInt4TargetDecodesTheSameTextWithEveryMode) {
     letters += std::isalpha(c) != 0;
   }
   EXPECT_GT(letters, 10u) << text;
+}
+
+// `kplan run --compare` on the pair as a user runs it: --draft alone means DDTree, checked against
+// AR token for token (exit 0, the verdict on stderr); --stats' histogram covers every round and
+// every committed token, with rounds that accepted drafted tokens (the trained drafter predicts).
+TEST_F(BundledPair, CompareAgreesWithARAndTheHistogramAddsUp) {
+  const std::string prompt = "def read_config(path):\n    with open(path) as f:\n";
+  const test::CliResult r = test::run_kplan("run " + kModels + "/mini-v3 --draft " + kModels +
+                                                "/mini-v3-dflash --device cpu --max-new 16 --ignore-eos --compare "
+                                                "--stats --prompt '" + prompt + "'",
+                                            scratch_.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> err = test::lines_of(r.err);
+  ASSERT_FALSE(err.empty());
+  EXPECT_EQ(err.back(), "compare: DDTree budget 16 emits AR's 16 tokens (greedy)");
+  // The DDTree block (the second): its histogram lines follow its header.
+  const size_t tree = r.err.find("stats: mode                 DDTree budget 16\n");
+  ASSERT_NE(tree, std::string::npos) << r.err;
+  int64_t rounds = -1, counted = 0, committed = 0, longest = 0;
+  for (const std::string& line : test::lines_of(r.err.substr(tree))) {
+    const std::vector<std::string> f = test::fields_of(line);
+    if (line.rfind("stats: rounds ", 0) == 0) rounds = std::stoll(f.at(2));
+    if (line.rfind("stats:   ", 0) == 0) {
+      const int64_t length = std::stoll(f.at(1)), n = std::stoll(f.at(2));
+      counted += n;
+      committed += length * n;
+      if (n > 0) longest = length;
+    }
+  }
+  EXPECT_EQ(counted, rounds) << r.err;
+  EXPECT_EQ(committed, 15) << "every token but the prefill's\n" << r.err;
+  EXPECT_GT(longest, 1) << r.err;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The lossless check's comparison (tools/kplan/token_diff.h): equal decodes have no difference;
-// otherwise the first differing token, or where one decode ended first, in words.
+// The lossless checks' comparison (tools/kplan/token_diff.h): equal decodes have no difference;
+// otherwise the first differing token, or where one decode ended first, in words; and `kplan run
+// --compare`'s verdict on two token lists (the line, or the error naming both tokens).
 #include "tools/kplan/token_diff.h"
 
 #include <vector>
@@ -30,6 +31,41 @@ TEST(TokenDiff, NamesWhichDecodeEndedFirst) {
             "DFlash chain differs from AR at token 3: DFlash chain ended where AR has 9");
   EXPECT_EQ(describe_difference("DFlash chain", "AR", *first_difference(ar, longer)),
             "DFlash chain differs from AR at token 4: DFlash chain has 5 where AR ended");
+}
+
+}  // namespace
+}  // namespace kplan::cli
+
+namespace kplan::cli {
+namespace {
+
+// `kplan run --compare`'s verdict on two token lists: the line for equal decodes, else one error
+// naming the first differing token (counted from 1) and both decodes' tokens there.
+TEST(CompareWithAR, EqualTokensGiveTheVerdictLine) {
+  const std::vector<int32_t> ar = {7, 8, 9};
+  EXPECT_EQ(check_same_as_ar("DDTree budget 16", ar, ar, describe_sampling(0, 0)),
+            "compare: DDTree budget 16 emits AR's 3 tokens (greedy)");
+  EXPECT_EQ(check_same_as_ar("DFlash chain", ar, ar, describe_sampling(0.7, 3)),
+            "compare: DFlash chain emits AR's 3 tokens (temperature 0.7, seed 3: lossless sampling)");
+}
+
+TEST(CompareWithAR, DifferentTokensFailNamingTheFirstOne) {
+  const std::vector<int32_t> ar = {7, 8, 9, 10}, tree = {7, 8, 4, 10};
+  try {
+    check_same_as_ar("DDTree budget 16", ar, tree, describe_sampling(0, 0));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--compare: DDTree budget 16 differs from AR at token 3: DDTree budget 16 has 4 where AR "
+                           "has 9 (greedy)");
+  }
+  const std::vector<int32_t> shorter = {7, 8, 9};
+  try {
+    check_same_as_ar("DFlash chain", ar, shorter, describe_sampling(1.5, 2));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--compare: DFlash chain differs from AR at token 4: DFlash chain ended where AR has 10 "
+                           "(temperature 1.5, seed 2: lossless sampling)");
+  }
 }
 
 }  // namespace

@@ -348,6 +348,52 @@ TEST(RuntimeApi, APlanWithoutATokenizerSaysSo) {
   kplan_plan_close(plan);
 }
 
+// The stats' acceptance histogram (appended to kplan_generate_stats): its bins sum to the rounds
+// and their tokens to committed_in_rounds; a caller compiled before it (struct_size ending at
+// seconds_walk_commit) gets the older fields and nothing written past them.
+TEST(RuntimeApi, GenerateStatsCarryTheAcceptanceHistogram) {
+  fs::path ckpt;
+  fs::path file = tiny_checkpoint_plan(&ckpt);
+  PlanHandle plan(file.string(), KPLAN_DEVICE_CPU);
+  SessionTargetModel s(plan);
+  const int32_t prompt[3] = {5, 17, 42};
+  int32_t out[12];
+  int32_t n = 0;
+  kplan_generate_options g;
+  kplan_generate_options_init(&g);
+  g.spec = KPLAN_SPEC_DDTREE;
+  g.drafter = KPLAN_DRAFTER_ORACLE;
+  g.oracle_accuracy = 0.7;
+  g.budget = 4;
+  g.max_new = 12;
+  g.stop_at_eos = 0;
+  kplan_generate_stats stats{};
+  stats.struct_size = sizeof stats;
+  ASSERT_EQ(kplan_session_generate(s.session(), prompt, 3, &g, out, 12, &n, &stats), KPLAN_STATUS_OK)
+      << kplan_error_last();
+  int64_t rounds = 0, tokens = 0;
+  for (int i = 0; i < KPLAN_ACCEPTANCE_BINS; ++i) {
+    rounds += stats.acceptance_histogram[i];
+    tokens += (i + 1) * stats.acceptance_histogram[i];
+  }
+  EXPECT_EQ(rounds, stats.rounds);
+  EXPECT_EQ(tokens, stats.committed_in_rounds);
+  EXPECT_EQ(stats.committed_in_rounds, 11);
+
+  struct OlderStats {
+    kplan_generate_stats stats;
+    char after[8];
+  } older;
+  std::memset(&older, 0x5a, sizeof older);
+  older.stats.struct_size = offsetof(kplan_generate_stats, acceptance_histogram);
+  ASSERT_EQ(kplan_session_generate(s.session(), prompt, 3, &g, out, 12, &n, &older.stats), KPLAN_STATUS_OK)
+      << kplan_error_last();
+  EXPECT_EQ(older.stats.rounds, stats.rounds);
+  EXPECT_EQ(older.stats.committed_in_rounds, 11);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&older.stats.acceptance_histogram);
+  for (size_t i = 0; i < sizeof older.stats.acceptance_histogram; ++i) ASSERT_EQ(bytes[i], 0x5a) << "byte " << i;
+}
+
 }  // namespace
 }  // namespace kplan
 
