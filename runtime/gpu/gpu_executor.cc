@@ -268,7 +268,8 @@ void GpuExecutor::commit_kv(int64_t cache_length, std::span<const int32_t> keep)
     return;
   }
   for (const plan::KvCache& kv : p.kv_caches) {
-    if (kv.name.rfind("kv.", 0) != 0) continue;  // the drafter's caches commit with @draft_commit
+    // The drafter's context caches commit with @draft_commit, on the drafter's own rows.
+    if (kv.name.rfind("dk.", 0) == 0 || kv.name.rfind("dv.", 0) == 0) continue;
     uint64_t base = arena_ + p.buffers.slots[kv.slot].offset;
     for (const RowMove& m : moves) {
       if (static_cast<uint64_t>(m.from + m.rows) > kv.rows)
