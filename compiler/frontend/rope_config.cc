@@ -55,7 +55,9 @@ RopeScaling parse_scaling(const JsonFields& f, int64_t max_position_embeddings) 
     f.fail("original_max_position_embeddings", "must be positive");
   r.beta_fast = f.opt_number("beta_fast", 32.0);
   r.beta_slow = f.opt_number("beta_slow", 1.0);
-  r.mscale = f.opt_number("mscale", 1.0);
+  // Absent is 0 for both, as transformers reads them (None): the amplitude is the
+  // mscale / mscale_all_dim ratio only when both are given and non-zero, else 1 + 0.1 ln(factor).
+  r.mscale = f.opt_number("mscale", 0.0);
   r.mscale_all_dim = f.opt_number("mscale_all_dim", 0.0);
   // transformers' _compute_yarn_parameters: an explicit attention_factor wins over the one
   // derived from mscale / mscale_all_dim.

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "compiler/frontend/draft_config.h"
+#include "ir/support/yarn.h"
 #include "schemas/model_spec_table.h"
 #include "test_util.h"
 
@@ -410,6 +411,26 @@ TEST(DraftConfigReal, YarnAmplitudeIsSelectable) {
   DraftConfig plain = load_draft_config(data_path("configs/draft-tiny.json"));
   expect_contains(error_of([&] { select_draft_yarn_amplitude(plain, "legacy"); }), {"no YaRN"});
   EXPECT_NO_THROW(select_draft_yarn_amplitude(plain, "config"));
+}
+
+// The config's rule is transformers' _compute_yarn_parameters: the mscale / mscale_all_dim ratio
+// when both are given (K2.6: 1.0), else 1 + 0.1 ln(factor) (1.4159 for 64), an explicit
+// attention_factor over both.
+TEST(DraftConfigReal, TheConfigsAmplitudeRuleIsTransformers) {
+  auto amplitude = [](const nlohmann::json& j) {
+    const RopeScaling r = parse(j).rope_scaling;
+    return r.attention_factor ? *r.attention_factor : yarn::attention_factor(r.factor, r.mscale, r.mscale_all_dim);
+  };
+  const double legacy = 1.0 + 0.1 * std::log(64.0);
+  nlohmann::json j = k26_zlab();
+  EXPECT_DOUBLE_EQ(amplitude(j), 1.0);
+  j["rope_scaling"].erase("mscale");
+  EXPECT_DOUBLE_EQ(amplitude(j), legacy);
+  j = k26_zlab();
+  j["rope_scaling"].erase("mscale_all_dim");
+  EXPECT_DOUBLE_EQ(amplitude(j), legacy);
+  j["rope_scaling"]["attention_factor"] = 1.0;
+  EXPECT_DOUBLE_EQ(amplitude(j), 1.0);
 }
 
 // What is parsed travels: config.json written back (synth, plans' draft_config_json) and the
