@@ -1,8 +1,8 @@
 #pragma once
 // A HuggingFace checkpoint directory opened for compilation: its config.json parsed and
 // validated, and (unless structure-only) its safetensors opened by mmap with every tensor the
-// config needs checked for presence, dtype and shape before anything is compiled. Extra tensors
-// (a vision tower, MTP layers) are ignored.
+// config needs checked for presence, dtype and shape before anything is compiled. A target's
+// extra tensors (a vision tower, MTP layers) are ignored; a drafter's are refused (below).
 #include <filesystem>
 #include <memory>
 #include <optional>
