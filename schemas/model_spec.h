@@ -18,6 +18,9 @@ struct RopeScaling {
   double beta_slow = 1.0;
   double mscale = 1.0;
   double mscale_all_dim = 0.0;
+  // YaRN's cos/sin amplitude when the config gives it (`attention_factor`); absent, it is
+  // derived from mscale / mscale_all_dim (ir/support/yarn.h attention_factor).
+  std::optional<double> attention_factor;
   bool operator==(const RopeScaling&) const = default;
 };
 
@@ -101,6 +104,11 @@ struct DraftConfig {
   int64_t block_size = 0;         // positions predicted per pass (bonus token + mask tokens)
   std::vector<int64_t> target_layer_ids;  // target layers whose outputs form the context features
   int64_t mask_token_id = -1;
+  // Sliding-window attention over the drafter's keys (dflash_config.use_swa with
+  // swa_window_size or sliding_window): a key is seen when |query - key position| < window.
+  // Absent: full attention. kplan runs only windows that cover the plan's whole context
+  // (frontend check_draft_window), where the window changes nothing.
+  std::optional<int64_t> sliding_window;
   bool operator==(const DraftConfig&) const = default;
 };
 

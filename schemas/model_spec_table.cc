@@ -18,7 +18,8 @@ std::vector<T> vec(const flatbuffers::Vector<T>* v) {
 
 Offset<fb::RopeScalingSpec> build_rope(FlatBufferBuilder& b, const RopeScaling& r) {
   return fb::CreateRopeScalingSpec(b, b.CreateString(r.type), r.factor, r.original_max_position_embeddings, r.beta_fast,
-                                   r.beta_slow, r.mscale, r.mscale_all_dim);
+                                   r.beta_slow, r.mscale, r.mscale_all_dim,
+                                   r.attention_factor.value_or(0.0));
 }
 
 RopeScaling read_rope(const fb::RopeScalingSpec* s) {
@@ -31,6 +32,7 @@ RopeScaling read_rope(const fb::RopeScalingSpec* s) {
   r.beta_slow = s->beta_slow();
   r.mscale = s->mscale();
   r.mscale_all_dim = s->mscale_all_dim();
+  if (s->attention_factor() > 0) r.attention_factor = s->attention_factor();
   return r;
 }
 
@@ -154,6 +156,7 @@ Offset<fb::DraftSpec> build_draft_spec(FlatBufferBuilder& b, const DraftConfig& 
   d.add_block_size(c.block_size);
   d.add_target_layer_ids(layers);
   d.add_mask_token_id(c.mask_token_id);
+  d.add_sliding_window(c.sliding_window.value_or(0));
   return d.Finish();
 }
 
@@ -175,6 +178,7 @@ DraftConfig read_draft_spec(const fb::DraftSpec& s) {
   c.block_size = s.block_size();
   c.target_layer_ids = vec(s.target_layer_ids());
   c.mask_token_id = s.mask_token_id();
+  if (s.sliding_window() > 0) c.sliding_window = s.sliding_window();
   return c;
 }
 

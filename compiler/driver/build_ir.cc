@@ -19,7 +19,9 @@ ir::Attrs rope_attrs(double theta, const RopeScaling& s, bool interleaved) {
     a.set("original_max_position_embeddings", s.original_max_position_embeddings);
     a.set("beta_fast", s.beta_fast);
     a.set("beta_slow", s.beta_slow);
-    a.set("attention_factor", yarn::attention_factor(s.factor, s.mscale, s.mscale_all_dim));
+    // The config's explicit attention_factor wins (transformers' _compute_yarn_parameters).
+    a.set("attention_factor", s.attention_factor ? *s.attention_factor
+                                                 : yarn::attention_factor(s.factor, s.mscale, s.mscale_all_dim));
   } else if (s.type == "none") {
     a.set("scaling", std::string("none"));
     a.set("attention_factor", 1.0);

@@ -10,7 +10,8 @@ CompileResult compile_to_ir(const CompileOptions& options) {
   if (!options.stop_after.empty()) passes::find_pass(options.stop_after);  // fail fast on typos
   r.target = TargetCheckpoint::open(options.model, mode);
   if (options.draft) {
-    r.draft = DraftCheckpoint::open(*options.draft, mode);
+    // A drafter's mask_token string is resolved by the target's special tokens.
+    r.draft = DraftCheckpoint::open(*options.draft, mode, {target_special_tokens(r.target->dir()), options.draft_yarn_amplitude});
     check_draft_fits_target(r.draft->config(), r.target->config());
   }
   DraftInput draft;

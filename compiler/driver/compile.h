@@ -16,6 +16,7 @@ namespace kplan {
 struct CompileOptions {
   std::filesystem::path model;                // checkpoint directory (or its config.json)
   std::optional<std::filesystem::path> draft;  // DFlash drafter directory
+  std::string draft_yarn_amplitude = "config";  // the drafter's YaRN amplitude (select_draft_yarn_amplitude)
   bool load_weights = true;                   // false: --no-weights (config only)
   std::string stop_after;                     // pass name; empty: the whole pipeline
   BuildOptions build;

@@ -1,6 +1,7 @@
 #include "compiler/frontend/checkpoint.h"
 
 #include <cstring>
+#include <set>
 
 #include "ir/support/error.h"
 
@@ -97,6 +98,29 @@ void validate_checkpoint_tensors(const SafetensorsCheckpoint& tensors, const std
   throw Error(msg);
 }
 
+void refuse_unexpected_tensors(const SafetensorsCheckpoint& tensors, const std::vector<TensorSpec>& specs,
+                               const std::string& where) {
+  std::set<std::string> expected;
+  for (const TensorSpec& s : specs) expected.insert(s.name);
+  std::vector<std::string> extra;
+  bool own_head = false;
+  for (const std::string& name : tensors.names()) {
+    if (expected.count(name)) continue;
+    extra.push_back(name);
+    own_head = own_head || name.find("embed_tokens") != std::string::npos || name.rfind("lm_head", 0) == 0 ||
+               name.find(".lm_head") != std::string::npos || name.find("mask_embedding") != std::string::npos;
+  }
+  if (extra.empty()) return;
+  std::string msg = where + ": " + std::to_string(extra.size()) + " tensor" + (extra.size() == 1 ? "" : "s") +
+                    " a plain DFlash drafter does not have (";
+  msg += own_head ? "an embedding or lm_head of its own is not supported: the drafter uses the target's"
+                  : "a DFlash2, quantized or other variant's checkpoint? kplan runs plain DFlash only";
+  msg += "): ";
+  for (size_t i = 0; i < extra.size() && i < kProblemsShown; ++i) msg += (i ? ", " : "") + extra[i];
+  if (extra.size() > kProblemsShown) msg += ", and " + std::to_string(extra.size() - kProblemsShown) + " more";
+  throw Error(msg);
+}
+
 TargetCheckpoint TargetCheckpoint::open(const fs::path& path, WeightsMode mode) {
   CheckpointPaths p = locate(path);
   TargetCheckpoint c;
@@ -115,15 +139,18 @@ const SafetensorsCheckpoint& TargetCheckpoint::weights() const {
   return *weights_;
 }
 
-DraftCheckpoint DraftCheckpoint::open(const fs::path& path, WeightsMode mode) {
+DraftCheckpoint DraftCheckpoint::open(const fs::path& path, WeightsMode mode, const DraftOpenOptions& options) {
   CheckpointPaths p = locate(path);
   DraftCheckpoint c;
   c.dir_ = p.dir;
-  c.config_ = load_draft_config(p.config);
+  c.config_ = load_draft_config(p.config, options.tokens);
+  select_draft_yarn_amplitude(c.config_, options.yarn_amplitude);
   c.specs_ = draft_tensor_specs(c.config_);
   if (mode == WeightsMode::Load) {
     c.weights_ = std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(p.dir));
-    validate_checkpoint_tensors(*c.weights_, c.specs_, "drafter checkpoint " + p.dir.string());
+    const std::string where = "drafter checkpoint " + p.dir.string();
+    refuse_unexpected_tensors(*c.weights_, c.specs_, where);
+    validate_checkpoint_tensors(*c.weights_, c.specs_, where);
   }
   return c;
 }

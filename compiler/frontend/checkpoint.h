@@ -1,10 +1,11 @@
 #pragma once
 // A HuggingFace checkpoint directory opened for compilation: its config.json parsed and
 // validated, and (unless structure-only) its safetensors opened by mmap with every tensor the
-// config needs checked for presence, dtype and shape before anything is compiled. Extra tensors
-// (a vision tower, MTP layers) are ignored.
+// config needs checked for presence, dtype and shape before anything is compiled. A target's
+// extra tensors (a vision tower, MTP layers) are ignored; a drafter's are refused (below).
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,10 +42,20 @@ class TargetCheckpoint {
   std::shared_ptr<SafetensorsCheckpoint> weights_;
 };
 
-// The DFlash drafter.
+// The DFlash drafter. Unlike the target's, its safetensors may hold nothing but the tensors its
+// config names: an extra tensor (a DFlash2 convolution or selector, an embedding or lm_head of
+// its own, quantization scales) would change what it computes, so it is refused by name.
+struct DraftOpenOptions {
+  // Resolves a `mask_token` string (the target's special tokens: target_special_tokens).
+  std::optional<SpecialTokenLookup> tokens;
+  // The YaRN cos/sin amplitude: "config", "legacy" or a number (select_draft_yarn_amplitude).
+  std::string yarn_amplitude = "config";
+};
+
 class DraftCheckpoint {
  public:
-  static DraftCheckpoint open(const std::filesystem::path& path, WeightsMode mode = WeightsMode::Load);
+  static DraftCheckpoint open(const std::filesystem::path& path, WeightsMode mode = WeightsMode::Load,
+                              const DraftOpenOptions& options = {});
 
   const std::filesystem::path& dir() const { return dir_; }
   const DraftConfig& config() const { return config_; }
@@ -64,5 +75,9 @@ class DraftCheckpoint {
 // problems and how many there are in all; `where` names the checkpoint in the message.
 void validate_checkpoint_tensors(const SafetensorsCheckpoint& tensors,
                                  const std::vector<TensorSpec>& specs, const std::string& where);
+// Refuses tensors the specs do not name (the drafter's checkpoint), naming the first few and how
+// many there are in all.
+void refuse_unexpected_tensors(const SafetensorsCheckpoint& tensors, const std::vector<TensorSpec>& specs,
+                               const std::string& where);
 
 }  // namespace kplan

@@ -23,6 +23,7 @@ namespace {
 
 struct CompileArgs {
   std::string model, draft, ir_file, dump_after;
+  std::string draft_yarn_amplitude = "config";
   bool no_weights = false, dump_ir = false, list_passes = false, no_passes = false;
   bool no_tree_mask = false;
   plan::PlanOutputOptions plan;  // -o: write a .kplan plan
@@ -73,6 +74,7 @@ void run_compile(const CompileArgs& a) {
     CompileOptions opt;
     opt.model = a.model;
     if (!a.draft.empty()) opt.draft = a.draft;
+    opt.draft_yarn_amplitude = a.draft_yarn_amplitude;
     opt.load_weights = !a.no_weights;
     opt.stop_after = ir_stop;
     opt.build.tree_mask = !a.no_tree_mask;
@@ -115,6 +117,11 @@ void register_compile(CLI::App& app) {
       "compile", "Compile a checkpoint: config + weights -> IR -> passes -> NVRTC kernels -> .kplan plan (or print the IR)");
   cmd->add_option("--model", args->model, "HuggingFace checkpoint directory (or its config.json)");
   cmd->add_option("--draft", args->draft, "DFlash drafter checkpoint directory");
+  cmd->add_option("--draft-yarn-amplitude", args->draft_yarn_amplitude,
+                  "the drafter's YaRN cos/sin amplitude: config (the config's attention_factor, else mscale / "
+                  "mscale_all_dim: 1.0 for Kimi K2.6), legacy (1 + 0.1 ln factor: 1.4159 for factor 64, what "
+                  "older transformers and some servers use) or a number")
+      ->capture_default_str();
   cmd->add_flag("--no-weights", args->no_weights,
                 "read config.json only (structure-only compile, no safetensors needed)");
   cmd->add_flag("--dump-ir", args->dump_ir, "print the final IR");

@@ -182,6 +182,52 @@ TEST(DraftCheckpointTest, OpensAndValidatesADrafter) {
   EXPECT_FALSE(DraftCheckpoint::open(dir.path(), WeightsMode::None).has_weights());
 }
 
+// A drafter checkpoint holds exactly its config's tensors: a DFlash2 checkpoint labelled as
+// DFlash (its convolutions and candidate selector) or one with its own embedding / lm_head would
+// otherwise load, run without those tensors and propose junk. Refused by name, before the
+// per-tensor checks; structure-only opens read no tensors.
+TEST(DraftCheckpointTest, UnexpectedTensorsAreRefusedByName) {
+  TempDir dir("draft-extra");
+  DraftConfig d = load_draft_config(data_path("configs/draft-tiny.json"));
+  write_json(dir.path() / "config.json", draft_config_to_json(d));
+  const auto plain = tensors_for(draft_tensor_specs(d));
+  auto with = [&](std::vector<std::pair<std::string, std::vector<int64_t>>> extra) {
+    auto ts = plain;
+    for (auto& [name, shape] : extra) {
+      int64_t n = 1;
+      for (int64_t x : shape) n *= x;
+      ts.push_back({name, DType::BF16, shape, std::vector<uint8_t>(static_cast<size_t>(n) * 2, 0)});
+    }
+    write_safetensors(dir.path() / "model.safetensors", ts);
+  };
+
+  with({{"layers.0.attention_conv.base_kernel", {2, 4, 256}},
+        {"layers.0.attention_conv.kernel_projection.weight", {32, 256}},
+        {"layers.0.mlp_conv.base_kernel", {2, 4, 256}},
+        {"layers.1.attention_conv.base_kernel", {2, 4, 256}},
+        {"layers.1.mlp_conv.base_kernel", {2, 4, 256}},
+        {"candidate_selector.predecessor_codebook.weight", {1024, 8}},
+        {"candidate_selector.successor_codebook.weight", {1024, 8}}});
+  std::string msg = error_of([&] { DraftCheckpoint::open(dir.path()); });
+  expect_contains(msg, {"drafter checkpoint", "7 tensors a plain DFlash drafter does not have", "DFlash2",
+                        "candidate_selector.predecessor_codebook.weight", "layers.0.attention_conv.base_kernel",
+                        "and 2 more"});
+  EXPECT_NO_THROW(DraftCheckpoint::open(dir.path(), WeightsMode::None));
+
+  with({{"embed_tokens.weight", {1024, 256}}});
+  expect_contains(error_of([&] { DraftCheckpoint::open(dir.path()); }),
+                  {"1 tensor a plain DFlash drafter does not have", "an embedding or lm_head of its own",
+                   "embed_tokens.weight"});
+  with({{"lm_head.weight", {1024, 256}}});
+  expect_contains(error_of([&] { DraftCheckpoint::open(dir.path()); }), {"lm_head of its own", "lm_head.weight"});
+  with({{"layers.0.self_attn.q_proj.weight_scale", {1}}});
+  expect_contains(error_of([&] { DraftCheckpoint::open(dir.path()); }),
+                  {"quantized", "layers.0.self_attn.q_proj.weight_scale"});
+
+  with({});
+  EXPECT_NO_THROW(DraftCheckpoint::open(dir.path()));
+}
+
 TEST(TensorSpecs, AGiantExpertCountIsRefusedByFieldBeforeTheListIsBuilt) {
   ModelConfig c = tiny();
   c.n_routed_experts = 100000000;  // 10^8: the name list alone took 8 GB before it was refused
