@@ -479,6 +479,8 @@ kplan_generate_stats to_c(const kplan::DecodeStats& d) {
   c.seconds_walk_commit = d.seconds.walk_commit;
   static_assert(KPLAN_ACCEPTANCE_BINS == kplan::kAcceptanceBins, "the C API's histogram is DecodeStats'");
   std::copy(d.acceptance_histogram.begin(), d.acceptance_histogram.end(), c.acceptance_histogram);
+  c.seconds_rounds = d.seconds.rounds;
+  c.seconds_device_wait = d.seconds.device_wait;
   return c;
 }
 

@@ -30,6 +30,7 @@ class CappedTarget final : public TargetModel {
   }
   void reset() override { inner_->reset(); }
   void set_capture_layers(std::vector<int64_t> layer_ids) override { inner_->set_capture_layers(std::move(layer_ids)); }
+  double device_wait_seconds() const override { return inner_->device_wait_seconds(); }
 
  private:
   std::unique_ptr<TargetModel> inner_;

@@ -58,6 +58,8 @@ class TargetModel {
   virtual void reset() = 0;
   // Which layers' outputs (decoder layer index, 0-based) forward() returns in `captured`.
   virtual void set_capture_layers(std::vector<int64_t> layer_ids) = 0;
+  // Seconds this target's host has spent blocked on its device so far (0: no device).
+  virtual double device_wait_seconds() const { return 0; }
 };
 
 // Each depth's k most likely draft tokens, best first (ties: the lower id), with their

@@ -83,7 +83,7 @@ KernelSource instantiate(const Family& family, const ParamValues& given, std::st
   for (size_t i = 0; i < family.signature.size(); ++i) {
     src << (i ? ", " : "") << c_type(family.signature[i].kind) << " " << family.signature[i].name;
   }
-  src << ") {\n  " << family.function << "<" << template_args << ">(";
+  src << ") {\n  kp::grid_dependency_begin();\n  " << family.function << "<" << template_args << ">(";
   for (size_t i = 0; i < family.signature.size(); ++i) src << (i ? ", " : "") << family.signature[i].name;
   src << ");\n}\n";
   k.source = src.str();

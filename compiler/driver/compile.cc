@@ -12,7 +12,7 @@ CompileResult compile_to_ir(const CompileOptions& options) {
   if (options.draft) {
     // A drafter's mask_token string is resolved by the target's special tokens.
     r.draft = DraftCheckpoint::open(*options.draft, mode, {target_special_tokens(r.target->dir()), options.draft_yarn_amplitude});
-    check_draft_fits_target(r.draft->config(), r.target->config());
+    check_draft_fits_target(r.draft->config(), r.target->config(), options.max_context);
   }
   DraftInput draft;
   if (r.draft) draft = DraftInput{&r.draft->config(), &r.draft->specs()};

@@ -26,6 +26,7 @@ DecodeResult decode_autoregressive(TargetModel& target, std::span<const int32_t>
   stats.seconds.prefill = seconds_now() - t0;
   sink.push(next);
 
+  const double rounds_start = seconds_now(), wait_start = target.device_wait_seconds();
   while (!sink.done()) {
     if (target.cache_length() + 1 > target.max_context()) {
       stats.stopped_at_context = true;
@@ -49,6 +50,8 @@ DecodeResult decode_autoregressive(TargetModel& target, std::span<const int32_t>
     ++stats.tree_nodes;
     sink.push(next);
   }
+  stats.seconds.rounds = seconds_now() - rounds_start;
+  stats.seconds.device_wait = target.device_wait_seconds() - wait_start;
   result.tokens = sink.tokens();
   stats.generated_tokens = static_cast<int64_t>(result.tokens.size());
   return result;

@@ -11,9 +11,12 @@ namespace kplan {
 inline constexpr int64_t kAcceptanceBins = 32;
 
 // Seconds per stage. draft: the drafter's propose and observe (context features of the
-// committed tokens); walk_commit: the walk plus the target's cache compaction.
+// committed tokens); walk_commit: the walk plus the target's cache compaction. device_wait:
+// of the rounds' wall time, how long the host sat waiting for the device (a GPU session's
+// stream synchronisations; 0 on the CPU): the rest of a round is host work.
 struct StageTimes {
   double prefill = 0, draft = 0, tree_build = 0, verify = 0, walk_commit = 0;
+  double rounds = 0, device_wait = 0;  // the rounds' wall time, and the wait in it
 };
 
 struct DecodeStats {

@@ -42,6 +42,7 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
   stats.seconds.prefill = seconds_now() - t0;
   sink.push(bonus);
 
+  const double rounds_start = seconds_now(), wait_start = target.device_wait_seconds();
   while (!sink.done()) {
     const int64_t root_position = target.cache_length();
     const int64_t room = target.max_context() - root_position;  // verify tokens that still fit
@@ -98,6 +99,8 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
     sink.push(walk.next_token);
     bonus = walk.next_token;
   }
+  stats.seconds.rounds = seconds_now() - rounds_start;
+  stats.seconds.device_wait = target.device_wait_seconds() - wait_start;
   result.tokens = sink.tokens();
   stats.generated_tokens = static_cast<int64_t>(result.tokens.size());
   return result;

@@ -22,6 +22,11 @@ namespace {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+// "sm_90" -> 90 (0 when unreadable).
+int sm_version(const std::string& arch) {
+  return arch.rfind("sm_", 0) == 0 ? std::atoi(arch.c_str() + 3) : 0;
+}
+
 bool env_flag(const char* name) {
   const char* v = std::getenv(name);
   return v && *v && std::strcmp(v, "0") != 0;
@@ -33,6 +38,7 @@ GpuExecutor::GpuExecutor(std::shared_ptr<const GpuModel> model, Options options)
     : model_(std::move(model)), cu_(&model_->driver()), source_(model_->source()) {
   auto start = std::chrono::steady_clock::now();
   use_graphs_ = options.use_graphs && !env_flag("KPLAN_NO_GRAPHS");
+  use_pdl_ = options.use_pdl && !env_flag("KPLAN_NO_PDL") && sm_version(model_->device().arch) >= 90;
   try {
     model_->make_current();
     CUstream stream = nullptr;
@@ -106,7 +112,7 @@ void GpuExecutor::enqueue(const plan::Bucket& bucket) {
   for (size_t i = 0; i < bucket.launches.size(); ++i) {
     const plan::Launch& l = bucket.launches[i];
     LaunchParams& lp = params_[b][i];
-    CUresult r = launch_resolved(*cu_, static_cast<CUfunction>(model_->function(l.kernel)), lp.launch, stream);
+    CUresult r = launch_resolved(*cu_, static_cast<CUfunction>(model_->function(l.kernel)), lp.launch, stream, use_pdl_);
     if (r != CUDA_SUCCESS)
       throw Error(source_ + ": launch " + std::to_string(i) + " (" + plan().kernels[l.kernel].id + ") of bucket " +
                   bucket.program + "/" + std::to_string(bucket.tokens) + " failed: " + cuda_error_text(*cu_, r));
@@ -150,8 +156,7 @@ void GpuExecutor::write_inputs(const StepInputs& in) {
   const plan::Plan& p = plan();
   CUstream stream = static_cast<CUstream>(stream_);
   if (in_flight_ >= kInputStages - 1) {  // every other area may still be read by a queued copy
-    cuda_check(*cu_, cu_->cuStreamSynchronize(stream), source_ + ": a queued step failed");
-    in_flight_ = 0;
+    synchronize(source_ + ": a queued step failed");
   }
   uint64_t at = input_stage_bytes_ * static_cast<uint64_t>(next_stage_);
   next_stage_ = (next_stage_ + 1) % kInputStages;
@@ -191,8 +196,13 @@ void GpuExecutor::run(const plan::Bucket& bucket, const StepInputs& in, bool wai
   launch(bucket);
   ++in_flight_;
   if (!wait) return;
-  cuda_check(*cu_, cu_->cuStreamSynchronize(static_cast<CUstream>(stream_)),
-             source_ + ": step of bucket " + bucket.program + "/" + std::to_string(bucket.tokens) + " failed");
+  synchronize(source_ + ": step of bucket " + bucket.program + "/" + std::to_string(bucket.tokens) + " failed");
+}
+
+void GpuExecutor::synchronize(const std::string& what) {
+  const auto start = std::chrono::steady_clock::now();
+  cuda_check(*cu_, cu_->cuStreamSynchronize(static_cast<CUstream>(stream_)), what);
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   in_flight_ = 0;
 }
 
@@ -208,8 +218,7 @@ void GpuExecutor::stage_output(const plan::StepOutput& out, int64_t rows, uint8_
              cu_->cuMemcpyDtoHAsync(*stage, arena_ + p.buffers.slots[out.slot].offset + out.offset, *count * elem,
                                     stream),
              source_ + ": reading a step output");
-  cuda_check(*cu_, cu_->cuStreamSynchronize(stream), source_ + ": reading a step output");
-  in_flight_ = 0;
+  synchronize(source_ + ": reading a step output");
 }
 
 void GpuExecutor::read_output(const plan::StepOutput& out, int64_t rows, float* dst) {

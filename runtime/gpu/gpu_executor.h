@@ -29,6 +29,9 @@ class GpuExecutor {
  public:
   struct Options {
     bool use_graphs = true;  // false (or env KPLAN_NO_GRAPHS=1): plain launches
+    // Programmatic dependent launch between a bucket's kernels (sm_90 and later); false, or
+    // env KPLAN_NO_PDL=1: each kernel starts after the one before it has finished.
+    bool use_pdl = true;
   };
   // Throws kplan::Error with the driver's error for a failed allocation or graph build.
   GpuExecutor(std::shared_ptr<const GpuModel> model, Options options);
@@ -41,8 +44,11 @@ class GpuExecutor {
   const DeviceInfo& device() const { return model_->device(); }
   const std::string& arch() const { return model_->arch(); }
   bool uses_graphs() const { return use_graphs_; }
+  bool uses_pdl() const { return use_pdl_; }
   double load_seconds() const { return load_seconds_; }  // arena + graphs (the model's load apart)
   uint64_t device_bytes() const { return arena_bytes_; }  // this session's own device memory
+  // Seconds the host has spent blocked in this session's stream synchronisations.
+  double wait_seconds() const { return wait_seconds_; }
 
   // Writes the step inputs, runs the bucket (graph replay or plain launches) and waits; with
   // wait = false only enqueues it (a step whose outputs nobody reads before the next one: a
@@ -73,6 +79,7 @@ class GpuExecutor {
   void enqueue(const plan::Bucket& bucket);
   void launch(const plan::Bucket& bucket);  // graph replay or plain launches, no wait
   void write_inputs(const StepInputs& in);
+  void synchronize(const std::string& what);  // the stream, timed (wait_seconds)
   void stage_output(const plan::StepOutput& out, int64_t rows, uint8_t** stage, size_t* count);
   size_t bucket_index(const plan::Bucket& bucket) const;
 
@@ -80,6 +87,7 @@ class GpuExecutor {
   const CudaDriver* cu_ = nullptr;
   std::string source_;
   bool use_graphs_ = true;
+  bool use_pdl_ = true;
   double load_seconds_ = 0;
   void* stream_ = nullptr;   // CUstream
   uint64_t arena_ = 0;       // CUdeviceptr
@@ -93,6 +101,7 @@ class GpuExecutor {
   static constexpr int kInputStages = 4;
   uint64_t input_stage_bytes_ = 0;
   int next_stage_ = 0, in_flight_ = 0;
+  double wait_seconds_ = 0;
 };
 
 }  // namespace kplan::gpu

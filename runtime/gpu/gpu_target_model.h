@@ -27,6 +27,7 @@ class GpuTargetModel : public TargetModel {
   int64_t max_step_tokens() const override { return max_step_tokens_; }
   void reset() override;
   void set_capture_layers(std::vector<int64_t> layer_ids) override;
+  double device_wait_seconds() const override { return executor_.wait_seconds(); }
 
   GpuExecutor& executor() { return executor_; }
   // Inputs of a step of `tokens` tokens at the current cache length (for benchmarks).

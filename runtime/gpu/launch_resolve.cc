@@ -106,18 +106,27 @@ ResolvedLaunch resolve_launch(const CudaDriver& cu, const plan::Plan& p, const p
   return out;
 }
 
-CUresult launch_resolved(const CudaDriver& cu, CUfunction fn, const ResolvedLaunch& l, CUstream stream) {
+CUresult launch_resolved(const CudaDriver& cu, CUfunction fn, const ResolvedLaunch& l, CUstream stream, bool pdl) {
   void** params = l.params.empty() ? nullptr : const_cast<void**>(l.params.data());
-  if (!l.has_cluster()) {
+  if (!l.has_cluster() && !pdl) {
     return cu.cuLaunchKernel(fn, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.smem_bytes,
                              stream, params, nullptr);
   }
-  CUlaunchAttribute attr;
-  std::memset(&attr, 0, sizeof attr);
-  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.value.clusterDim.x = l.cluster[0];
-  attr.value.clusterDim.y = l.cluster[1];
-  attr.value.clusterDim.z = l.cluster[2];
+  CUlaunchAttribute attrs[2];
+  std::memset(attrs, 0, sizeof attrs);
+  unsigned n = 0;
+  if (l.has_cluster()) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = l.cluster[0];
+    attrs[n].value.clusterDim.y = l.cluster[1];
+    attrs[n].value.clusterDim.z = l.cluster[2];
+    ++n;
+  }
+  if (pdl) {  // the kernel may start as its predecessor ends (kp::grid_dependency_begin waits)
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[n].value.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   CUlaunchConfig config;
   std::memset(&config, 0, sizeof config);
   config.gridDimX = l.grid[0];
@@ -128,8 +137,8 @@ CUresult launch_resolved(const CudaDriver& cu, CUfunction fn, const ResolvedLaun
   config.blockDimZ = l.block[2];
   config.sharedMemBytes = l.smem_bytes;
   config.hStream = stream;
-  config.attrs = &attr;
-  config.numAttrs = 1;
+  config.attrs = attrs;
+  config.numAttrs = n;
   return cu.cuLaunchKernelEx(&config, fn, params, nullptr);
 }
 

@@ -39,9 +39,10 @@ struct ResolvedLaunch {
 ResolvedLaunch resolve_launch(const CudaDriver& cu, const plan::Plan& plan, const plan::Launch& launch,
                               const DeviceAddresses& at, const std::string& what);
 
-// cuLaunchKernelEx with the cluster attribute when the launch has cluster dims, else
-// cuLaunchKernel. Graph capture records either.
-CUresult launch_resolved(const CudaDriver& cu, CUfunction fn, const ResolvedLaunch& l, CUstream stream);
+// cuLaunchKernelEx with the cluster attribute when the launch has cluster dims and the
+// programmatic-serialization one with `pdl` (programmatic dependent launch: the kernel is
+// scheduled while its predecessor finishes), else cuLaunchKernel. Graph capture records either.
+CUresult launch_resolved(const CudaDriver& cu, CUfunction fn, const ResolvedLaunch& l, CUstream stream, bool pdl = false);
 
 // Pure helpers (no driver), shared with tests.
 // grid.x of an SM-count grid: per_sm * sm_count rounded down to a multiple of cluster_x (>= cluster_x).

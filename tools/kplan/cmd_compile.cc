@@ -81,6 +81,10 @@ void run_compile(const CompileArgs& a) {
     // A tree verified in the largest bucket has at most that many nodes besides its root: the
     // drafter's per-depth candidates need no more.
     opt.build.draft_top_k = plan::draft_candidates(a.plan);
+    // Writing a plan: the drafter's attention window is checked against the plan's context
+    // (what lower_options resolves for this target), not the model's longest.
+    if (opt.draft && !a.plan.out.empty())
+      opt.max_context = plan::lower_options(TargetCheckpoint::open(opt.model, WeightsMode::None).config(), a.plan).max_context;
     CompileResult r = compile_to_ir(opt);
     module = std::move(r.module);
     if (!a.plan.out.empty()) {

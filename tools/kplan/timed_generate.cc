@@ -105,6 +105,9 @@ void print_generate_stats(const TimedGenerate& g) {
   stage("verify", s.seconds_verify, true, "");
   stage("walk+commit", s.seconds_walk_commit, true, "");
   stage("host/other", std::max(0.0, g.wall_seconds - staged), true, "  (wall time less the stages)");
+  if (s.seconds_device_wait > 0)
+    stage("host busy", std::max(0.0, s.seconds_rounds - s.seconds_device_wait), true,
+          "  (the rounds' wall time less the waits for the device: the host's own work)");
 }
 
 kplan_drafter_kind drafter_kind(const std::string& drafter) {

@@ -250,6 +250,11 @@ typedef struct kplan_generate_stats {
    * accepted path), the last bin those that committed KPLAN_ACCEPTANCE_BINS or more; the bins sum
    * to `rounds` (AR: every round in [0]). */
   int64_t acceptance_histogram[KPLAN_ACCEPTANCE_BINS];
+  /* Appended: the rounds' wall time, and how much of it the host spent waiting for the device
+   * (GPU sessions; 0 on the CPU). (seconds_rounds - seconds_device_wait) / rounds is the host's
+   * own work per round. */
+  double seconds_rounds;
+  double seconds_device_wait;
 } kplan_generate_stats;
 
 /* Resets the session, prefills the prompt (in chunks of the largest step) and decodes: the new
