@@ -19,7 +19,7 @@ enum : int { F32 = 0, BF16 = 1 };
 // Programmatic dependent launch (sm_90 and later; every generated entry calls this first): the
 // next grid in the stream may be scheduled once every block of this one has started, and this
 // grid waits here until the one before it has finished and its writes are visible, so no block
-// touches memory early. Launched without the attribute (KPLAN_NO_PDL=1), both are no-ops.
+// touches memory early. Launched without the attribute (KPLAN_PDL=none, larger buckets), both are no-ops.
 __device__ __forceinline__ void grid_dependency_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

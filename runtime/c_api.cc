@@ -503,12 +503,12 @@ kplan_status kplan_session_generate(kplan_session* session, const int32_t* promp
     if (capacity < o.max_new)
       throw kplan::Error("kplan_session_generate: out_tokens holds " + std::to_string(capacity) + " tokens, max_new is " +
                          std::to_string(o.max_new));
-    if (o.spec == KPLAN_SPEC_DDTREE && o.budget < 1)
+    if (o.spec == KPLAN_SPEC_DDTREE && o.budget < 1 && o.budget != KPLAN_BUDGET_AUTO)
       throw kplan::Error("the DDTree budget must be at least 1 node (got " + std::to_string(o.budget) + ")");
     // A GPU step runs in one of the plan's buckets: a verify of 1 + budget tokens must fit the
     // largest, which the user can fix at compile time — say so before decoding anything.
     const int64_t largest = session->model->plan->header.limits.max_tokens_per_step;
-    if (session->gpu && o.spec == KPLAN_SPEC_DDTREE && o.budget + int64_t{1} > largest)
+    if (session->gpu && o.spec == KPLAN_SPEC_DDTREE && o.budget != KPLAN_BUDGET_AUTO && o.budget + int64_t{1} > largest)
       throw kplan::Error("DDTree budget " + std::to_string(o.budget) + " verifies " + std::to_string(o.budget + int64_t{1}) +
                          " tokens a round, more than the plan's largest bucket (" + std::to_string(largest) +
                          " tokens): use --budget " + std::to_string(largest - 1) +
@@ -520,6 +520,7 @@ kplan_status kplan_session_generate(kplan_session* session, const int32_t* promp
     kplan::DecodeOptions d;
     d.spec = o.spec == KPLAN_SPEC_NONE ? kplan::SpecMode::kNone
              : o.spec == KPLAN_SPEC_DFLASH ? kplan::SpecMode::kDFlash : kplan::SpecMode::kDDTree;
+    static_assert(KPLAN_BUDGET_AUTO == kplan::kBudgetAuto, "the C API's auto budget is the loop's");
     d.budget = o.budget;
     d.max_new = o.max_new;
     d.temperature = o.temperature;

@@ -31,6 +31,11 @@ class CappedTarget final : public TargetModel {
   void reset() override { inner_->reset(); }
   void set_capture_layers(std::vector<int64_t> layer_ids) override { inner_->set_capture_layers(std::move(layer_ids)); }
   double device_wait_seconds() const override { return inner_->device_wait_seconds(); }
+  std::vector<double> step_costs() override {  // only the steps this session takes
+    std::vector<double> costs = inner_->step_costs();
+    if (static_cast<int64_t>(costs.size()) > max_step_tokens() + 1) costs.resize(static_cast<size_t>(max_step_tokens()) + 1);
+    return costs;
+  }
 
  private:
   std::unique_ptr<TargetModel> inner_;

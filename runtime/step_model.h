@@ -60,6 +60,10 @@ class TargetModel {
   virtual void set_capture_layers(std::vector<int64_t> layer_ids) = 0;
   // Seconds this target's host has spent blocked on its device so far (0: no device).
   virtual double device_wait_seconds() const { return 0; }
+  // The cost model of `--budget auto`: [t] = seconds of a step of t tokens, t = 0 ..
+  // max_step_tokens() (measured on the device; call it before a prefill: it may run steps).
+  // Empty: this target has none.
+  virtual std::vector<double> step_costs() { return {}; }
 };
 
 // Each depth's k most likely draft tokens, best first (ties: the lower id), with their

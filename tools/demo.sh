@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: install dependencies, build kplan, compile the bundled pair
 # (the trained DeepSeek-V3-architecture target models/mini-v3 and its DFlash drafter
-# models/mini-v3-dflash) into one plan, and decode a Python prompt with AR, chain DFlash and
+# models/mini-v3-dflash) into one plan, and decode a held-out Python prompt with AR, chain DFlash and
 # DDTree in one session (`kplan run --spec compare`: GPU when present, else the CPU reference
 # backend): the text once, that the three modes agree, and a table of their figures.
 #
@@ -35,6 +35,9 @@ plan="$work/$(basename "$model").kplan"
 if [ -n "${KPLAN_DEMO_PROMPT_IDS:-}" ]; then
   prompt=(--prompt-ids "$KPLAN_DEMO_PROMPT_IDS")
 else
-  prompt=(--prompt $'import os\n\n\ndef list_python_files(root):\n    """Yield the path of every .py file under root."""\n')
+  # The first held-out prompt of the bundled pair's corpus (Python the model never trained on).
+  text=$(python3 -c "import json; print(json.loads(open('tests/data/mini-v3/heldout_prompts.jsonl').readline())['text'], end='')")
+  prompt=(--prompt "$text")
 fi
-"$kplan" run "$plan" "${prompt[@]}" --spec compare --budget 16 --max-new 96 --device auto
+# Budget 15: a verify of 16 tokens fills the plan's 16-token bucket (16 nodes would take the 32).
+"$kplan" run "$plan" "${prompt[@]}" --spec compare --budget 15 --max-new 96 --device auto

@@ -31,7 +31,7 @@ DecodeResult decode(TargetModel& target, Drafter* drafter, std::span<const int32
   const char* mode = options.spec == SpecMode::kDFlash ? "dflash" : "ddtree";
   if (drafter == nullptr)
     throw Error(std::string("speculative decoding (") + mode + ") needs a drafter");
-  if (options.spec == SpecMode::kDDTree && options.budget < 1)
+  if (options.spec == SpecMode::kDDTree && options.budget < 1 && options.budget != kBudgetAuto)
     throw Error("the DDTree budget must be at least 1 node (got " +
                 std::to_string(options.budget) + ")");
   if (drafter->max_depth() < 1) throw Error("the drafter proposes no positions (max depth 0)");

@@ -12,9 +12,13 @@ namespace kplan {
 
 enum class SpecMode { kNone, kDFlash, kDDTree };
 
+// DecodeOptions::budget: chosen each round (runtime/ddtree/budget_chooser.h).
+inline constexpr int64_t kBudgetAuto = -1;
+
 struct DecodeOptions {
   SpecMode spec = SpecMode::kNone;
-  int64_t budget = 0;  // DDTree: tree nodes per round (the verify step has 1 + budget tokens)
+  // DDTree: tree nodes per round (the verify step has 1 + budget tokens), or kBudgetAuto.
+  int64_t budget = 0;
   int64_t max_new = 16;
   std::vector<int64_t> eos_ids;  // stop after emitting one of these
   double temperature = 0.0;      // 0: greedy

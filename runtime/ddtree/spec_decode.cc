@@ -3,10 +3,12 @@
 // the drafter the committed tokens, carry the target's next token as the new bonus.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/support/error.h"
+#include "runtime/ddtree/budget_chooser.h"
 #include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/draft_tree.h"
 #include "runtime/ddtree/prefill.h"
@@ -27,6 +29,16 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
   const int64_t vocab = target.config().vocab_size;
   const bool single_path = options.spec == SpecMode::kDFlash;
 
+  // --budget auto: the tree of each round sized by the target's step costs (measured before the
+  // prefill, which they must not disturb) and the acceptance seen so far.
+  std::optional<BudgetChooser> chooser;
+  if (!single_path && options.budget == kBudgetAuto) {
+    std::vector<double> costs = target.step_costs();
+    if (costs.size() < 3)
+      throw Error("--budget auto needs the target's step costs (a GPU session measures them); give a budget instead");
+    const int64_t largest = static_cast<int64_t>(costs.size()) - 1;
+    chooser.emplace(std::move(costs), largest - 1);
+  }
   double t0 = seconds_now();
   target.set_capture_layers(drafter.capture_layers());
   // The drafter reads each prefill chunk's features after its commit (a GPU drafter finds them
@@ -55,7 +67,7 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
     const int64_t depth = std::min({drafter.max_depth(), sink.remaining() - 1, room - 1});
     TreeShape shape;
     shape.max_depth = depth;
-    shape.budget = single_path ? depth : std::min(options.budget, room - 1);
+    shape.budget = single_path ? depth : std::min(chooser ? chooser->max_budget() : options.budget, room - 1);
     shape.top_k = single_path ? 1 : 0;
 
     t0 = seconds_now();
@@ -71,9 +83,11 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
         throw Error("drafter: proposed token " + std::to_string(id) + " outside the target's vocabulary of " +
                     std::to_string(vocab));
     double t1 = seconds_now();
-    stats.seconds.draft += t1 - t0;
+    const double propose_seconds = t1 - t0;
+    stats.seconds.draft += propose_seconds;
 
-    const DraftTree tree = build_draft_tree(bonus, draft, shape);
+    DraftTree tree = build_draft_tree(bonus, draft, shape);
+    if (chooser) tree = truncate_tree(tree, chooser->choose(tree));
     t0 = seconds_now();
     stats.seconds.tree_build += t0 - t1;
 
@@ -89,7 +103,9 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
     stats.seconds.walk_commit += t0 - t1;
     // Feeding the drafter the committed tokens' features is drafter work: count it as draft.
     drafter.observe_step(verify, verified, walk.accepted);
-    stats.seconds.draft += seconds_now() - t0;
+    const double observed = seconds_now();
+    stats.seconds.draft += observed - t0;
+    if (chooser) chooser->observe(tree, static_cast<int64_t>(walk.accepted.size()) - 1, propose_seconds + (observed - t0));
 
     ++stats.rounds;
     ++stats.target_forwards;

@@ -22,6 +22,21 @@ namespace {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+// Programmatic dependent launch pays where kernels are short and launch-bound: on the H200 the
+// bundled pair's steps of 1, 4 and 8 tokens ran 5% faster with it, those of 16 to 128 tokens
+// 6-14% slower (bench/RESULTS.md, 2026-12-01 13:55), so only buckets up to 8 tokens use it.
+constexpr uint32_t kPdlMaxTokens = 8;
+
+// KPLAN_PDL: "small" (the default: buckets up to kPdlMaxTokens), "all", "none" -- for measuring.
+uint32_t pdl_tokens_from_env() {
+  const char* v = std::getenv("KPLAN_PDL");
+  const std::string mode = v && *v ? v : "small";
+  if (mode == "small") return kPdlMaxTokens;
+  if (mode == "all") return UINT32_MAX;
+  if (mode == "none") return 0;
+  throw Error("KPLAN_PDL='" + mode + "': give small (the default), all or none");
+}
+
 // "sm_90" -> 90 (0 when unreadable).
 int sm_version(const std::string& arch) {
   return arch.rfind("sm_", 0) == 0 ? std::atoi(arch.c_str() + 3) : 0;
@@ -38,7 +53,7 @@ GpuExecutor::GpuExecutor(std::shared_ptr<const GpuModel> model, Options options)
     : model_(std::move(model)), cu_(&model_->driver()), source_(model_->source()) {
   auto start = std::chrono::steady_clock::now();
   use_graphs_ = options.use_graphs && !env_flag("KPLAN_NO_GRAPHS");
-  use_pdl_ = options.use_pdl && !env_flag("KPLAN_NO_PDL") && sm_version(model_->device().arch) >= 90;
+  pdl_max_tokens_ = options.use_pdl && sm_version(model_->device().arch) >= 90 ? pdl_tokens_from_env() : 0;
   try {
     model_->make_current();
     CUstream stream = nullptr;
@@ -112,7 +127,8 @@ void GpuExecutor::enqueue(const plan::Bucket& bucket) {
   for (size_t i = 0; i < bucket.launches.size(); ++i) {
     const plan::Launch& l = bucket.launches[i];
     LaunchParams& lp = params_[b][i];
-    CUresult r = launch_resolved(*cu_, static_cast<CUfunction>(model_->function(l.kernel)), lp.launch, stream, use_pdl_);
+    CUresult r = launch_resolved(*cu_, static_cast<CUfunction>(model_->function(l.kernel)), lp.launch, stream,
+                                 bucket.tokens <= pdl_max_tokens_);
     if (r != CUDA_SUCCESS)
       throw Error(source_ + ": launch " + std::to_string(i) + " (" + plan().kernels[l.kernel].id + ") of bucket " +
                   bucket.program + "/" + std::to_string(bucket.tokens) + " failed: " + cuda_error_text(*cu_, r));

@@ -29,8 +29,9 @@ class GpuExecutor {
  public:
   struct Options {
     bool use_graphs = true;  // false (or env KPLAN_NO_GRAPHS=1): plain launches
-    // Programmatic dependent launch between a bucket's kernels (sm_90 and later); false, or
-    // env KPLAN_NO_PDL=1: each kernel starts after the one before it has finished.
+    // Programmatic dependent launch between the kernels of buckets of at most 8 tokens (sm_90
+    // and later; gpu_executor.cc says why; env KPLAN_PDL=all|none to measure); false: each
+    // kernel starts after the one before it has finished.
     bool use_pdl = true;
   };
   // Throws kplan::Error with the driver's error for a failed allocation or graph build.
@@ -44,7 +45,7 @@ class GpuExecutor {
   const DeviceInfo& device() const { return model_->device(); }
   const std::string& arch() const { return model_->arch(); }
   bool uses_graphs() const { return use_graphs_; }
-  bool uses_pdl() const { return use_pdl_; }
+  uint32_t pdl_max_tokens() const { return pdl_max_tokens_; }  // buckets up to this use PDL
   double load_seconds() const { return load_seconds_; }  // arena + graphs (the model's load apart)
   uint64_t device_bytes() const { return arena_bytes_; }  // this session's own device memory
   // Seconds the host has spent blocked in this session's stream synchronisations.
@@ -87,7 +88,7 @@ class GpuExecutor {
   const CudaDriver* cu_ = nullptr;
   std::string source_;
   bool use_graphs_ = true;
-  bool use_pdl_ = true;
+  uint32_t pdl_max_tokens_ = 0;
   double load_seconds_ = 0;
   void* stream_ = nullptr;   // CUstream
   uint64_t arena_ = 0;       // CUdeviceptr

@@ -123,6 +123,26 @@ void GpuTargetModel::commit(std::span<const int32_t> keep) {
   pending_ = 0;
 }
 
+std::vector<double> GpuTargetModel::step_costs() {
+  if (!step_costs_.empty()) return step_costs_;
+  const plan::Plan& p = executor_.plan();
+  std::vector<double> costs(static_cast<size_t>(max_step_tokens_) + 1, 0.0);
+  for (int64_t t = 1; t <= max_step_tokens_; ++t) {
+    const plan::Bucket* bucket = p.bucket_for("target", t);
+    if (bucket->tokens != t && costs[bucket->tokens] > 0) {  // timed already, at its own size
+      costs[static_cast<size_t>(t)] = costs[bucket->tokens];
+      continue;
+    }
+    std::vector<float> ms = executor_.time_bucket(*bucket, 3, 15);
+    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+    costs[static_cast<size_t>(t)] = ms[ms.size() / 2] * 1e-3;
+    if (bucket->tokens != t) costs[bucket->tokens] = costs[static_cast<size_t>(t)];
+  }
+  // The replays wrote pending rows and outputs only: nothing committed changed.
+  step_costs_ = costs;
+  return step_costs_;
+}
+
 void GpuTargetModel::reset() {
   cache_length_ = 0;
   pending_ = 0;

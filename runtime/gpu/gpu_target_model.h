@@ -28,6 +28,9 @@ class GpuTargetModel : public TargetModel {
   void reset() override;
   void set_capture_layers(std::vector<int64_t> layer_ids) override;
   double device_wait_seconds() const override { return executor_.wait_seconds(); }
+  // Each target bucket's graph replay timed once (median of 15 after 3 warm-ups) and kept; a
+  // step of t tokens costs its bucket's time.
+  std::vector<double> step_costs() override;
 
   GpuExecutor& executor() { return executor_; }
   // Inputs of a step of `tokens` tokens at the current cache length (for benchmarks).
@@ -41,6 +44,7 @@ class GpuTargetModel : public TargetModel {
   int64_t cache_length_ = 0;
   int64_t pending_ = 0;  // tokens of the last forward, not yet committed
   std::vector<int64_t> capture_layers_;
+  std::vector<double> step_costs_;
 };
 
 }  // namespace kplan::gpu

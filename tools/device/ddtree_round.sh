@@ -17,13 +17,13 @@ nvrtc_dir=$(dirname "$(ls /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/t
 export LD_LIBRARY_PATH=${nvrtc_dir:-/usr/local/cuda/lib64}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$stage/lib
 
 {
-for pdl in 1 0; do  # programmatic dependent launch between a bucket's kernels, and without
+for pdl in small all none; do  # programmatic dependent launch: the default (buckets <= 8 tokens), every bucket, none
   echo "== verify step time per bucket (graph replay, context 128), PDL $pdl"
-  KPLAN_NO_PDL=$((1 - pdl)) "$bin/kplan" bench "$plan" --steps 300 --all-buckets 2>&1 | tail -8
+  KPLAN_PDL=$pdl "$bin/kplan" bench "$plan" --steps 300 --all-buckets 2>&1 | tail -8
 done
 
 prompt=$(python3 -c "import json;print(json.loads(open('$repo/tests/data/mini-v3/heldout_prompts.jsonl').readline())['text'])")
-for budget in 4 16 32 64; do
+for budget in 4 15 16 31 auto; do
   echo "== one decode, DDTree budget $budget, 96 tokens, --stats --compare"
   "$bin/kplan" run "$plan" --device gpu --spec ddtree --budget "$budget" --max-new 96 --ignore-eos --stats --compare \
       --prompt "$prompt" 2>&1 >/dev/null | grep -E "stats: (rounds|mean acc|tokens/s|time)|compare" 
@@ -33,16 +33,21 @@ echo "== chain DFlash, 96 tokens"
     | grep -E "stats: (rounds|mean acc|tokens/s|time)|compare"
 
 head -20 "$repo/tests/data/mini-v3/heldout_prompts.jsonl" > /tmp/prompts20.jsonl
-echo "== acceptance and speed without PDL: 20 held-out prompts, 64 tokens, greedy"
-KPLAN_NO_PDL=1 "$bin/kplan" bench --acceptance /tmp/prompts20.jsonl "$plan" --budgets 8,16,32 --temperatures 0 --max-new 64 \
-    --ignore-eos --device gpu 2>&1 | grep -E "^0 |identical|differ"
+echo "== acceptance and speed, PDL on every bucket and on none: 20 held-out prompts, 64 tokens, greedy"
+for v in all none; do
+  echo "-- PDL $v"
+  KPLAN_PDL=$v "$bin/kplan" bench --acceptance /tmp/prompts20.jsonl "$plan" --budgets 15,31 --temperatures 0 --max-new 64 \
+      --ignore-eos --device gpu 2>&1 | grep -E "^0 |identical|differ"
+done
 echo "== acceptance and speed: 20 held-out prompts, 64 tokens, greedy and T=0.7"
-"$bin/kplan" bench --acceptance /tmp/prompts20.jsonl "$plan" --budgets 4,8,16,32,64 --temperatures 0,0.7 --max-new 64 \
+"$bin/kplan" bench --acceptance /tmp/prompts20.jsonl "$plan" --budgets 4,8,15,16,31,32,63,auto --temperatures 0,0.7 --max-new 64 \
     --ignore-eos --device gpu --json "$out/acceptance.json" 2>&1
 if [ -n "${KPLAN_DEMO_PLAN:-}" ]; then  # tools/demo.sh's run, on its plan (--arch sm_90,sm_120, default buckets)
   echo "== tools/demo.sh's command on the GPU"
+  "$bin/kplan" run "$KPLAN_DEMO_PLAN" --prompt "$prompt" --spec compare --budget 15 --max-new 96 --device auto 2>&1
+  echo "== the demo's previous prompt (hand-written), budget 15"
   "$bin/kplan" run "$KPLAN_DEMO_PLAN" --prompt $'import os\n\n\ndef list_python_files(root):\n    """Yield the path of every .py file under root."""\n' \
-      --spec compare --budget 16 --max-new 96 --device auto 2>&1
+      --spec compare --budget 15 --max-new 96 --device auto 2>&1 | tail -4
 fi
 } > "$out/ddtree.txt" 2>&1
 cat "$out/ddtree.txt"

@@ -169,7 +169,8 @@ nlohmann::ordered_json row_json(const ModeMeasurement& m, const ModeMeasurement&
   const double ar_rate = ar.total.tokens_per_second();
   return {{"temperature", m.temperature},
           {"mode", mode_key(m.spec)},
-          {"budget", m.spec == KPLAN_SPEC_DDTREE ? nlohmann::ordered_json(m.budget) : nlohmann::ordered_json(nullptr)},
+          {"budget", m.spec != KPLAN_SPEC_DDTREE ? nlohmann::ordered_json(nullptr)
+                     : m.budget == KPLAN_BUDGET_AUTO ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(m.budget)},
           {"label", m.label()},
           {"tokens", t.tokens},
           {"rounds", t.rounds},
@@ -188,10 +189,11 @@ nlohmann::ordered_json row_json(const ModeMeasurement& m, const ModeMeasurement&
 
 std::vector<int32_t> parse_budgets(const std::string& text) {
   std::vector<int32_t> budgets;
-  for (int64_t b : parse_integer_list(text, {"--budgets", "a tree size", "4,8,16,32,64"})) {
-    if (b < 1 || b > INT32_MAX)
-      throw Error("--budgets: " + std::to_string(b) + " is not a tree size (at least 1 node)");
-    budgets.push_back(static_cast<int32_t>(b));
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    if (end > start) budgets.push_back(parse_budget(text.substr(start, end - start), "--budgets"));
+    start = end + 1;
   }
   if (budgets.empty()) throw Error("--budgets: no budget given (give a list like 4,8,16,32,64)");
   return budgets;

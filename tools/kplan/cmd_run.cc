@@ -38,7 +38,7 @@ struct RunArgs {
   int64_t max_new = 16;
   std::string spec;  // as given; "" when --spec was left out (resolve_spec)
   bool compare = false;  // --compare
-  int64_t budget = 16;
+  std::string budget = "16";
   std::string drafter = "dflash";
   double oracle_accuracy = 0.8;
   int64_t draft_depth = 0;
@@ -80,8 +80,7 @@ void run(const RunArgs& args) {
     throw Error("--compare checks one speculative mode against AR: give --spec dflash or --spec ddtree (the default), "
                 "not --spec " + spec + (compare ? " (which already checks all three modes)" : ""));
   if (args.max_new < 1) throw Error("--max-new must be at least 1");
-  if ((spec == "ddtree" || compare) && args.budget < 1)
-    throw Error("--budget must be at least 1 tree node (got " + std::to_string(args.budget) + ")");
+  const int32_t budget = parse_budget(args.budget, "--budget");
   if (args.temperature < 0) throw Error("--temperature must not be negative");
   if (args.has_prompt == args.has_prompt_ids)
     throw Error("give exactly one of --prompt TEXT and --prompt-ids 1,2,3");
@@ -103,7 +102,7 @@ void run(const RunArgs& args) {
   kplan_generate_options_init(&g);
   g.spec = parse_spec(spec);
   g.drafter = drafter_kind(args.drafter);
-  g.budget = static_cast<int32_t>(args.budget);
+  g.budget = budget;
   g.max_new = static_cast<int32_t>(args.max_new);
   g.temperature = args.temperature;
   g.seed = args.seed;
@@ -134,7 +133,7 @@ void run(const RunArgs& args) {
   print_tokens(plan.get(), info, decoded.tokens);
   if (args.stats) {
     std::string mode = spec;
-    if (g.spec == KPLAN_SPEC_DDTREE) mode += " budget " + std::to_string(args.budget);
+    if (g.spec == KPLAN_SPEC_DDTREE) mode += " budget " + args.budget;
     if (g.spec != KPLAN_SPEC_NONE) mode += ", drafter " + args.drafter;
     std::fprintf(stderr, "stats: mode                 %s, device %s, temperature %g\n", mode.c_str(),
                  kplan_session_device(session.get()) == KPLAN_DEVICE_GPU ? "gpu" : "cpu", args.temperature);
@@ -163,7 +162,10 @@ void register_run(CLI::App& app) {
                   "none); compare: decode with all three in one session, check they agree and print a table of "
                   "their figures")
       ->check(CLI::IsMember({"none", "dflash", "ddtree", "compare"}));
-  cmd->add_option("--budget", args->budget, "DDTree nodes per round (verify = 1 + budget tokens)");
+  cmd->add_option("--budget", args->budget,
+                  "DDTree nodes per round (verify = 1 + budget tokens), or auto: each round's from the measured step "
+                  "costs and the acceptance so far (GPU)")
+      ->capture_default_str();
   cmd->add_option("--drafter", args->drafter,
                   "dflash (--draft DIR), oracle (knows the AR continuation) or random")
       ->check(CLI::IsMember({"dflash", "oracle", "random"}));

@@ -1,10 +1,12 @@
 #include "tools/kplan/timed_generate.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <string>
 
+#include "ir/support/error.h"
 #include "tools/kplan/api_handles.h"
 
 namespace kplan::cli {
@@ -119,7 +121,16 @@ kplan_drafter_kind drafter_kind(const std::string& drafter) {
 std::string mode_label(kplan_spec_mode spec, int32_t budget) {
   if (spec == KPLAN_SPEC_NONE) return "AR";
   if (spec == KPLAN_SPEC_DFLASH) return "DFlash chain";
-  return "DDTree budget " + std::to_string(budget);
+  return "DDTree budget " + (budget == KPLAN_BUDGET_AUTO ? std::string("auto") : std::to_string(budget));
+}
+
+int32_t parse_budget(const std::string& text, const std::string& flag) {
+  if (text == "auto") return KPLAN_BUDGET_AUTO;
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1 || v > INT32_MAX)
+    throw Error(flag + ": '" + text + "' is not a tree size (a node count of at least 1, or auto)");
+  return static_cast<int32_t>(v);
 }
 
 }  // namespace kplan::cli

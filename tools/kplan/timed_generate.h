@@ -56,5 +56,8 @@ kplan_drafter_kind drafter_kind(const std::string& drafter);
 
 // "AR", "DFlash chain" or "DDTree budget 16".
 std::string mode_label(kplan_spec_mode spec, int32_t budget);
+// A DDTree budget as the CLI takes it: a node count >= 1, or "auto" (KPLAN_BUDGET_AUTO).
+// Throws kplan::Error naming `flag`.
+int32_t parse_budget(const std::string& text, const std::string& flag);
 
 }  // namespace kplan::cli

@@ -208,11 +208,15 @@ typedef enum kplan_drafter_kind {
   KPLAN_DRAFTER_RANDOM = 2,  /* tests: seeded random proposals */
 } kplan_drafter_kind;
 
+#define KPLAN_BUDGET_AUTO (-1) /* kplan_generate_options.budget chosen per round */
+
 typedef struct kplan_generate_options {
   uint32_t struct_size;        /* sizeof(kplan_generate_options) */
   kplan_spec_mode spec;        /* NONE (default) */
   kplan_drafter_kind drafter;  /* DFLASH (default) */
-  int32_t budget;              /* DDTree: tree nodes per round, verify = 1 + budget tokens (16) */
+  int32_t budget;              /* DDTree: tree nodes per round, verify = 1 + budget tokens (16);
+                                  KPLAN_BUDGET_AUTO: each round's from the measured step costs and
+                                  the acceptance so far (GPU sessions) */
   int32_t max_new;             /* tokens to generate, fewer on EOS (16) */
   double temperature;          /* 0 (default): greedy; > 0: sampling (lossless) */
   uint64_t seed;               /* sampling and the oracle / random drafters (0) */

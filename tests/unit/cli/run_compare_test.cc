@@ -163,7 +163,7 @@ void expect_refused(const CliResult& r, const std::string& needle) {
 
 TEST_F(RunCompare, RefusesWithoutADrafterOrABudget) {
   expect_refused(run(pair_.target.string() + " --spec compare" + kPrompt), "--spec compare needs a drafter");
-  expect_refused(run(pair_args() + " --spec compare --budget 0" + kPrompt), "--budget must be at least 1");
+  expect_refused(run(pair_args() + " --spec compare --budget 0" + kPrompt), "--budget: '0' is not a tree size");
 }
 
 }  // namespace

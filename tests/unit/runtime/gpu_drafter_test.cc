@@ -2,7 +2,7 @@
 // pair, compiled here for this GPU): greedy DDTree and chain DFlash emit AR's tokens at every
 // budget up to the largest bucket's, the GPU round makes the CPU round's trees and accepted
 // paths (the same rounds, tree nodes and committed tokens), and a seeded sample at temperature
-// 0.7 gives the CPU's tokens. Skips without a GPU.
+// 0.7 gives the CPU's tokens; --budget auto decodes AR's tokens too. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -88,6 +88,10 @@ TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
       EXPECT_GT(g.stats.mean_acceptance_length, 1.0) << "prompt " << p << " budget " << budget;
     }
     EXPECT_EQ(generate(gpu, prompt, KPLAN_SPEC_DFLASH, 0).tokens, ar.tokens) << "prompt " << p << " chain";
+    // --budget auto: each round's tree from the measured step costs; still AR's tokens.
+    const Decoded automatic = generate(gpu, prompt, KPLAN_SPEC_DDTREE, KPLAN_BUDGET_AUTO);
+    EXPECT_EQ(automatic.tokens, ar.tokens) << "prompt " << p << " budget auto";
+    EXPECT_GT(automatic.stats.tree_nodes, automatic.stats.rounds) << "prompt " << p << " budget auto verified no tree";
     EXPECT_EQ(generate(gpu, prompt, KPLAN_SPEC_DDTREE, 16, 0.7).tokens, generate(cpu, prompt, KPLAN_SPEC_DDTREE, 16, 0.7).tokens)
         << "prompt " << p << " temperature 0.7";
   }

@@ -1,0 +1,42 @@
+#pragma once
+// DDTree's `--budget auto`: each round's tree size from a cost model and the acceptance seen so
+// far in the session. The round's tree is built best-first at the largest budget the target's
+// steps allow; since the heap pops nodes in falling path probability, the tree of any smaller
+// budget b is its first b nodes (truncate_tree). The drafter's path probabilities predict how
+// many of those nodes a round accepts (the sum of exp(path log-prob) over them), scaled by how
+// the session's rounds have accepted against that prediction; the verify step's cost comes
+// from the target (its step times, measured on the device) and the drafter's from the rounds.
+// The budget maximising (1 + predicted accepted) / (draft + verify time) wins.
+#include <cstdint>
+#include <vector>
+
+#include "runtime/ddtree/draft_tree.h"
+
+namespace kplan {
+
+class BudgetChooser {
+ public:
+  // `verify_seconds[t]`: a verify step of t tokens (index 0 unused), t up to max_budget + 1.
+  BudgetChooser(std::vector<double> verify_seconds, int64_t max_budget);
+
+  int64_t max_budget() const { return max_budget_; }
+  // The budget for a round whose best-first tree at max_budget is `full`.
+  int64_t choose(const DraftTree& full) const;
+  // After the round: the tree it verified, how many nodes besides the root it accepted, and
+  // what drafting it cost.
+  void observe(const DraftTree& used, int64_t accepted_nodes, double draft_seconds);
+  double calibration() const { return (accepted_ + kPrior) / (predicted_ + kPrior); }
+
+ private:
+  static constexpr double kPrior = 2.0;  // nodes of prior belief that the prediction is right
+  std::vector<double> verify_seconds_;
+  int64_t max_budget_;
+  double accepted_ = 0, predicted_ = 0;
+  double draft_seconds_ = 0;  // mean over the rounds so far
+  int64_t rounds_ = 0;
+};
+
+// The first 1 + budget nodes of a best-first tree (root included): the tree of that budget.
+DraftTree truncate_tree(const DraftTree& tree, int64_t budget);
+
+}  // namespace kplan
