@@ -17,6 +17,7 @@
 #include "runtime/c_api_plan.h"
 #include "runtime/capped_target.h"
 #include "runtime/cpu/weight_table.h"
+#include "runtime/ddtree/budget_chooser.h"
 #include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/oracle_drafter.h"
 #include "runtime/ddtree/prefill.h"
@@ -61,6 +62,10 @@ struct kplan_session {
   kplan::gpu::GpuTargetModel* gpu = nullptr;  // set when the session runs on the GPU
   double load_seconds = 0;
   kplan::StepOutput last;
+  // --budget auto: the step costs measured at load, and the chooser that learns this session's
+  // acceptance across its generate calls (made on first use).
+  std::vector<double> step_costs;
+  std::unique_ptr<kplan::BudgetChooser> chooser;
   ~kplan_session() {
     target.reset();
     if (model) --model->sessions;
@@ -333,6 +338,9 @@ kplan_status kplan_session_create(kplan_model* model, const kplan_session_option
       s->target = kplan::make_plan_cpu_target(m.plan, m.source, opt.max_context, m.cpu_weights);
     }
     if (opt.max_step_tokens > 0) s->target = std::make_unique<kplan::CappedTarget>(std::move(s->target), opt.max_step_tokens);
+    // --budget auto's cost model is calibrated at load: each step size timed on the device once,
+    // before any decode (the replays only write pending rows).
+    if (m.gpu && m.plan->draft) s->step_costs = s->target->step_costs();
     s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     s->model = model->state;
     ++s->model->sessions;
@@ -522,6 +530,16 @@ kplan_status kplan_session_generate(kplan_session* session, const int32_t* promp
              : o.spec == KPLAN_SPEC_DFLASH ? kplan::SpecMode::kDFlash : kplan::SpecMode::kDDTree;
     static_assert(KPLAN_BUDGET_AUTO == kplan::kBudgetAuto, "the C API's auto budget is the loop's");
     d.budget = o.budget;
+    if (o.spec == KPLAN_SPEC_DDTREE && o.budget == KPLAN_BUDGET_AUTO) {
+      if (!session->chooser) {
+        if (session->step_costs.empty()) session->step_costs = session->target->step_costs();
+        if (session->step_costs.size() < 3)
+          throw kplan::Error("--budget auto needs the target's step costs (a GPU session measures them); give a budget instead");
+        const int64_t largest = static_cast<int64_t>(session->step_costs.size()) - 1;
+        session->chooser = std::make_unique<kplan::BudgetChooser>(session->step_costs, largest - 1);
+      }
+      d.budget_chooser = session->chooser.get();
+    }
     d.max_new = o.max_new;
     d.temperature = o.temperature;
     d.seed = o.seed;

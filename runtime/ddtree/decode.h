@@ -11,6 +11,7 @@
 namespace kplan {
 
 enum class SpecMode { kNone, kDFlash, kDDTree };
+class BudgetChooser;
 
 // DecodeOptions::budget: chosen each round (runtime/ddtree/budget_chooser.h).
 inline constexpr int64_t kBudgetAuto = -1;
@@ -23,6 +24,9 @@ struct DecodeOptions {
   std::vector<int64_t> eos_ids;  // stop after emitting one of these
   double temperature = 0.0;      // 0: greedy
   uint64_t seed = 0;             // sampling at temperature > 0
+  // kBudgetAuto: the chooser to use and teach (a session keeps one across its decodes); null:
+  // the decode makes its own from the target's step costs.
+  BudgetChooser* budget_chooser = nullptr;
 };
 
 struct DecodeResult {

@@ -31,13 +31,17 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
 
   // --budget auto: the tree of each round sized by the target's step costs (measured before the
   // prefill, which they must not disturb) and the acceptance seen so far.
-  std::optional<BudgetChooser> chooser;
+  std::optional<BudgetChooser> own;
+  BudgetChooser* chooser = nullptr;
   if (!single_path && options.budget == kBudgetAuto) {
-    std::vector<double> costs = target.step_costs();
-    if (costs.size() < 3)
-      throw Error("--budget auto needs the target's step costs (a GPU session measures them); give a budget instead");
-    const int64_t largest = static_cast<int64_t>(costs.size()) - 1;
-    chooser.emplace(std::move(costs), largest - 1);
+    chooser = options.budget_chooser;
+    if (!chooser) {
+      std::vector<double> costs = target.step_costs();
+      if (costs.size() < 3)
+        throw Error("--budget auto needs the target's step costs (a GPU session measures them); give a budget instead");
+      const int64_t largest = static_cast<int64_t>(costs.size()) - 1;
+      chooser = &own.emplace(std::move(costs), largest - 1);
+    }
   }
   double t0 = seconds_now();
   target.set_capture_layers(drafter.capture_layers());

@@ -133,7 +133,7 @@ std::vector<double> GpuTargetModel::step_costs() {
       costs[static_cast<size_t>(t)] = costs[bucket->tokens];
       continue;
     }
-    std::vector<float> ms = executor_.time_bucket(*bucket, 3, 15);
+    std::vector<float> ms = executor_.time_bucket(*bucket, 2, 9);
     std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
     costs[static_cast<size_t>(t)] = ms[ms.size() / 2] * 1e-3;
     if (bucket->tokens != t) costs[bucket->tokens] = costs[static_cast<size_t>(t)];

@@ -28,7 +28,7 @@ class GpuTargetModel : public TargetModel {
   void reset() override;
   void set_capture_layers(std::vector<int64_t> layer_ids) override;
   double device_wait_seconds() const override { return executor_.wait_seconds(); }
-  // Each target bucket's graph replay timed once (median of 15 after 3 warm-ups) and kept; a
+  // Each target bucket's graph replay timed once (median of 9 after 2 warm-ups) and kept; a
   // step of t tokens costs its bucket's time.
   std::vector<double> step_costs() override;
 

@@ -17,13 +17,13 @@ nvrtc_dir=$(dirname "$(ls /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/t
 export LD_LIBRARY_PATH=${nvrtc_dir:-/usr/local/cuda/lib64}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$stage/lib
 
 {
-for pdl in small all none; do  # programmatic dependent launch: the default (buckets <= 8 tokens), every bucket, none
+for pdl in ${KPLAN_PDL_SWEEP:-small}; do  # programmatic dependent launch: small (the default: buckets <= 8 tokens), all, none
   echo "== verify step time per bucket (graph replay, context 128), PDL $pdl"
   KPLAN_PDL=$pdl "$bin/kplan" bench "$plan" --steps 300 --all-buckets 2>&1 | tail -8
 done
 
 prompt=$(python3 -c "import json;print(json.loads(open('$repo/tests/data/mini-v3/heldout_prompts.jsonl').readline())['text'])")
-for budget in 4 15 16 31 auto; do
+for budget in 15 31 auto; do
   echo "== one decode, DDTree budget $budget, 96 tokens, --stats --compare"
   "$bin/kplan" run "$plan" --device gpu --spec ddtree --budget "$budget" --max-new 96 --ignore-eos --stats --compare \
       --prompt "$prompt" 2>&1 >/dev/null | grep -E "stats: (rounds|mean acc|tokens/s|time)|compare" 
@@ -33,9 +33,8 @@ echo "== chain DFlash, 96 tokens"
     | grep -E "stats: (rounds|mean acc|tokens/s|time)|compare"
 
 head -20 "$repo/tests/data/mini-v3/heldout_prompts.jsonl" > /tmp/prompts20.jsonl
-echo "== acceptance and speed, PDL on every bucket and on none: 20 held-out prompts, 64 tokens, greedy"
-for v in all none; do
-  echo "-- PDL $v"
+for v in ${KPLAN_PDL_ACCEPTANCE_SWEEP:-}; do  # e.g. "all none"
+  echo "== acceptance and speed, PDL $v: 20 held-out prompts, 64 tokens, greedy"
   KPLAN_PDL=$v "$bin/kplan" bench --acceptance /tmp/prompts20.jsonl "$plan" --budgets 15,31 --temperatures 0 --max-new 64 \
       --ignore-eos --device gpu 2>&1 | grep -E "^0 |identical|differ"
 done

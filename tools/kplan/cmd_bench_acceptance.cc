@@ -189,10 +189,12 @@ nlohmann::ordered_json row_json(const ModeMeasurement& m, const ModeMeasurement&
 
 std::vector<int32_t> parse_budgets(const std::string& text) {
   std::vector<int32_t> budgets;
+  if (text.empty()) throw Error("--budgets: no budget given (give a list like 4,8,16,32,64)");
   size_t start = 0;
   while (start <= text.size()) {
     const size_t end = std::min(text.find(',', start), text.size());
-    if (end > start) budgets.push_back(parse_budget(text.substr(start, end - start), "--budgets"));
+    if (end == start) throw Error("--budgets: empty entry in '" + text + "' (give a list like 4,8,16,auto)");
+    budgets.push_back(parse_budget(text.substr(start, end - start), "--budgets"));
     start = end + 1;
   }
   if (budgets.empty()) throw Error("--budgets: no budget given (give a list like 4,8,16,32,64)");

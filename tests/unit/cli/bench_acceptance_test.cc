@@ -212,7 +212,7 @@ TEST_F(BenchAcceptance, RefusesBadPromptFilesByNameAndLine) {
 
 TEST_F(BenchAcceptance, RefusesBadOptionsByName) {
   const fs::path prompts = write_prompts("two.jsonl", kTwoPrompts);
-  expect_refused(bench(prompts, "--budgets 0"), "--budgets: 0 is not a tree size");
+  expect_refused(bench(prompts, "--budgets 0"), "--budgets: '0' is not a tree size");
   expect_refused(bench(prompts, "--budgets 4,,8"), "--budgets: empty entry in '4,,8'");
   expect_refused(bench(prompts, "--temperatures -1"), "--temperatures: -1 is negative");
   expect_refused(bench(prompts, "--temperatures 0,x"), "--temperatures: 'x' is not a temperature");
