@@ -96,8 +96,8 @@ DepthCandidates GpuDFlashDrafter::propose_top(int32_t bonus_token, int32_t bonus
   const int64_t rows = depth > 0 ? std::min(depth, values->rows) : values->rows;
   std::vector<float> v(static_cast<size_t>(rows * values->cols));
   std::vector<int32_t> i(static_cast<size_t>(rows * ids->cols));
-  exec_.read_output(*values, rows, v.data());
-  exec_.read_i32(*ids, rows, i.data());
+  const GpuExecutor::RawRead reads[] = {{values, rows, v.data()}, {ids, rows, i.data()}};
+  exec_.read_raw(reads);  // one wait for both
   DepthCandidates c;
   c.depth = rows;
   c.k = k;

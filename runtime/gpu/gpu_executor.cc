@@ -68,9 +68,29 @@ GpuExecutor::GpuExecutor(std::shared_ptr<const GpuModel> model, Options options)
     arena_ = arena;
     clear_arena();
 
-    // Pinned staging: every input slot, then every output of the largest bucket.
+    // Pinned staging: kInputStages areas for the step inputs, then every output of the largest bucket.
     uint64_t inputs = 0, outputs = 0;
+    // The step inputs' slots as one span of the arena: a step writes them with one copy, from a
+    // host image that keeps every input's last value (an input a step leaves out stays as it was).
+    uint64_t begin = UINT64_MAX, end = 0;
     for (const plan::StepInputBinding& s : p.step_inputs) inputs += align_up(p.buffers.slots[s.slot].size, 64);
+    for (const plan::StepInputBinding& s : p.step_inputs) {
+      begin = std::min(begin, p.buffers.slots[s.slot].offset);
+      end = std::max(end, p.buffers.slots[s.slot].offset + p.buffers.slots[s.slot].size);
+    }
+    // One span only when no other slot lies inside it (the planner puts the inputs first).
+    bool span = begin < end;
+    for (size_t i = 0; i < p.buffers.slots.size() && span; ++i) {
+      const plan::BufferSlot& s = p.buffers.slots[i];
+      const bool input = std::any_of(p.step_inputs.begin(), p.step_inputs.end(),
+                                     [&](const plan::StepInputBinding& b) { return b.slot == i; });
+      if (!input && s.offset < end && s.offset + s.size > begin) span = false;
+    }
+    if (span) {
+      inputs_begin_ = begin;
+      inputs_image_.assign(static_cast<size_t>(end - begin), 0);
+      inputs = std::max(inputs, align_up(end - begin, 64));
+    }
     for (const plan::Bucket& b : p.buckets) {
       uint64_t n = 0;
       for (const plan::StepOutput& o : b.outputs)
@@ -174,8 +194,10 @@ void GpuExecutor::write_inputs(const StepInputs& in) {
   if (in_flight_ >= kInputStages - 1) {  // every other area may still be read by a queued copy
     synchronize(source_ + ": a queued step failed");
   }
-  uint64_t at = input_stage_bytes_ * static_cast<uint64_t>(next_stage_);
+  uint8_t* stage = pinned_ + input_stage_bytes_ * static_cast<uint64_t>(next_stage_);
   next_stage_ = (next_stage_ + 1) % kInputStages;
+  const bool one_copy = !inputs_image_.empty();
+  uint64_t at = 0;
   for (const plan::StepInputBinding& s : p.step_inputs) {
     const plan::BufferSlot& slot = p.buffers.slots[s.slot];
     const void* src = nullptr;
@@ -191,10 +213,18 @@ void GpuExecutor::write_inputs(const StepInputs& in) {
       throw Error(source_ + ": step input " + plan::step_input_name(s.kind) + " of " + std::to_string(n) +
                   " bytes does not fit its " + std::to_string(slot.size) + "-byte slot");
     if (n == 0) continue;
-    std::memcpy(pinned_ + at, src, n);
-    cuda_check(*cu_, cu_->cuMemcpyHtoDAsync(arena_ + slot.offset, pinned_ + at, n, stream), "writing step inputs");
+    if (one_copy) {
+      std::memcpy(inputs_image_.data() + (slot.offset - inputs_begin_), src, n);
+      continue;
+    }
+    std::memcpy(stage + at, src, n);
+    cuda_check(*cu_, cu_->cuMemcpyHtoDAsync(arena_ + slot.offset, stage + at, n, stream), "writing step inputs");
     at += align_up(slot.size, 64);
   }
+  if (!one_copy) return;
+  std::memcpy(stage, inputs_image_.data(), inputs_image_.size());
+  cuda_check(*cu_, cu_->cuMemcpyHtoDAsync(arena_ + inputs_begin_, stage, inputs_image_.size(), stream),
+             "writing step inputs");
 }
 
 void GpuExecutor::launch(const plan::Bucket& bucket) {
@@ -235,6 +265,27 @@ void GpuExecutor::stage_output(const plan::StepOutput& out, int64_t rows, uint8_
                                     stream),
              source_ + ": reading a step output");
   synchronize(source_ + ": reading a step output");
+}
+
+void GpuExecutor::read_raw(std::span<const RawRead> reads) {
+  const plan::Plan& p = plan();
+  model_->make_current();
+  CUstream stream = static_cast<CUstream>(stream_);
+  uint64_t stage_at = input_stage_bytes_ * kInputStages;  // the outputs' area, after the inputs'
+  std::vector<std::pair<uint8_t*, size_t>> staged;
+  for (const RawRead& r : reads) {
+    if (dtype_size(r.out->dtype) != 4) throw Error(source_ + ": output " + plan::output_kind_name(r.out->kind) + " is not 4-byte");
+    const size_t bytes = static_cast<size_t>(std::min(r.rows, r.out->rows) * r.out->cols) * 4;
+    if (stage_at + bytes > pinned_bytes_) throw Error(source_ + ": outputs read together exceed the staging area");
+    cuda_check(*cu_,
+               cu_->cuMemcpyDtoHAsync(pinned_ + stage_at, arena_ + p.buffers.slots[r.out->slot].offset + r.out->offset,
+                                      bytes, stream),
+               source_ + ": reading a step output");
+    staged.emplace_back(pinned_ + stage_at, bytes);
+    stage_at += align_up(bytes, 64);
+  }
+  synchronize(source_ + ": reading step outputs");
+  for (size_t i = 0; i < reads.size(); ++i) std::memcpy(reads[i].dst, staged[i].first, staged[i].second);
 }
 
 void GpuExecutor::read_output(const plan::StepOutput& out, int64_t rows, float* dst) {

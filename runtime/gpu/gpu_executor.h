@@ -61,6 +61,13 @@ class GpuExecutor {
   void read_ids(const plan::StepOutput& out, int64_t rows, int32_t* dst);
   // Reads rows [0, rows) of any i32 output (all its columns) of the last run.
   void read_i32(const plan::StepOutput& out, int64_t rows, int32_t* dst);
+  // Several f32 / i32 outputs of the last run as they are (4-byte elements), one wait for all.
+  struct RawRead {
+    const plan::StepOutput* out;
+    int64_t rows;
+    void* dst;
+  };
+  void read_raw(std::span<const RawRead> reads);
   // Commits pending KV rows cache_length + keep[i] -> cache_length + i in every KV cache: a
   // replay of the plan's "target_commit" bucket when it has one (keep indices in the Tokens input, their
   // count in TokenCount; enqueued, the next step on the stream runs after it), else a few
@@ -101,6 +108,8 @@ class GpuExecutor {
   // never overwrites an area a queued copy has yet to read.
   static constexpr int kInputStages = 4;
   uint64_t input_stage_bytes_ = 0;
+  uint64_t inputs_begin_ = 0;           // the step inputs' span in the arena
+  std::vector<uint8_t> inputs_image_;   // its host image: every input's last value
   int next_stage_ = 0, in_flight_ = 0;
   double wait_seconds_ = 0;
 };
