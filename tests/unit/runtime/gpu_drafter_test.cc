@@ -97,5 +97,39 @@ TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
   }
 }
 
+// The synthesised pairs (random drafters: little is accepted, the trees still must not change a
+// token): tiny, tiny2 and tiny with INT4 experts, each with its `kplan synth --draft` drafter.
+TEST(GpuDrafter, SynthPairsDecodeAsArAtEveryBudget) {
+  const std::string arch = gpu_arch();
+  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
+  for (const std::string preset : {"tiny", "tiny2", "tiny --int4"}) {
+    const fs::path dir = plan::testing::scratch_dir("kplan_gpu_drafter_synth") / std::to_string(std::hash<std::string>{}(preset));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string kplan = std::string(KPLAN_BINARY);
+    const std::string log = " > " + (dir / "log").string() + " 2>&1";
+    ASSERT_EQ(std::system((kplan + " synth " + preset + " --seed 1 --out " + (dir / "t").string() + " --draft " +
+                           (dir / "d").string() + log).c_str()),
+              0)
+        << preset;
+    const fs::path file = dir / "p.kplan";
+    ASSERT_EQ(std::system((kplan + " compile --model " + (dir / "t").string() + " --draft " + (dir / "d").string() +
+                           " --arch " + arch + " -o " + file.string() + log).c_str()),
+              0)
+        << preset;
+    PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
+    PlanHandle cpu(file.string(), KPLAN_DEVICE_CPU);
+    const std::vector<int32_t> prompt = {5, 17, 300, 42, 7, 99, 3, 250, 11};
+    const Decoded ar = generate(gpu, prompt, KPLAN_SPEC_NONE, 0);
+    for (int32_t budget : {1, 4, 16, 63}) {
+      const Decoded g = generate(gpu, prompt, KPLAN_SPEC_DDTREE, budget);
+      const Decoded c = generate(cpu, prompt, KPLAN_SPEC_DDTREE, budget);
+      EXPECT_EQ(g.tokens, ar.tokens) << preset << " budget " << budget;
+      EXPECT_EQ(c.tokens, ar.tokens) << preset << " budget " << budget << " (CPU)";
+      EXPECT_EQ(g.stats.committed_in_rounds, c.stats.committed_in_rounds) << preset << " budget " << budget;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kplan
