@@ -4,7 +4,6 @@
 
 #include "ir/support/error.h"
 #include "runtime/ddtree/log_softmax.h"
-#include "runtime/gpu/kv_moves.h"
 
 namespace kplan::gpu {
 
@@ -15,46 +14,33 @@ GpuDFlashDrafter::GpuDFlashDrafter(GpuTargetModel& target) : target_(target), ex
   block_size_ = p.draft->block_size;
   mask_token_ = static_cast<int32_t>(p.draft->mask_token_id);
   draft_ = p.bucket_for("draft", block_size_);
-  commit_ = p.bucket_for("draft_commit", 1);
-  if (!draft_ || draft_->tokens != static_cast<uint32_t>(block_size_) || !commit_ || !p.bucket_for("draft_context", 1))
+  if (!draft_ || draft_->tokens != static_cast<uint32_t>(block_size_) || !p.bucket_for("draft_commit", 1) ||
+      !p.bucket_for("draft_context", 1))
     throw Error(source + ": the plan's drafter has no GPU programs (it was compiled before the drafter ran on the GPU: "
                          "recompile it with --draft DIR)");
   if (!draft_output(plan::OutputKind::Logits)) throw Error(source + ": invalid plan: @draft has no logits output");
+  // The context step and the commit ride in the target's own graphs: same inputs, no host work.
+  target_.set_followers("draft_context", "draft_commit");
 }
+
+GpuDFlashDrafter::~GpuDFlashDrafter() { target_.set_followers("", ""); }
 
 void GpuDFlashDrafter::observe(std::span<const int32_t>, std::span<const int32_t>, const std::vector<Matrix>&) {
   throw Error("the GPU drafter reads the target's features on the device: feed it target steps (observe_step)");
 }
 
 void GpuDFlashDrafter::observe_step(const StepInput& step, const StepOutput&, std::span<const int32_t> rows) {
-  const plan::Plan& p = exec_.plan();
   const int64_t t = static_cast<int64_t>(step.tokens.size());
-  if (t == 0) return;
   for (size_t i = 0; i < rows.size(); ++i)
     if (rows[i] < 0 || rows[i] >= t || (i && rows[i] <= rows[i - 1]))
       throw Error("GPU drafter: committed rows must be increasing indices into the " + std::to_string(t) + "-token step");
-  const plan::Bucket* context = p.bucket_for("draft_context", t);
-  if (!context) throw Error("GPU drafter: no @draft_context bucket for a " + std::to_string(t) + "-token step");
-
-  // Every row of the step, at its own position (a tree node's: root + depth); padding rows
-  // repeat the last position, as the target's step did.
-  StepInputs in;
-  in.positions.assign(context->tokens, step.positions.back());
-  std::copy(step.positions.begin(), step.positions.end(), in.positions.begin());
-  in.cache_length = static_cast<int32_t>(context_length_);
-  in.token_count = static_cast<int32_t>(t);
-  exec_.run(*context, in, /*wait=*/false);
-
-  // Keep the committed rows' K/V; a prefix kept in place (prefill, a whole chain) moves nothing.
-  if (!kv_row_moves(context_length_, rows).empty()) {
-    StepInputs keep;
-    keep.tokens.assign(commit_->tokens, 0);
-    std::copy(rows.begin(), rows.end(), keep.tokens.begin());
-    keep.cache_length = static_cast<int32_t>(context_length_);
-    keep.token_count = static_cast<int32_t>(rows.size());
-    exec_.run(*commit_, keep, /*wait=*/false);
-  }
+  // The work is done already: @draft_context ran in the step's graph over every row of it, and
+  // @draft_commit in the commit's graph with the rows kept. The context grows as the target's
+  // cache did, which it must have followed step by step.
   context_length_ += static_cast<int64_t>(rows.size());
+  if (context_length_ != target_.cache_length())
+    throw Error("GPU drafter: its context holds " + std::to_string(context_length_) + " positions, the target's cache " +
+                std::to_string(target_.cache_length()) + " (a target step went unobserved)");
 }
 
 void GpuDFlashDrafter::run_draft(int32_t bonus_token, int32_t bonus_position) {

@@ -3,11 +3,13 @@
 // (compiled beside the target's, compiler/passes/bucketize.cc) run in the target's arena, where
 // its context caches live and where the target's captured layer outputs already sit.
 //
-// A round: after the target's step (a verify, or a prefill chunk) and its commit, observe_step
-// replays @draft_context over every row of that step (each row's context K/V appended pending
-// after the drafter's cache, as the target's own KV is) and @draft_commit with the rows the
-// target kept, so no feature crosses PCIe. propose_top replays @draft for [bonus, mask ...] and
-// reads back only each depth's top candidates (the plan's topk of the drafter's log-probs).
+// A round: the drafter's @draft_context runs in the same graph as each target step (a verify, or
+// a prefill chunk: the same step inputs), over every row of it (each row's context K/V appended
+// pending after the drafter's cache, as the target's own KV is), and @draft_commit in the same
+// graph as the target's commit with the rows it kept, so no feature crosses PCIe and neither
+// costs a launch of its own (GpuTargetModel::set_followers). propose_top replays @draft for
+// [bonus, mask ...] and reads back only each depth's top candidates (the plan's topk of the
+// drafter's log-probs).
 // The same computation as the CPU drafter (runtime/cpu/dflash_drafter.h), which the tests hold
 // it to.
 #include <cstdint>
@@ -24,6 +26,9 @@ class GpuDFlashDrafter final : public Drafter {
   // Throws kplan::Error when the plan has no drafter lowered for the GPU (compiled before the
   // drafter ran there, or without --draft). `target` must outlive the drafter.
   explicit GpuDFlashDrafter(GpuTargetModel& target);
+  ~GpuDFlashDrafter() override;  // the target's steps run alone again
+  GpuDFlashDrafter(const GpuDFlashDrafter&) = delete;
+  GpuDFlashDrafter& operator=(const GpuDFlashDrafter&) = delete;
 
   // The host path is refused: the GPU drafter reads the target's step where it lies.
   void observe(std::span<const int32_t> tokens, std::span<const int32_t> positions,
@@ -44,7 +49,6 @@ class GpuDFlashDrafter final : public Drafter {
   GpuTargetModel& target_;
   GpuExecutor& exec_;
   const plan::Bucket* draft_ = nullptr;
-  const plan::Bucket* commit_ = nullptr;
   int64_t block_size_ = 0;
   int32_t mask_token_ = 0;
   int64_t context_length_ = 0;

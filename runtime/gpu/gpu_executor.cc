@@ -120,6 +120,8 @@ void GpuExecutor::release() {
   for (void* g : graphs_)
     if (g) cu_->cuGraphExecDestroy(static_cast<CUgraphExec>(g));
   graphs_.clear();
+  for (auto& [key, g] : chain_graphs_) cu_->cuGraphExecDestroy(static_cast<CUgraphExec>(g));
+  chain_graphs_.clear();
   if (arena_) cu_->cuMemFree(arena_);
   arena_ = 0;
   if (pinned_) cu_->cuMemFreeHost(pinned_);
@@ -155,30 +157,54 @@ void GpuExecutor::enqueue(const plan::Bucket& bucket) {
   }
 }
 
+void* GpuExecutor::capture(std::span<const plan::Bucket* const> chain) {
+  CUstream stream = static_cast<CUstream>(stream_);
+  std::string what = source_ + ": building the CUDA graph of bucket";
+  for (const plan::Bucket* b : chain) what += " " + b->program + "/" + std::to_string(b->tokens);
+  cuda_check(*cu_, cu_->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), what);
+  try {
+    for (const plan::Bucket* b : chain) enqueue(*b);
+  } catch (...) {
+    CUgraph g = nullptr;
+    cu_->cuStreamEndCapture(stream, &g);
+    if (g) cu_->cuGraphDestroy(g);
+    throw;
+  }
+  CUgraph graph = nullptr;
+  cuda_check(*cu_, cu_->cuStreamEndCapture(stream, &graph), what);
+  CUgraphExec exec = nullptr;
+  CUresult r = cu_->cuGraphInstantiate(&exec, graph, 0);
+  cu_->cuGraphDestroy(graph);
+  cuda_check(*cu_, r, what);
+  return exec;
+}
+
 void GpuExecutor::build_graphs() {
   const plan::Plan& p = plan();
-  CUstream stream = static_cast<CUstream>(stream_);
   graphs_.assign(p.buckets.size(), nullptr);
   for (size_t b = 0; b < p.buckets.size(); ++b) {
-    std::string what = source_ + ": building the CUDA graph of bucket " + p.buckets[b].program + "/" +
-                       std::to_string(p.buckets[b].tokens);
-    cuda_check(*cu_, cu_->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), what);
-    try {
-      enqueue(p.buckets[b]);
-    } catch (...) {
-      CUgraph g = nullptr;
-      cu_->cuStreamEndCapture(stream, &g);
-      if (g) cu_->cuGraphDestroy(g);
-      throw;
-    }
-    CUgraph graph = nullptr;
-    cuda_check(*cu_, cu_->cuStreamEndCapture(stream, &graph), what);
-    CUgraphExec exec = nullptr;
-    CUresult r = cu_->cuGraphInstantiate(&exec, graph, 0);
-    cu_->cuGraphDestroy(graph);
-    cuda_check(*cu_, r, what);
-    graphs_[b] = exec;
+    const plan::Bucket* one[] = {&p.buckets[b]};
+    graphs_[b] = capture(one);
   }
+}
+
+void GpuExecutor::run_chain(std::span<const plan::Bucket* const> chain, const StepInputs& in, bool wait) {
+  if (chain.empty()) return;
+  if (chain.size() == 1) return run(*chain[0], in, wait);
+  model_->make_current();
+  write_inputs(in);
+  CUstream stream = static_cast<CUstream>(stream_);
+  if (use_graphs_) {
+    std::vector<size_t> key;
+    for (const plan::Bucket* b : chain) key.push_back(bucket_index(*b));
+    auto it = chain_graphs_.find(key);
+    if (it == chain_graphs_.end()) it = chain_graphs_.emplace(key, capture(chain)).first;  // once per chain
+    cuda_check(*cu_, cu_->cuGraphLaunch(static_cast<CUgraphExec>(it->second), stream), source_ + ": graph launch");
+  } else {
+    for (const plan::Bucket* b : chain) enqueue(*b);
+  }
+  ++in_flight_;
+  if (wait) synchronize(source_ + ": step of bucket " + chain[0]->program + "/" + std::to_string(chain[0]->tokens) + " and its followers failed");
 }
 
 size_t GpuExecutor::bucket_index(const plan::Bucket& bucket) const {
@@ -324,7 +350,7 @@ void GpuExecutor::read_i32(const plan::StepOutput& out, int64_t rows, int32_t* d
   std::memcpy(dst, stage, count * 4);
 }
 
-void GpuExecutor::commit_kv(int64_t cache_length, std::span<const int32_t> keep) {
+void GpuExecutor::commit_kv(int64_t cache_length, std::span<const int32_t> keep, const plan::Bucket* follower) {
   const plan::Plan& p = plan();
   model_->make_current();
   CUstream stream = static_cast<CUstream>(stream_);
@@ -336,11 +362,11 @@ void GpuExecutor::commit_kv(int64_t cache_length, std::span<const int32_t> keep)
     StepInputs in;
     in.tokens.assign(commit->tokens, 0);
     std::copy(keep.begin(), keep.end(), in.tokens.begin());
-    in.positions.assign(commit->tokens, 0);
-    in.tree_mask.assign(static_cast<size_t>(commit->tokens) * ((commit->tokens + 31) / 32), 0u);
     in.cache_length = static_cast<int32_t>(cache_length);
     in.token_count = static_cast<int32_t>(keep.size());
-    run(*commit, in, /*wait=*/false);  // the next step, on the same stream, runs after it
+    const plan::Bucket* chain[] = {commit, follower};
+    // The next step, on the same stream, runs after it.
+    run_chain(std::span<const plan::Bucket* const>(chain, follower ? 2 : 1), in, /*wait=*/false);
     return;
   }
   for (const plan::KvCache& kv : p.kv_caches) {

@@ -6,6 +6,7 @@
 // false, launches them one by one for debugging and profiling). Step inputs are written into
 // their arena slots before a graph replays, so graphs never need rebuilding.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -55,6 +56,9 @@ class GpuExecutor {
   // wait = false only enqueues it (a step whose outputs nobody reads before the next one: a
   // commit), so the host goes on while it runs. Its errors then surface at the next wait.
   void run(const plan::Bucket& bucket, const StepInputs& in, bool wait = true);
+  // Buckets that run back to back on the same step inputs (a target step and the drafter's
+  // context step; the two commits) as one graph, captured on first use.
+  void run_chain(std::span<const plan::Bucket* const> chain, const StepInputs& in, bool wait = true);
   // Reads rows [0, rows) of an output of the last run as f32 (converting from bf16/f16).
   void read_output(const plan::StepOutput& out, int64_t rows, float* dst);
   // Reads rows [0, rows) of a TokenIds output of the last run.
@@ -72,7 +76,8 @@ class GpuExecutor {
   // replay of the plan's "target_commit" bucket when it has one (keep indices in the Tokens input, their
   // count in TokenCount; enqueued, the next step on the stream runs after it), else a few
   // device-to-device copies per cache (runtime/gpu/kv_moves.h).
-  void commit_kv(int64_t cache_length, std::span<const int32_t> keep);
+  // `follower`: a bucket that takes the same inputs (the drafter's commit), in the same graph.
+  void commit_kv(int64_t cache_length, std::span<const int32_t> keep, const plan::Bucket* follower = nullptr);
   // Replays the bucket `reps` times after `warmup` replays, with the current step inputs, and
   // returns each replay's GPU time in milliseconds (CUDA events).
   std::vector<float> time_bucket(const plan::Bucket& bucket, int warmup, int reps);
@@ -84,6 +89,7 @@ class GpuExecutor {
   void release();
   void prepare_launches();
   void build_graphs();
+  void* capture(std::span<const plan::Bucket* const> chain);  // a CUgraphExec of the buckets in order
   void enqueue(const plan::Bucket& bucket);
   void launch(const plan::Bucket& bucket);  // graph replay or plain launches, no wait
   void write_inputs(const StepInputs& in);
@@ -102,6 +108,7 @@ class GpuExecutor {
   uint64_t arena_bytes_ = 0;
   std::vector<std::vector<LaunchParams>> params_;  // per bucket, per launch
   std::vector<void*> graphs_;             // CUgraphExec per bucket
+  std::map<std::vector<size_t>, void*> chain_graphs_;  // per chain of bucket indices
   uint8_t* pinned_ = nullptr;             // staging: kInputStages areas for step inputs, then outputs
   uint64_t pinned_bytes_ = 0;
   // Steps enqueued without a wait read their inputs from staging areas in turn, so the host

@@ -80,7 +80,12 @@ StepOutput GpuTargetModel::forward(const StepInput& in) {
     if (tok < 0 || tok >= config().vocab_size)
       throw Error(source_ + ": token id " + std::to_string(tok) + " is outside the vocabulary");
 
-  executor_.run(*bucket, step_inputs_for(in, *bucket));
+  if (step_follower_.empty()) {
+    executor_.run(*bucket, step_inputs_for(in, *bucket));
+  } else {
+    const plan::Bucket* chain[] = {bucket, p.bucket_for(step_follower_, bucket->tokens)};
+    executor_.run_chain(chain, step_inputs_for(in, *bucket));
+  }
   pending_ = t;
 
   StepOutput out;
@@ -118,7 +123,7 @@ void GpuTargetModel::commit(std::span<const int32_t> keep) {
   for (size_t i = 0; i < keep.size(); ++i)
     if (keep[i] < 0 || keep[i] >= pending_ || (i && keep[i] <= keep[i - 1]))
       throw Error(source_ + ": commit indices must be increasing step indices below " + std::to_string(pending_));
-  executor_.commit_kv(cache_length_, keep);
+  executor_.commit_kv(cache_length_, keep, commit_follower_);
   cache_length_ += static_cast<int64_t>(keep.size());
   pending_ = 0;
 }
@@ -141,6 +146,22 @@ std::vector<double> GpuTargetModel::step_costs() {
   // The replays wrote pending rows and outputs only: nothing committed changed.
   step_costs_ = costs;
   return step_costs_;
+}
+
+void GpuTargetModel::set_followers(const std::string& step, const std::string& commit) {
+  const plan::Plan& p = executor_.plan();
+  if (!step.empty())
+    for (const plan::Bucket& b : p.buckets)
+      if (b.program == "target") {
+        const plan::Bucket* f = p.bucket_for(step, b.tokens);
+        if (!f || f->tokens != b.tokens)
+          throw Error(source_ + ": invalid plan: no " + step + " bucket of " + std::to_string(b.tokens) + " tokens to follow target/" +
+                      std::to_string(b.tokens));
+      }
+  const plan::Bucket* c = commit.empty() ? nullptr : p.bucket_for(commit, 1);
+  if (!commit.empty() && !c) throw Error(source_ + ": invalid plan: no " + commit + " bucket");
+  step_follower_ = step;
+  commit_follower_ = c;
 }
 
 void GpuTargetModel::reset() {

@@ -33,6 +33,11 @@ class GpuTargetModel : public TargetModel {
   std::vector<double> step_costs() override;
 
   GpuExecutor& executor() { return executor_; }
+  // Programs that run with every step and commit from now on, in the same graphs and on the
+  // same inputs (the plan's drafter: "draft_context" after each step of T tokens, at its bucket
+  // of the step's size, and "draft_commit" after each commit); "" for none. Throws when the plan
+  // lacks a bucket of `step` for one of the target's step sizes.
+  void set_followers(const std::string& step, const std::string& commit);
   // Inputs of a step of `tokens` tokens at the current cache length (for benchmarks).
   StepInputs step_inputs_for(const StepInput& in, const plan::Bucket& bucket) const;
 
@@ -45,6 +50,8 @@ class GpuTargetModel : public TargetModel {
   int64_t pending_ = 0;  // tokens of the last forward, not yet committed
   std::vector<int64_t> capture_layers_;
   std::vector<double> step_costs_;
+  std::string step_follower_;
+  const plan::Bucket* commit_follower_ = nullptr;
 };
 
 }  // namespace kplan::gpu

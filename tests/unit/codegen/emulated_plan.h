@@ -15,6 +15,20 @@
 
 namespace kplan::codegen::testing_util {
 
+// A verify step over a tree of at most 32 nodes given by its parents (parents precede children):
+// node i's ancestor mask, token token0 + step * i, position root + depth.
+inline StepInput tree_step(const std::vector<int32_t>& parent, int32_t root, int32_t token0, int32_t step) {
+  StepInput tree;
+  tree.tree_mask.assign(parent.size(), 0);
+  for (int32_t i = 0; i < static_cast<int32_t>(parent.size()); ++i) {
+    int32_t depth = 0;
+    for (int32_t a = i; a >= 0; a = parent[a], ++depth) tree.tree_mask[i] |= 1u << a;
+    tree.tokens.push_back(token0 + step * i);
+    tree.positions.push_back(root + depth - 1);
+  }
+  return tree;
+}
+
 class EmulatedTarget {
  public:
   EmulatedTarget(plan::LoweredPlan& lp) : lp_(lp), emu_(lp) {}

@@ -125,15 +125,7 @@ TEST(CodegenLowerEmulated, BundledDrafterMatchesTheCpuDrafter) {
   expect_same_proposal(drafter.propose(77, 6, 6), cpu_drafter, 77, 6, 15, "after prefill");
 
   // A tree of 8 nodes at positions 6 + depth; the drafter keeps the accepted path's rows only.
-  const std::vector<int32_t> parent = {-1, 0, 0, 1, 1, 2, 4, 6};
-  StepInput tree;
-  tree.tree_mask.assign(8, 0);
-  for (int32_t i = 0; i < 8; ++i) {
-    int32_t depth = 0;
-    for (int32_t a = i; a >= 0; a = parent[a], ++depth) tree.tree_mask[i] |= 1u << a;
-    tree.tokens.push_back(77 + 13 * i);
-    tree.positions.push_back(6 + depth - 1);
-  }
+  const StepInput tree = testing_util::tree_step({-1, 0, 0, 1, 1, 2, 4, 6}, 6, 77, 13);
   gpu_like.forward(tree, 6);
   const std::vector<int32_t> path = {0, 1, 4, 6};
   gpu_like.commit(6, path);

@@ -55,15 +55,7 @@ void check_checkpoint(const std::string& preset) {
   cpu.commit(all);
 
   // Tree verify of 8 nodes at positions 5 + depth: parents 0 <- 1, 2; 1 <- 3, 4; 2 <- 5; 4 <- 6; 6 <- 7.
-  const std::vector<int32_t> parent = {-1, 0, 0, 1, 1, 2, 4, 6};
-  StepInput tree;
-  tree.tree_mask.assign(8, 0);
-  for (int32_t i = 0; i < 8; ++i) {
-    int32_t depth = 0;
-    for (int32_t a = i; a >= 0; a = parent[a], ++depth) tree.tree_mask[i] |= 1u << a;
-    tree.tokens.push_back((7 * i + 11) % static_cast<int32_t>(vocab));
-    tree.positions.push_back(5 + depth - 1);
-  }
+  const StepInput tree = testing_util::tree_step({-1, 0, 0, 1, 1, 2, 4, 6}, 5, 11, 7);  // tokens < tiny's vocab
   std::tie(logits, hidden) = gpu_like.forward(tree, 5);
   want = cpu.forward(tree);
   EXPECT_LT(relative_error(logits, want.logits.data), 1e-4) << preset << " tree verify";

@@ -22,13 +22,7 @@ using test::ToyTarget;
 constexpr int64_t kVocab = 11;
 constexpr int64_t kDepth = 7;  // block size 8
 
-DecodeOptions options_for(SpecMode spec, int64_t budget, int64_t max_new) {
-  DecodeOptions o;
-  o.spec = spec;
-  o.budget = budget;
-  o.max_new = max_new;
-  return o;
-}
+using test::options_for;
 
 int64_t rounds_in(const DecodeStats& s) {
   return std::accumulate(s.acceptance_histogram.begin(), s.acceptance_histogram.end(), int64_t{0});

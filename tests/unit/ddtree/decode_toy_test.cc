@@ -22,13 +22,7 @@ using test::ToyTarget;
 constexpr int64_t kVocab = 11;
 constexpr int64_t kDepth = 7;  // block size 8
 
-DecodeOptions options_for(SpecMode spec, int64_t budget, int64_t max_new) {
-  DecodeOptions o;
-  o.spec = spec;
-  o.budget = budget;
-  o.max_new = max_new;
-  return o;
-}
+using test::options_for;
 
 void expect_consistent_history(const ToyTarget& target, const RecordingDrafter& drafter,
                                const std::vector<int32_t>& prompt, const DecodeResult& r) {

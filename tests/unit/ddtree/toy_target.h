@@ -12,11 +12,21 @@
 #include <string>
 #include <vector>
 
+#include "runtime/ddtree/decode.h"
 #include "runtime/ddtree/random_stream.h"
 #include "ir/support/tree_mask.h"
 #include "runtime/step_model.h"
 
 namespace kplan::test {
+
+// The decode options the toy tests vary: mode, budget, tokens.
+inline DecodeOptions options_for(SpecMode spec, int64_t budget, int64_t max_new) {
+  DecodeOptions o;
+  o.spec = spec;
+  o.budget = budget;
+  o.max_new = max_new;
+  return o;
+}
 
 class ToyTarget : public TargetModel {
  public:
