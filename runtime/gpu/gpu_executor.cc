@@ -188,6 +188,21 @@ void GpuExecutor::build_graphs() {
   }
 }
 
+void* GpuExecutor::chain_graph(std::span<const plan::Bucket* const> chain) {
+  std::vector<size_t> key;
+  for (const plan::Bucket* b : chain) key.push_back(bucket_index(*b));
+  auto it = chain_graphs_.find(key);
+  if (it == chain_graphs_.end()) {
+    model_->make_current();
+    it = chain_graphs_.emplace(key, capture(chain)).first;
+  }
+  return it->second;
+}
+
+void GpuExecutor::prepare_chain(std::span<const plan::Bucket* const> chain) {
+  if (use_graphs_ && chain.size() > 1) chain_graph(chain);
+}
+
 void GpuExecutor::run_chain(std::span<const plan::Bucket* const> chain, const StepInputs& in, bool wait) {
   if (chain.empty()) return;
   if (chain.size() == 1) return run(*chain[0], in, wait);
@@ -195,11 +210,7 @@ void GpuExecutor::run_chain(std::span<const plan::Bucket* const> chain, const St
   write_inputs(in);
   CUstream stream = static_cast<CUstream>(stream_);
   if (use_graphs_) {
-    std::vector<size_t> key;
-    for (const plan::Bucket* b : chain) key.push_back(bucket_index(*b));
-    auto it = chain_graphs_.find(key);
-    if (it == chain_graphs_.end()) it = chain_graphs_.emplace(key, capture(chain)).first;  // once per chain
-    cuda_check(*cu_, cu_->cuGraphLaunch(static_cast<CUgraphExec>(it->second), stream), source_ + ": graph launch");
+    cuda_check(*cu_, cu_->cuGraphLaunch(static_cast<CUgraphExec>(chain_graph(chain)), stream), source_ + ": graph launch");
   } else {
     for (const plan::Bucket* b : chain) enqueue(*b);
   }

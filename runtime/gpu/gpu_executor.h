@@ -59,6 +59,8 @@ class GpuExecutor {
   // Buckets that run back to back on the same step inputs (a target step and the drafter's
   // context step; the two commits) as one graph, captured on first use.
   void run_chain(std::span<const plan::Bucket* const> chain, const StepInputs& in, bool wait = true);
+  // Captures a chain's graph now (not in a timed step).
+  void prepare_chain(std::span<const plan::Bucket* const> chain);
   // Reads rows [0, rows) of an output of the last run as f32 (converting from bf16/f16).
   void read_output(const plan::StepOutput& out, int64_t rows, float* dst);
   // Reads rows [0, rows) of a TokenIds output of the last run.
@@ -90,6 +92,7 @@ class GpuExecutor {
   void prepare_launches();
   void build_graphs();
   void* capture(std::span<const plan::Bucket* const> chain);  // a CUgraphExec of the buckets in order
+  void* chain_graph(std::span<const plan::Bucket* const> chain);  // captured once, kept
   void enqueue(const plan::Bucket& bucket);
   void launch(const plan::Bucket& bucket);  // graph replay or plain launches, no wait
   void write_inputs(const StepInputs& in);
