@@ -341,6 +341,10 @@ kplan_status kplan_session_create(kplan_model* model, const kplan_session_option
     // --budget auto's cost model is calibrated at load: each step size timed on the device once,
     // before any decode (the replays only write pending rows).
     if (m.gpu && m.plan->draft) s->step_costs = s->target->step_costs();
+    // The plan's GPU drafter runs its context step and commit in the target's graphs: capture
+    // those now rather than in the first timed decode.
+    if (s->gpu && m.plan->draft && m.plan->bucket_for("draft", m.plan->draft->block_size))
+      s->gpu->prepare_followers("draft_context", "draft_commit");
     s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     s->model = model->state;
     ++s->model->sessions;

@@ -162,12 +162,16 @@ void GpuTargetModel::set_followers(const std::string& step, const std::string& c
   if (!commit.empty() && !c) throw Error(source_ + ": invalid plan: no " + commit + " bucket");
   step_follower_ = step;
   commit_follower_ = c;
-  // Their graphs are captured here, at the drafter's load, not in the first timed steps.
+}
+
+void GpuTargetModel::prepare_followers(const std::string& step, const std::string& commit) {
+  const plan::Plan& p = executor_.plan();
+  const plan::Bucket* c = commit.empty() ? nullptr : p.bucket_for(commit, 1);
   for (const plan::Bucket& b : p.buckets) {
     const plan::Bucket* chain[] = {&b, nullptr};
     if (b.program == "target" && !step.empty()) chain[1] = p.bucket_for(step, b.tokens);
-    if (b.program == "target_commit" && c) chain[1] = c;
-    if (chain[1]) executor_.prepare_chain(chain);
+    if (b.program == "target_commit") chain[1] = c;
+    if (chain[1] && chain[1]->tokens == b.tokens) executor_.prepare_chain(chain);
   }
 }
 

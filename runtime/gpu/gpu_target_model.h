@@ -38,6 +38,8 @@ class GpuTargetModel : public TargetModel {
   // of the step's size, and "draft_commit" after each commit); "" for none. Throws when the plan
   // lacks a bucket of `step` for one of the target's step sizes.
   void set_followers(const std::string& step, const std::string& commit);
+  // Captures those chains' graphs now (a session's load), so no timed step captures one.
+  void prepare_followers(const std::string& step, const std::string& commit);
   // Inputs of a step of `tokens` tokens at the current cache length (for benchmarks).
   StepInputs step_inputs_for(const StepInput& in, const plan::Bucket& bucket) const;
 
