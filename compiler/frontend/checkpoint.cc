@@ -57,6 +57,16 @@ bool read_shape_pair(const TensorView& t, int64_t* out, int64_t* in) {
 
 }  // namespace
 
+// Tensors whose spec takes any float (widen_floats) stored as bf16 / f16: widened to f32 before
+// the dtype check, so every later reader sees f32.
+void widen_stored_floats(SafetensorsCheckpoint& tensors, const std::vector<TensorSpec>& specs) {
+  for (const TensorSpec& s : specs) {
+    if (!s.widen_floats || !tensors.contains(s.name)) continue;
+    const DType d = tensors.get(s.name).dtype;
+    if (d == DType::BF16 || d == DType::F16) tensors.widen_to_f32(s.name);
+  }
+}
+
 void validate_checkpoint_tensors(const SafetensorsCheckpoint& tensors, const std::vector<TensorSpec>& specs,
                                  const std::string& where) {
   std::vector<std::string> problems;
@@ -129,6 +139,7 @@ TargetCheckpoint TargetCheckpoint::open(const fs::path& path, WeightsMode mode) 
   c.specs_ = target_tensor_specs(c.config_);
   if (mode == WeightsMode::Load) {
     c.weights_ = std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(p.dir));
+    widen_stored_floats(*c.weights_, c.specs_);
     validate_checkpoint_tensors(*c.weights_, c.specs_, "checkpoint " + p.dir.string());
   }
   return c;

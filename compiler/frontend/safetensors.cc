@@ -305,6 +305,26 @@ const TensorView& SafetensorsCheckpoint::get(const std::string& name) const {
   return it->second;
 }
 
+void SafetensorsCheckpoint::widen_to_f32(const std::string& name) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw Error("tensor " + name + " is missing from the checkpoint");
+  TensorView& t = it->second;
+  if (t.dtype == DType::F32) return;
+  if (t.dtype != DType::BF16 && t.dtype != DType::F16)
+    throw Error("tensor " + name + " has dtype " + std::string(dtype_safetensors_name(t.dtype)) + ", expected a float (F32, BF16 or F16)");
+  const size_t n = t.bytes.size() / 2;
+  std::vector<uint8_t> out(n * 4);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+    const float f = t.dtype == DType::BF16 ? bf16_to_float(h) : f16_to_float(h);
+    std::memcpy(out.data() + 4 * i, &f, 4);
+  }
+  widened_.push_back(std::move(out));
+  t.dtype = DType::F32;
+  t.bytes = std::span<const uint8_t>(widened_.back());
+}
+
 std::vector<std::string> SafetensorsCheckpoint::names() const {
   std::vector<std::string> out;
   out.reserve(tensors_.size());

@@ -39,12 +39,16 @@ class SafetensorsCheckpoint {
   // Throws kplan::Error naming the tensor when absent.
   const TensorView& get(const std::string& name) const;
   std::vector<std::string> names() const;
+  // Replaces a bf16 / f16 tensor by its f32 widening (held here); f32 ones are left as they are.
+  // Throws kplan::Error naming the tensor for any other dtype.
+  void widen_to_f32(const std::string& name);
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   SafetensorsCheckpoint();
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorView> tensors_;
+  std::vector<std::vector<uint8_t>> widened_;  // the bytes of tensors widen_to_f32 replaced
   std::map<std::string, std::string> metadata_;
 };
 

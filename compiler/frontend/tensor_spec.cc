@@ -15,6 +15,7 @@ class SpecList {
   void plain(std::string name, std::vector<int64_t> shape, DType dtype = DType::BF16) {
     specs_.push_back({std::move(name), dtype, std::move(shape), TensorRole::Plain, "", {}});
   }
+  void widen_last() { specs_.back().widen_floats = true; }
 
   // A bias-free nn.Linear(in, out) named `module`: weight [out, in] in bf16, or the three
   // compressed-tensors pack-quantized parts when the config quantizes this module.
@@ -93,6 +94,7 @@ std::vector<TensorSpec> target_tensor_specs(const ModelConfig& c) {
       // The router is not an nn.Linear (never quantized); its bias is an f32 buffer.
       s.plain(mlp + ".gate.weight", {c.n_routed_experts, h});
       s.plain(mlp + ".gate.e_score_correction_bias", {c.n_routed_experts}, DType::F32);
+      s.widen_last();  // save_pretrained in bf16 stores it in bf16
       for (int64_t e = 0; e < c.n_routed_experts; ++e)
         s.mlp(mlp + ".experts." + std::to_string(e), h, c.moe_intermediate_size);
       if (c.n_shared_experts > 0)

@@ -26,6 +26,10 @@ struct TensorSpec {
   TensorRole role = TensorRole::Plain;
   std::string module;          // for packed parts: the Linear module they belong to
   std::vector<int64_t> module_shape;  // for packed parts: the Linear's weight [out, in]
+  // An F32 tensor whose math does not care how it was stored (the router's score-correction
+  // bias): a checkpoint may hold it in bf16 or f16 (transformers' save_pretrained in bf16 stores
+  // every tensor so), and it is widened to f32 where it is read.
+  bool widen_floats = false;
 };
 
 // Every tensor of the target checkpoint, in a stable order (embedding, layers, norm, lm_head).

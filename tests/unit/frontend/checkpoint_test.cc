@@ -102,12 +102,46 @@ TEST(Checkpoint, NamesAMissingTensor) {
 TEST(Checkpoint, NamesAWrongDtype) {
   TempDir dir("dtype");
   write_target(dir.path(), tiny(), [](auto& ts) {
-    TensorData& t = find(ts, "model.layers.1.mlp.gate.e_score_correction_bias");
-    t.dtype = DType::BF16;
-    t.bytes.resize(t.bytes.size() / 2);
+    TensorData& t = find(ts, "model.layers.0.input_layernorm.weight");
+    t.dtype = DType::F32;
+    t.bytes.resize(t.bytes.size() * 2);
   });
   expect_contains(error_of([&] { TargetCheckpoint::open(dir.path()); }),
-                  {"model.layers.1.mlp.gate.e_score_correction_bias has dtype BF16, expected F32"});
+                  {"model.layers.0.input_layernorm.weight has dtype F32, expected BF16"});
+  // The router bias takes any float, not an integer.
+  TempDir ints("dtype-int");
+  write_target(ints.path(), tiny(), [](auto& ts) { find(ts, "model.layers.1.mlp.gate.e_score_correction_bias").dtype = DType::I32; });
+  expect_contains(error_of([&] { TargetCheckpoint::open(ints.path()); }),
+                  {"model.layers.1.mlp.gate.e_score_correction_bias has dtype I32, expected F32"});
+}
+
+// transformers' save_pretrained in bf16 stores every tensor in bf16, the router's score-correction
+// bias included (f16 likewise): it is widened to f32 at load, values exact.
+TEST(Checkpoint, ARouterBiasStoredInBf16OrF16IsWidenedToF32) {
+  const std::string bias = "model.layers.1.mlp.gate.e_score_correction_bias";
+  for (DType stored : {DType::BF16, DType::F16}) {
+    TempDir dir("widen");
+    std::vector<float> want;
+    write_target(dir.path(), tiny(), [&](auto& ts) {
+      TensorData& t = find(ts, bias);
+      const size_t n = t.bytes.size() / 4;
+      t.dtype = stored;
+      t.bytes.assign(n * 2, 0);
+      for (size_t i = 0; i < n; ++i) {
+        const float v = 0.25f * static_cast<float>(i) - 1.5f;  // exact in both
+        const uint16_t h = stored == DType::BF16 ? float_to_bf16(v) : float_to_f16(v);
+        std::memcpy(t.bytes.data() + 2 * i, &h, 2);
+        want.push_back(v);
+      }
+    });
+    TargetCheckpoint c = TargetCheckpoint::open(dir.path());
+    const TensorView& t = c.weights().get(bias);
+    ASSERT_EQ(t.dtype, DType::F32) << dtype_safetensors_name(stored);
+    ASSERT_EQ(t.bytes.size(), want.size() * 4);
+    std::vector<float> got(want.size());
+    std::memcpy(got.data(), t.bytes.data(), t.bytes.size());
+    EXPECT_EQ(got, want) << dtype_safetensors_name(stored);
+  }
 }
 
 TEST(Checkpoint, NamesAWrongShape) {
