@@ -57,13 +57,16 @@ bool read_shape_pair(const TensorView& t, int64_t* out, int64_t* in) {
 
 }  // namespace
 
-// Tensors whose spec takes any float (widen_floats) stored as bf16 / f16: widened to f32 before
-// the dtype check, so every later reader sees f32.
-void widen_stored_floats(SafetensorsCheckpoint& tensors, const std::vector<TensorSpec>& specs) {
+// Floats stored in another float dtype than kplan computes with, converted before the dtype
+// check so every later reader sees the spec's: a tensor whose spec takes any float
+// (widen_floats: the router bias) stored as bf16 / f16 is widened to f32; a bf16 weight stored as
+// f32 / f16 (save_pretrained in float32) is rounded to bf16, the precision the kernels read.
+void convert_stored_floats(SafetensorsCheckpoint& tensors, const std::vector<TensorSpec>& specs) {
   for (const TensorSpec& s : specs) {
-    if (!s.widen_floats || !tensors.contains(s.name)) continue;
+    if (s.role != TensorRole::Plain || !tensors.contains(s.name)) continue;
     const DType d = tensors.get(s.name).dtype;
-    if (d == DType::BF16 || d == DType::F16) tensors.widen_to_f32(s.name);
+    if (s.widen_floats && (d == DType::BF16 || d == DType::F16)) tensors.widen_to_f32(s.name);
+    if (s.dtype == DType::BF16 && (d == DType::F32 || d == DType::F16)) tensors.narrow_to_bf16(s.name);
   }
 }
 
@@ -139,7 +142,7 @@ TargetCheckpoint TargetCheckpoint::open(const fs::path& path, WeightsMode mode) 
   c.specs_ = target_tensor_specs(c.config_);
   if (mode == WeightsMode::Load) {
     c.weights_ = std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(p.dir));
-    widen_stored_floats(*c.weights_, c.specs_);
+    convert_stored_floats(*c.weights_, c.specs_);
     validate_checkpoint_tensors(*c.weights_, c.specs_, "checkpoint " + p.dir.string());
   }
   return c;
@@ -161,6 +164,7 @@ DraftCheckpoint DraftCheckpoint::open(const fs::path& path, WeightsMode mode, co
     c.weights_ = std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(p.dir));
     const std::string where = "drafter checkpoint " + p.dir.string();
     refuse_unexpected_tensors(*c.weights_, c.specs_, where);
+    convert_stored_floats(*c.weights_, c.specs_);
     validate_checkpoint_tensors(*c.weights_, c.specs_, where);
   }
   return c;

@@ -320,9 +320,35 @@ void SafetensorsCheckpoint::widen_to_f32(const std::string& name) {
     const float f = t.dtype == DType::BF16 ? bf16_to_float(h) : f16_to_float(h);
     std::memcpy(out.data() + 4 * i, &f, 4);
   }
-  widened_.push_back(std::move(out));
+  converted_.push_back(std::move(out));
   t.dtype = DType::F32;
-  t.bytes = std::span<const uint8_t>(widened_.back());
+  t.bytes = std::span<const uint8_t>(converted_.back());
+}
+
+void SafetensorsCheckpoint::narrow_to_bf16(const std::string& name) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw Error("tensor " + name + " is missing from the checkpoint");
+  TensorView& t = it->second;
+  if (t.dtype == DType::BF16) return;
+  if (t.dtype != DType::F32 && t.dtype != DType::F16)
+    throw Error("tensor " + name + " has dtype " + std::string(dtype_safetensors_name(t.dtype)) + ", expected a float (BF16, F32 or F16)");
+  const size_t elem = t.dtype == DType::F32 ? 4 : 2, n = t.bytes.size() / elem;
+  std::vector<uint8_t> out(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    float f;
+    if (elem == 4) {
+      std::memcpy(&f, t.bytes.data() + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+      f = f16_to_float(h);
+    }
+    const uint16_t b = float_to_bf16(f);
+    std::memcpy(out.data() + 2 * i, &b, 2);
+  }
+  converted_.push_back(std::move(out));
+  t.dtype = DType::BF16;
+  t.bytes = std::span<const uint8_t>(converted_.back());
 }
 
 std::vector<std::string> SafetensorsCheckpoint::names() const {

@@ -42,13 +42,15 @@ class SafetensorsCheckpoint {
   // Replaces a bf16 / f16 tensor by its f32 widening (held here); f32 ones are left as they are.
   // Throws kplan::Error naming the tensor for any other dtype.
   void widen_to_f32(const std::string& name);
+  // Replaces an f32 / f16 tensor by its bf16 rounding (to nearest even, held here).
+  void narrow_to_bf16(const std::string& name);
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   SafetensorsCheckpoint();
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorView> tensors_;
-  std::vector<std::vector<uint8_t>> widened_;  // the bytes of tensors widen_to_f32 replaced
+  std::vector<std::vector<uint8_t>> converted_;  // the bytes of tensors widen / narrow replaced
   std::map<std::string, std::string> metadata_;
 };
 

@@ -103,11 +103,11 @@ TEST(Checkpoint, NamesAWrongDtype) {
   TempDir dir("dtype");
   write_target(dir.path(), tiny(), [](auto& ts) {
     TensorData& t = find(ts, "model.layers.0.input_layernorm.weight");
-    t.dtype = DType::F32;
+    t.dtype = DType::I32;
     t.bytes.resize(t.bytes.size() * 2);
   });
   expect_contains(error_of([&] { TargetCheckpoint::open(dir.path()); }),
-                  {"model.layers.0.input_layernorm.weight has dtype F32, expected BF16"});
+                  {"model.layers.0.input_layernorm.weight has dtype I32, expected BF16"});
   // The router bias takes any float, not an integer.
   TempDir ints("dtype-int");
   write_target(ints.path(), tiny(), [](auto& ts) { find(ts, "model.layers.1.mlp.gate.e_score_correction_bias").dtype = DType::I32; });
