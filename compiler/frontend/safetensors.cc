@@ -305,51 +305,47 @@ const TensorView& SafetensorsCheckpoint::get(const std::string& name) const {
   return it->second;
 }
 
-void SafetensorsCheckpoint::widen_to_f32(const std::string& name) {
+namespace {
+
+float float_at(const TensorView& t, size_t i) {
+  if (t.dtype == DType::F32) {
+    float f;
+    std::memcpy(&f, t.bytes.data() + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+  return t.dtype == DType::BF16 ? bf16_to_float(h) : f16_to_float(h);
+}
+
+}  // namespace
+
+void SafetensorsCheckpoint::convert_float(const std::string& name, DType to) {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) throw Error("tensor " + name + " is missing from the checkpoint");
   TensorView& t = it->second;
-  if (t.dtype == DType::F32) return;
-  if (t.dtype != DType::BF16 && t.dtype != DType::F16)
-    throw Error("tensor " + name + " has dtype " + std::string(dtype_safetensors_name(t.dtype)) + ", expected a float (F32, BF16 or F16)");
-  const size_t n = t.bytes.size() / 2;
-  std::vector<uint8_t> out(n * 4);
+  if (t.dtype == to) return;
+  if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
+    throw Error("tensor " + name + " has dtype " + std::string(dtype_safetensors_name(t.dtype)) +
+                ", expected a float (F32, BF16 or F16)");
+  const size_t n = t.bytes.size() / dtype_size(t.dtype);
+  std::vector<uint8_t> out(n * dtype_size(to));
   for (size_t i = 0; i < n; ++i) {
-    uint16_t h;
-    std::memcpy(&h, t.bytes.data() + 2 * i, 2);
-    const float f = t.dtype == DType::BF16 ? bf16_to_float(h) : f16_to_float(h);
-    std::memcpy(out.data() + 4 * i, &f, 4);
+    const float f = float_at(t, i);
+    if (to == DType::F32) {
+      std::memcpy(out.data() + 4 * i, &f, 4);
+    } else {
+      const uint16_t b = float_to_bf16(f);  // to nearest even
+      std::memcpy(out.data() + 2 * i, &b, 2);
+    }
   }
   converted_.push_back(std::move(out));
-  t.dtype = DType::F32;
+  t.dtype = to;
   t.bytes = std::span<const uint8_t>(converted_.back());
 }
 
-void SafetensorsCheckpoint::narrow_to_bf16(const std::string& name) {
-  auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw Error("tensor " + name + " is missing from the checkpoint");
-  TensorView& t = it->second;
-  if (t.dtype == DType::BF16) return;
-  if (t.dtype != DType::F32 && t.dtype != DType::F16)
-    throw Error("tensor " + name + " has dtype " + std::string(dtype_safetensors_name(t.dtype)) + ", expected a float (BF16, F32 or F16)");
-  const size_t elem = t.dtype == DType::F32 ? 4 : 2, n = t.bytes.size() / elem;
-  std::vector<uint8_t> out(n * 2);
-  for (size_t i = 0; i < n; ++i) {
-    float f;
-    if (elem == 4) {
-      std::memcpy(&f, t.bytes.data() + 4 * i, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, t.bytes.data() + 2 * i, 2);
-      f = f16_to_float(h);
-    }
-    const uint16_t b = float_to_bf16(f);
-    std::memcpy(out.data() + 2 * i, &b, 2);
-  }
-  converted_.push_back(std::move(out));
-  t.dtype = DType::BF16;
-  t.bytes = std::span<const uint8_t>(converted_.back());
-}
+void SafetensorsCheckpoint::widen_to_f32(const std::string& name) { convert_float(name, DType::F32); }
+void SafetensorsCheckpoint::narrow_to_bf16(const std::string& name) { convert_float(name, DType::BF16); }
 
 std::vector<std::string> SafetensorsCheckpoint::names() const {
   std::vector<std::string> out;

@@ -48,6 +48,7 @@ class SafetensorsCheckpoint {
 
  private:
   SafetensorsCheckpoint();
+  void convert_float(const std::string& name, DType to);  // to F32 or BF16
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorView> tensors_;
   std::vector<std::vector<uint8_t>> converted_;  // the bytes of tensors widen / narrow replaced
