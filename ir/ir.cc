@@ -62,6 +62,34 @@ void Function::replace_all_uses(const Value* from, Value* to) {
       if (op->operand(i) == from) op->set_operand(i, to);
 }
 
+void Function::apply(const Rewrite& r) {
+  std::unordered_set<const Op*> present;
+  for (const auto& o : ops_) present.insert(o.get());
+  std::unordered_map<const Op*, std::vector<const Op*>> before;  // anchor -> ops, in order
+  std::unordered_set<const Op*> moving;
+  for (const auto& [op, anchor] : r.moved) {
+    if (!present.count(op) || !present.count(anchor) || !moving.insert(op).second)
+      throw Error("@" + name_ + ": rewrite: a moved op or its anchor is not in this function (or moves twice)");
+    before[anchor].push_back(op);
+  }
+  std::unordered_map<const Op*, std::unique_ptr<Op>> held;
+  for (auto& o : ops_)
+    if (moving.count(o.get())) held[o.get()] = std::move(o);
+  std::vector<std::unique_ptr<Op>> out;
+  out.reserve(ops_.size());
+  for (auto& o : ops_) {
+    if (!o) continue;  // moved: placed before its anchor
+    if (auto it = before.find(o.get()); it != before.end())
+      for (const Op* m : it->second) out.push_back(std::move(held.at(m)));
+    if (!r.erased.count(o.get())) out.push_back(std::move(o));
+  }
+  ops_ = std::move(out);
+  if (r.replaced.empty()) return;
+  for (auto& op : ops_)
+    for (size_t i = 0; i < op->num_operands(); ++i)
+      if (auto it = r.replaced.find(op->operand(i)); it != r.replaced.end()) op->set_operand(i, it->second);
+}
+
 std::vector<Op*> Function::users(const Value* v) const {
   std::vector<Op*> out;
   for (const auto& op : ops_)

@@ -14,6 +14,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -101,6 +103,18 @@ class Function {
 
   // Rewrites every operand use of `from` to `to`.
   void replace_all_uses(const Value* from, Value* to);
+
+  // Many edits in one pass, so a pass that rewrites every layer stays linear in the ops (one
+  // insert_before / erase / replace_all_uses each costs a pass over them): each op of `moved`
+  // (already in this function, e.g. appended by a Builder) goes just before its anchor, in the
+  // order listed; every operand use of a key of `replaced` becomes its value; `erased` ops go.
+  // Throws kplan::Error, changing nothing, when an op or anchor is not in this function.
+  struct Rewrite {
+    std::vector<std::pair<const Op*, const Op*>> moved;  // (op, anchor)
+    std::unordered_map<const Value*, Value*> replaced;
+    std::unordered_set<const Op*> erased;
+  };
+  void apply(const Rewrite& rewrite);
   // Ops that use `v` as an operand, in order.
   std::vector<Op*> users(const Value* v) const;
 

@@ -8,6 +8,7 @@ namespace kplan::passes {
 void dce(ir::Module& m) {
   for (ir::Function* fn : m.functions()) {
     std::unordered_map<const ir::Value*, int> uses;
+    ir::Function::Rewrite dead;
     auto ops = fn->ops();
     for (const ir::Op* op : ops)
       for (const ir::Value* v : op->operands()) ++uses[v];
@@ -19,8 +20,9 @@ void dce(ir::Module& m) {
       for (size_t i = 0; i < op->num_results(); ++i) used |= uses[op->result(i)] > 0;
       if (used) continue;
       for (const ir::Value* v : op->operands()) --uses[v];
-      fn->erase(op);
+      dead.erased.insert(op);
     }
+    fn->apply(dead);  // one pass, however many ops died
   }
 }
 

@@ -60,12 +60,14 @@ bool match(const ir::Op& attn, Expansion& e) {
   return true;
 }
 
-void absorb(ir::Function& fn, ir::Op* attn, const Expansion& e) {
+// The absorbed ops are appended, then moved before `attn` with the function's other edits in
+// one pass (ir::Function::apply): a model of thousands of layers stays linear.
+void absorb(ir::Function& fn, ir::Op* attn, const Expansion& e, ir::Function::Rewrite& edits) {
   ir::Builder b(fn);
-  b.set_insert_before(attn);
   Value* w3 = b.reshape(e.kv_b, {e.heads, e.nope + e.vdim, e.lora});
-  Value* w_uk_t = b.transpose(b.slice(w3, 1, 0, e.nope), {0, 2, 1});  // [H, L, nope]
-  Value* w_uv = b.slice(w3, 1, e.nope, e.vdim);                      // [H, v, L]
+  Value* w_uk = b.slice(w3, 1, 0, e.nope);
+  Value* w_uk_t = b.transpose(w_uk, {0, 2, 1});  // [H, L, nope]
+  Value* w_uv = b.slice(w3, 1, e.nope, e.vdim);  // [H, v, L]
   Value* q_latent = b.head_matmul(attn->operand(0), w_uk_t);
   std::vector<Value*> operands = {q_latent, attn->operand(1), e.kv};
   if (attn->num_operands() == 6) operands.push_back(attn->operand(5));
@@ -74,18 +76,22 @@ void absorb(ir::Function& fn, ir::Op* attn, const Expansion& e) {
   attrs.set("kv_lora_rank", e.lora);
   Value* o_latent = b.create(OpKind::MlaAttention, operands, attrs)->result();
   Value* out = b.head_matmul(o_latent, w_uv);
-  fn.replace_all_uses(attn->result(), out);
-  fn.erase(attn);
+  for (const Value* v : {w3, w_uk, w_uk_t, w_uv, q_latent, o_latent, out}) edits.moved.push_back({v->defining_op(), attn});
+  edits.replaced[attn->result()] = out;
+  edits.erased.insert(attn);
 }
 
 }  // namespace
 
 void mla_absorb(ir::Module& m) {
-  for (ir::Function* fn : m.functions())
+  for (ir::Function* fn : m.functions()) {
+    ir::Function::Rewrite edits;
     for (ir::Op* op : fn->ops()) {
       Expansion e;
-      if (op->kind() == OpKind::MlaAttentionExpanded && match(*op, e)) absorb(*fn, op, e);
+      if (op->kind() == OpKind::MlaAttentionExpanded && match(*op, e)) absorb(*fn, op, e, edits);
     }
+    fn->apply(edits);
+  }
 }
 
 }  // namespace kplan::passes
