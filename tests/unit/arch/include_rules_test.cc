@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -130,6 +131,23 @@ TEST(Arrows, TheRuntimeLinksNoCompilerAndNoNvrtc) {
               loads_nvrtc ? "yes" : "no");
   EXPECT_EQ(nvrtc_symbols, 0);
   EXPECT_FALSE(loads_nvrtc);
+}
+
+// A binary linked with NVRTC needs no GPU driver to start: with a linker that keeps every library
+// it is given (--no-as-needed, as clang's default), CMake's CUDA::nvrtc would bring libcuda.so.1.
+TEST(Arrows, NvrtcBringsNoDriverDependency) {
+  const std::string cmd = "readelf -d " + std::string(KPLAN_NVRTC_PROBE) + " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string needed;
+  char line[512];
+  while (std::fgets(line, sizeof line, p))
+    if (std::string(line).find("(NEEDED)") != std::string::npos) needed += line;
+  ::pclose(p);
+  ASSERT_NE(needed.find("libnvrtc"), std::string::npos) << "the probe does not link NVRTC:\n" << needed;
+  EXPECT_EQ(needed.find("libcuda"), std::string::npos) << "the probe needs the driver at start-up:\n" << needed;
+  // And it starts, with a driver installed or not.
+  EXPECT_EQ(std::system((std::string(KPLAN_NVRTC_PROBE) + " > /dev/null").c_str()), 0);
 }
 
 }  // namespace
