@@ -62,9 +62,8 @@ struct kplan_session {
   kplan::gpu::GpuTargetModel* gpu = nullptr;  // set when the session runs on the GPU
   double load_seconds = 0;
   kplan::StepOutput last;
-  // --budget auto: the step costs measured at load, and the chooser that learns this session's
-  // acceptance across its generate calls (made on first use).
-  std::vector<double> step_costs;
+  // --budget auto: the chooser that learns this session's acceptance across its generate calls
+  // (made on first use, from the step costs the target measured at load).
   std::unique_ptr<kplan::BudgetChooser> chooser;
   ~kplan_session() {
     target.reset();
@@ -75,6 +74,11 @@ struct kplan_session {
 namespace {
 
 thread_local std::string g_error;
+
+// The plan's DFlash drafter was lowered for the GPU (plans from before that carry its IR only).
+bool has_gpu_drafter(const kplan::plan::Plan& p) {
+  return p.draft && p.bucket_for("draft", p.draft->block_size) != nullptr;
+}
 
 kplan_status fail(kplan_status status, const std::string& message) {
   g_error = message;
@@ -339,12 +343,11 @@ kplan_status kplan_session_create(kplan_model* model, const kplan_session_option
     }
     if (opt.max_step_tokens > 0) s->target = std::make_unique<kplan::CappedTarget>(std::move(s->target), opt.max_step_tokens);
     // --budget auto's cost model is calibrated at load: each step size timed on the device once,
-    // before any decode (the replays only write pending rows).
-    if (m.gpu && m.plan->draft) s->step_costs = s->target->step_costs();
+    // before any decode (the replays only write pending rows); the target keeps the figures.
+    if (m.gpu && m.plan->draft) s->target->step_costs();
     // The plan's GPU drafter runs its context step and commit in the target's graphs: capture
     // those now rather than in the first timed decode.
-    if (s->gpu && m.plan->draft && m.plan->bucket_for("draft", m.plan->draft->block_size))
-      s->gpu->prepare_followers("draft_context", "draft_commit");
+    if (s->gpu && has_gpu_drafter(*m.plan)) s->gpu->prepare_followers("draft_context", "draft_commit");
     s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     s->model = model->state;
     ++s->model->sessions;
@@ -437,7 +440,7 @@ std::unique_ptr<kplan::Drafter> make_drafter(kplan_session& s, const kplan_gener
       throw kplan::Error("speculative decoding (" + mode + ") needs a drafter: the plan has no DFlash drafter "
                          "(compile it with --draft DIR), or use the oracle or random drafter");
     // On the GPU the drafter runs in the target's session when the plan lowered it there.
-    if (s.gpu && p.bucket_for("draft", p.draft->block_size)) return std::make_unique<kplan::gpu::GpuDFlashDrafter>(*s.gpu);
+    if (s.gpu && has_gpu_drafter(p)) return std::make_unique<kplan::gpu::GpuDFlashDrafter>(*s.gpu);
     return kplan::make_plan_cpu_drafter(s.model->plan, s.model->source, s.model->cpu_weights);
   }
   if (o.draft_depth < 0) throw kplan::Error("the draft depth must not be negative");
@@ -535,13 +538,8 @@ kplan_status kplan_session_generate(kplan_session* session, const int32_t* promp
     static_assert(KPLAN_BUDGET_AUTO == kplan::kBudgetAuto, "the C API's auto budget is the loop's");
     d.budget = o.budget;
     if (o.spec == KPLAN_SPEC_DDTREE && o.budget == KPLAN_BUDGET_AUTO) {
-      if (!session->chooser) {
-        if (session->step_costs.empty()) session->step_costs = session->target->step_costs();
-        if (session->step_costs.size() < 3)
-          throw kplan::Error("--budget auto needs the target's step costs (a GPU session measures them); give a budget instead");
-        const int64_t largest = static_cast<int64_t>(session->step_costs.size()) - 1;
-        session->chooser = std::make_unique<kplan::BudgetChooser>(session->step_costs, largest - 1);
-      }
+      if (!session->chooser)
+        session->chooser = std::make_unique<kplan::BudgetChooser>(kplan::BudgetChooser::for_step_costs(session->target->step_costs()));
       d.budget_chooser = session->chooser.get();
     }
     d.max_new = o.max_new;

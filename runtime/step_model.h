@@ -77,6 +77,10 @@ struct DepthCandidates {
 // `log_probs` [rows, vocab] (rows log-softmax-normalised here): the best min(k, vocab) of each of
 // its first `depth` rows (all rows when depth is 0).
 DepthCandidates top_candidates(const Matrix& log_probs, int64_t depth, int64_t k);
+// The first k of each row of selected candidates [rows, width] (best first, as a drafter's topk
+// returns them), for the first `depth` rows (all when 0); k <= width.
+DepthCandidates leading_candidates(std::span<const int32_t> ids, std::span<const float> log_probs, int64_t rows,
+                                   int64_t width, int64_t depth, int64_t k);
 
 // A drafter proposes a distribution for each of the next positions after the bonus token.
 class Drafter {

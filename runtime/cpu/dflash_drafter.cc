@@ -116,17 +116,7 @@ DepthCandidates CpuDFlashDrafter::propose_top(int32_t bonus_token, int32_t bonus
   if (values == out.end() || ids == out.end() || values->second->shape.at(1) < k)
     return top_candidates(as_matrix(*out.at("logits")), depth, k);
   const Tensor& v = *values->second;
-  const Tensor& i = *ids->second;
-  const int64_t rows = v.shape.at(0), width = v.shape.at(1);
-  DepthCandidates c;
-  c.depth = depth > 0 ? std::min(depth, rows) : rows;
-  c.k = k;
-  for (int64_t d = 0; d < c.depth; ++d)
-    for (int64_t r = 0; r < k; ++r) {
-      c.ids.push_back(i.i[static_cast<size_t>(d * width + r)]);
-      c.log_probs.push_back(v.f[static_cast<size_t>(d * width + r)]);
-    }
-  return c;
+  return leading_candidates(ids->second->i, v.f, v.shape.at(0), v.shape.at(1), depth, k);
 }
 
 }  // namespace kplan::cpu

@@ -16,6 +16,13 @@ BudgetChooser::BudgetChooser(std::vector<double> verify_seconds, int64_t max_bud
                 std::to_string(max_budget_ + 2) + " needed");
 }
 
+BudgetChooser BudgetChooser::for_step_costs(std::vector<double> step_costs) {
+  if (step_costs.size() < 3)
+    throw Error("--budget auto needs the target's step costs (a GPU session measures them); give a budget instead");
+  const int64_t largest = static_cast<int64_t>(step_costs.size()) - 1;
+  return BudgetChooser(std::move(step_costs), largest - 1);
+}
+
 int64_t BudgetChooser::choose(const DraftTree& full) const {
   const double scale = calibration();
   const int64_t nodes = std::min<int64_t>(full.size() - 1, max_budget_);

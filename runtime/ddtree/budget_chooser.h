@@ -18,6 +18,9 @@ class BudgetChooser {
  public:
   // `verify_seconds[t]`: a verify step of t tokens (index 0 unused), t up to max_budget + 1.
   BudgetChooser(std::vector<double> verify_seconds, int64_t max_budget);
+  // From a target's step costs (TargetModel::step_costs: [t] for t = 0 .. its largest step), up to
+  // the largest budget they can verify. Throws kplan::Error when the target has none.
+  static BudgetChooser for_step_costs(std::vector<double> step_costs);
 
   int64_t max_budget() const { return max_budget_; }
   // The budget for a round whose best-first tree at max_budget is `full`.

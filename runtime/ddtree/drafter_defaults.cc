@@ -33,6 +33,21 @@ DepthCandidates top_candidates(const Matrix& log_probs, int64_t depth, int64_t k
   return c;
 }
 
+DepthCandidates leading_candidates(std::span<const int32_t> ids, std::span<const float> log_probs, int64_t rows,
+                                   int64_t width, int64_t depth, int64_t k) {
+  DepthCandidates c;
+  c.depth = depth > 0 ? std::min(depth, rows) : rows;
+  c.k = k;
+  if (k > width || ids.size() < static_cast<size_t>(c.depth * width) || log_probs.size() < ids.size())
+    throw Error("drafter: " + std::to_string(k) + " candidates asked of rows of " + std::to_string(width));
+  for (int64_t d = 0; d < c.depth; ++d)
+    for (int64_t r = 0; r < k; ++r) {
+      c.ids.push_back(ids[static_cast<size_t>(d * width + r)]);
+      c.log_probs.push_back(log_probs[static_cast<size_t>(d * width + r)]);
+    }
+  return c;
+}
+
 void Drafter::observe_step(const StepInput& step, const StepOutput& out, std::span<const int32_t> rows) {
   std::vector<int32_t> tokens, positions;
   std::vector<Matrix> captured;

@@ -35,13 +35,7 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
   BudgetChooser* chooser = nullptr;
   if (!single_path && options.budget == kBudgetAuto) {
     chooser = options.budget_chooser;
-    if (!chooser) {
-      std::vector<double> costs = target.step_costs();
-      if (costs.size() < 3)
-        throw Error("--budget auto needs the target's step costs (a GPU session measures them); give a budget instead");
-      const int64_t largest = static_cast<int64_t>(costs.size()) - 1;
-      chooser = &own.emplace(std::move(costs), largest - 1);
-    }
+    if (!chooser) chooser = &own.emplace(BudgetChooser::for_step_costs(target.step_costs()));
   }
   double t0 = seconds_now();
   target.set_capture_layers(drafter.capture_layers());

@@ -84,15 +84,7 @@ DepthCandidates GpuDFlashDrafter::propose_top(int32_t bonus_token, int32_t bonus
   std::vector<int32_t> i(static_cast<size_t>(rows * ids->cols));
   const GpuExecutor::RawRead reads[] = {{values, rows, v.data()}, {ids, rows, i.data()}};
   exec_.read_raw(reads);  // one wait for both
-  DepthCandidates c;
-  c.depth = rows;
-  c.k = k;
-  for (int64_t d = 0; d < rows; ++d)
-    for (int64_t r = 0; r < k; ++r) {
-      c.ids.push_back(i[static_cast<size_t>(d * ids->cols + r)]);
-      c.log_probs.push_back(v[static_cast<size_t>(d * values->cols + r)]);
-    }
-  return c;
+  return leading_candidates(i, v, rows, values->cols, rows, k);
 }
 
 }  // namespace kplan::gpu

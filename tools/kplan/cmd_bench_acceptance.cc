@@ -189,14 +189,8 @@ nlohmann::ordered_json row_json(const ModeMeasurement& m, const ModeMeasurement&
 
 std::vector<int32_t> parse_budgets(const std::string& text) {
   std::vector<int32_t> budgets;
-  if (text.empty()) throw Error("--budgets: no budget given (give a list like 4,8,16,32,64)");
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = std::min(text.find(',', start), text.size());
-    if (end == start) throw Error("--budgets: empty entry in '" + text + "' (give a list like 4,8,16,auto)");
-    budgets.push_back(parse_budget(text.substr(start, end - start), "--budgets"));
-    start = end + 1;
-  }
+  for (const std::string& entry : split_list(text, {"--budgets", "a tree size", "4,8,16,auto"}))
+    budgets.push_back(parse_budget(entry, "--budgets"));
   if (budgets.empty()) throw Error("--budgets: no budget given (give a list like 4,8,16,32,64)");
   return budgets;
 }

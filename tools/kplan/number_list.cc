@@ -7,10 +7,7 @@
 
 namespace kplan::cli {
 
-namespace {
-
-// The entries between commas, trimmed; none when the text holds only commas and spaces.
-std::vector<std::string> split_entries(const std::string& text, const ListSyntax& syntax) {
+std::vector<std::string> split_list(const std::string& text, const ListSyntax& syntax) {
   std::vector<std::string> entries;
   if (text.find_first_not_of(" \t,") == std::string::npos) return entries;
   size_t start = 0;
@@ -28,10 +25,12 @@ std::vector<std::string> split_entries(const std::string& text, const ListSyntax
   return entries;
 }
 
+namespace {
+
 template <typename T>
 std::vector<T> parse_list(const std::string& text, const ListSyntax& syntax) {
   std::vector<T> values;
-  for (const std::string& item : split_entries(text, syntax)) {
+  for (const std::string& item : split_list(text, syntax)) {
     T value{};
     const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     bool ok = ec == std::errc() && ptr == item.data() + item.size();

@@ -14,6 +14,10 @@ struct ListSyntax {
   std::string example;  // "4,8,16"
 };
 
+// The entries between commas, trimmed; none when the text holds only commas and spaces. Throws
+// "<option>: empty entry in '<text>' (give a list like <example>)".
+std::vector<std::string> split_list(const std::string& text, const ListSyntax& syntax);
+
 // Throws "<option>: empty entry in '<text>' (give ids like <example>)" or "<option>: '<entry>' is
 // not <entry>"; text without any entry gives an empty list (the caller decides if that is bad).
 std::vector<int64_t> parse_integer_list(const std::string& text, const ListSyntax& syntax);
