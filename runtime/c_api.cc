@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -347,7 +348,10 @@ kplan_status kplan_session_create(kplan_model* model, const kplan_session_option
     if (m.gpu && m.plan->draft) s->target->step_costs();
     // The plan's GPU drafter runs its context step and commit in the target's graphs: capture
     // those now rather than in the first timed decode.
-    if (s->gpu && has_gpu_drafter(*m.plan)) s->gpu->prepare_followers("draft_context", "draft_commit");
+    if (s->gpu && has_gpu_drafter(*m.plan)) {
+      s->gpu->prepare_followers("draft_context", "draft_commit");
+      kplan::gpu::GpuDeviceRounds::prepare_all(*s->gpu);  // and the whole-round graphs
+    }
     s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     s->model = model->state;
     ++s->model->sessions;
@@ -496,6 +500,7 @@ kplan_generate_stats to_c(const kplan::DecodeStats& d) {
   std::copy(d.acceptance_histogram.begin(), d.acceptance_histogram.end(), c.acceptance_histogram);
   c.seconds_rounds = d.seconds.rounds;
   c.seconds_device_wait = d.seconds.device_wait;
+  c.device_rounds = d.device_rounds ? 1 : 0;
   return c;
 }
 
@@ -543,6 +548,9 @@ kplan_status kplan_session_generate(kplan_session* session, const int32_t* promp
       d.budget_chooser = session->chooser.get();
     }
     d.max_new = o.max_new;
+    // KPLAN_DEVICE_ROUNDS=0: the host runs each greedy round's steps (to compare the two).
+    const char* device_rounds = std::getenv("KPLAN_DEVICE_ROUNDS");
+    d.device_rounds = !(device_rounds && std::string(device_rounds) == "0");
     d.temperature = o.temperature;
     d.seed = o.seed;
     if (o.stop_at_eos) d.eos_ids = session->model->plan->model.eos_token_ids;

@@ -82,6 +82,24 @@ DepthCandidates top_candidates(const Matrix& log_probs, int64_t depth, int64_t k
 DepthCandidates leading_candidates(std::span<const int32_t> ids, std::span<const float> log_probs, int64_t rows,
                                    int64_t width, int64_t depth, int64_t k);
 
+// Whole greedy rounds on the device that holds the target and the drafter (the GPU's
+// runtime/gpu/gpu_device_rounds.h): draft, tree, verify, walk and commit with no host work
+// between them, exactly the rounds decode_speculative runs on the host.
+struct RoundYield {
+  int64_t nodes = 0;            // the verified tree's size, root included
+  std::vector<int32_t> tokens;  // the accepted path's tokens after the root, then the next bonus
+};
+
+class DeviceRounds {
+ public:
+  virtual ~DeviceRounds() = default;
+  // Rounds from `bonus` at the target's cache length: trees of `budget` nodes (single_path: the
+  // drafter's chain), `remaining` tokens still wanted (a round never drafts past them).
+  virtual void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining) = 0;
+  // One round; the target's and the drafter's caches hold its accepted path afterwards.
+  virtual RoundYield round() = 0;
+};
+
 // A drafter proposes a distribution for each of the next positions after the bonus token.
 class Drafter {
  public:
@@ -106,6 +124,12 @@ class Drafter {
   virtual std::vector<int64_t> capture_layers() const { return {}; }
   virtual int64_t max_depth() const = 0;
   virtual void reset() = 0;
+  // Greedy rounds verified in steps of `verify_tokens` run whole on the device, when this drafter
+  // and its target can (null otherwise: the host runs the round).
+  virtual DeviceRounds* device_rounds(int64_t verify_tokens) {
+    (void)verify_tokens;
+    return nullptr;
+  }
 };
 
 }  // namespace kplan

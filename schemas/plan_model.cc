@@ -112,6 +112,7 @@ const char* output_kind_name(OutputKind k) {
     case OutputKind::TokenIds: return "token_ids";
     case OutputKind::TopLogProbs: return "top_log_probs";
     case OutputKind::TopIds: return "top_ids";
+    case OutputKind::RoundState: return "round_state";
   }
   return "?";
 }
@@ -255,7 +256,10 @@ void validate_plan(const Plan& plan, const std::string& source) {
       uint64_t bytes = static_cast<uint64_t>(o.rows * o.cols) * dtype_size(o.dtype);
       if (o.offset + bytes > bp.slots[o.slot].size) fail(oname + " does not fit its slot");
       // @draft's block row 0 is the bonus token: its outputs are the B - 1 rows after it.
-      const int64_t rows = b.program == "draft" ? static_cast<int64_t>(b.tokens) - 1 : static_cast<int64_t>(b.tokens);
+      // A round's state is one row of words whatever the bucket.
+      const int64_t rows = o.kind == OutputKind::RoundState ? 1
+                           : b.program == "draft"           ? static_cast<int64_t>(b.tokens) - 1
+                                                            : static_cast<int64_t>(b.tokens);
       if (o.rows != rows)
         fail(oname + " has " + std::to_string(o.rows) + " rows for " + std::to_string(b.tokens) +
              " tokens");

@@ -216,7 +216,9 @@ struct Launch {
 };
 
 // TopLogProbs / TopIds: @draft's per-depth candidates [B-1, k] (f32 log-probabilities, i32 ids).
-enum class OutputKind : uint8_t { Logits, Hidden, TokenIds, TopLogProbs, TopIds };
+// RoundState: a device round's state (i32 [1, words], kernels_templates/ddtree_round.cuh), an
+// output of the round_walk buckets.
+enum class OutputKind : uint8_t { Logits, Hidden, TokenIds, TopLogProbs, TopIds, RoundState };
 
 struct StepOutput {
   OutputKind kind = OutputKind::Logits;
@@ -225,12 +227,12 @@ struct StepOutput {
   uint64_t offset = 0;  // in the slot
   DType dtype = DType::F32;
   int64_t rows = 0;     // = the bucket's tokens
-  int64_t cols = 0;     // vocab (Logits), hidden (Hidden), 1 (TokenIds), k (TopLogProbs, TopIds)
+  int64_t cols = 0;     // vocab (Logits), hidden (Hidden), 1 (TokenIds), k (TopLogProbs, TopIds), words (RoundState)
   bool operator==(const StepOutput&) const = default;
 };
 
 struct Bucket {
-  std::string program = "target";  // "target" or "draft"
+  std::string program = "target";  // its IR function ("target", "draft", ...) or a round_* step (emit-round)
   uint32_t tokens = 1;             // step size this bucket is specialised for
   std::vector<Launch> launches;
   std::vector<StepOutput> outputs;

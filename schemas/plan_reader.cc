@@ -152,7 +152,7 @@ void check_enums(const Plan& p, const std::string& src) {
           bad("tensor map base, dtype or swizzle");
     }
     for (const StepOutput& o : b.outputs)
-      if (static_cast<int>(o.kind) > static_cast<int>(OutputKind::TopIds) ||
+      if (static_cast<int>(o.kind) > static_cast<int>(OutputKind::RoundState) ||
           static_cast<int>(o.dtype) > static_cast<int>(DType::BOOL))
         bad("step output kind or dtype");
   }

@@ -84,6 +84,7 @@ void weight_layout(LowerState& s);   // weight_layout.cc
 void plan_memory(LowerState& s);     // plan_memory.cc
 void bucketize(LowerState& s);       // bucketize.cc
 void emit_plan(LowerState& s);       // emit_plan.cc
+void emit_round(LowerState& s);      // emit_round.cc
 
 // plan-memory's verifier: every in-place alias updates a persistent KV cache slot that no other
 // value shares, results never share a live slot. Throws kplan::Error naming the value.

@@ -135,10 +135,11 @@ std::string print_lowered(const LowerState& s, std::string_view after_stage) {
   std::string out;
   put(out, "// lowered after %.*s: arch %s, max_context %" PRId64 ", largest bucket %" PRId64 "\n",
       static_cast<int>(after_stage.size()), after_stage.data(), s.options.arch.c_str(), s.options.max_context, s.max_tokens);
-  if (!s.buffers.slots.empty()) {
+  const plan::BufferPlan& buffers = s.lowered ? s.lowered->buffers : s.buffers;  // emit-round adds slots
+  if (!buffers.slots.empty()) {
     out += "slots {\n";
-    for (size_t i = 0; i < s.buffers.slots.size(); ++i) {
-      const plan::BufferSlot& slot = s.buffers.slots[i];
+    for (size_t i = 0; i < buffers.slots.size(); ++i) {
+      const plan::BufferSlot& slot = buffers.slots[i];
       put(out, "  slot %zu: %s %s %" PRIu64 " bytes\n", i, slot.name.c_str(), role_name(slot.role), slot.size);
     }
     out += "}\n";

@@ -23,6 +23,7 @@ const std::vector<LoweringStage>& lowering_stages() {
       {"plan-memory", "liveness -> buffer slots with reuse; step inputs, KV caches, in-place kv_append/kv_compact aliases", plan_memory},
       {"bucketize", "one launch sequence per (program, token count): @target buckets, one @target_commit", bucketize},
       {"emit-plan", "annotated IR -> launches (kernel, grid, block, typed arguments) and step outputs", emit_plan},
+      {"emit-round", "a greedy DDTree round's control as device steps (draft inputs, tree, walk) beside a drafter", emit_round},
   };
   return stages;
 }

@@ -27,6 +27,9 @@ struct DecodeOptions {
   // kBudgetAuto: the chooser to use and teach (a session keeps one across its decodes); null:
   // the decode makes its own from the target's step costs.
   BudgetChooser* budget_chooser = nullptr;
+  // Greedy rounds at a fixed budget run whole on the device when the drafter can (one graph a
+  // round, step_model.h DeviceRounds); false: the host runs each round's steps (to compare).
+  bool device_rounds = true;
 };
 
 struct DecodeResult {

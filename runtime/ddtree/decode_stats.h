@@ -34,6 +34,9 @@ struct DecodeStats {
   int64_t target_forwards = 0;  // prefill (counted once) + rounds
   int64_t prefill_steps = 0;    // target steps the prefill took (chunks of the largest step)
   bool stopped_at_context = false;  // the cache filled up before max_new / EOS
+  // Each round ran whole on the device as one graph (DeviceRounds): its time is in
+  // seconds.verify, draft / tree_build / walk_commit stay 0.
+  bool device_rounds = false;
   StageTimes seconds;
 
   // One round's verify pass committed `committed` tokens (the root + the accepted path; >= 1):

@@ -53,7 +53,31 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
   sink.push(bonus);
 
   const double rounds_start = seconds_now(), wait_start = target.device_wait_seconds();
-  while (!sink.done()) {
+  // Whole rounds on the device: the same trees, walks and commits as the loop below, with one
+  // launch and one read per round.
+  const int64_t verify_tokens = 1 + (single_path ? drafter.max_depth() : options.budget);
+  DeviceRounds* device = options.device_rounds && sampler.greedy() && !chooser && drafter.max_depth() > 0
+                             ? drafter.device_rounds(verify_tokens)
+                             : nullptr;
+  if (device) {
+    device->begin(bonus, verify_tokens - 1, single_path, sink.remaining());
+    stats.device_rounds = true;
+  }
+  while (device && !sink.done()) {
+    if (target.max_context() - target.cache_length() < 1) {
+      stats.stopped_at_context = true;
+      break;
+    }
+    t0 = seconds_now();
+    const RoundYield y = device->round();
+    stats.seconds.verify += seconds_now() - t0;  // the whole round: one graph
+    ++stats.rounds;
+    ++stats.target_forwards;
+    stats.add_round_commit(static_cast<int64_t>(y.tokens.size()));
+    stats.tree_nodes += y.nodes;
+    for (int32_t token : y.tokens) sink.push(token);
+  }
+  while (!device && !sink.done()) {
     const int64_t root_position = target.cache_length();
     const int64_t room = target.max_context() - root_position;  // verify tokens that still fit
     if (room < 1) {

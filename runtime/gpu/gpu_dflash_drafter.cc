@@ -73,6 +73,21 @@ Matrix GpuDFlashDrafter::propose(int32_t bonus_token, int32_t bonus_position) {
   return m;
 }
 
+DeviceRounds* GpuDFlashDrafter::device_rounds(int64_t verify_tokens) {
+  if (!GpuDeviceRounds::available(exec_.plan(), verify_tokens)) return nullptr;
+  if (!rounds_ || rounds_tokens_ != verify_tokens) {
+    // Each round commits on the device what observe_step would have been told.
+    rounds_ = std::make_unique<GpuDeviceRounds>(target_, verify_tokens, [this](int64_t kept) {
+      context_length_ += kept;
+      if (context_length_ != target_.cache_length())
+        throw Error("GPU drafter: its context holds " + std::to_string(context_length_) + " positions, the target's cache " +
+                    std::to_string(target_.cache_length()));
+    });
+    rounds_tokens_ = verify_tokens;
+  }
+  return rounds_.get();
+}
+
 DepthCandidates GpuDFlashDrafter::propose_top(int32_t bonus_token, int32_t bonus_position, int64_t depth, int64_t k) {
   const plan::StepOutput* values = draft_output(plan::OutputKind::TopLogProbs);
   const plan::StepOutput* ids = draft_output(plan::OutputKind::TopIds);

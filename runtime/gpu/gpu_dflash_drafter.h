@@ -13,9 +13,11 @@
 // The same computation as the CPU drafter (runtime/cpu/dflash_drafter.h), which the tests hold
 // it to.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "runtime/gpu/gpu_device_rounds.h"
 #include "runtime/gpu/gpu_target_model.h"
 #include "runtime/step_model.h"
 
@@ -40,6 +42,9 @@ class GpuDFlashDrafter final : public Drafter {
   std::vector<int64_t> capture_layers() const override { return {}; }
   int64_t max_depth() const override { return block_size_ - 1; }
   void reset() override { context_length_ = 0; }
+  // Whole greedy rounds as one graph each (gpu_device_rounds.h), when the plan has the round
+  // steps for a verify of `verify_tokens` (null otherwise).
+  DeviceRounds* device_rounds(int64_t verify_tokens) override;
   int64_t context_length() const { return context_length_; }
 
  private:
@@ -52,6 +57,8 @@ class GpuDFlashDrafter final : public Drafter {
   int64_t block_size_ = 0;
   int32_t mask_token_ = 0;
   int64_t context_length_ = 0;
+  std::unique_ptr<GpuDeviceRounds> rounds_;
+  int64_t rounds_tokens_ = 0;
 };
 
 }  // namespace kplan::gpu

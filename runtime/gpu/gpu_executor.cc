@@ -218,6 +218,28 @@ void GpuExecutor::run_chain(std::span<const plan::Bucket* const> chain, const St
   if (wait) synchronize(source_ + ": step of bucket " + chain[0]->program + "/" + std::to_string(chain[0]->tokens) + " and its followers failed");
 }
 
+void GpuExecutor::launch_chain(std::span<const plan::Bucket* const> chain) {
+  model_->make_current();
+  CUstream stream = static_cast<CUstream>(stream_);
+  if (use_graphs_)
+    cuda_check(*cu_, cu_->cuGraphLaunch(static_cast<CUgraphExec>(chain_graph(chain)), stream), source_ + ": graph launch");
+  else
+    for (const plan::Bucket* b : chain) enqueue(*b);
+}
+
+void GpuExecutor::write_slot(uint32_t slot, uint64_t offset, const void* src, size_t bytes) {
+  const plan::Plan& p = plan();
+  if (slot >= p.buffers.slots.size() || offset + bytes > p.buffers.slots[slot].size || bytes > input_stage_bytes_)
+    throw Error(source_ + ": a write of " + std::to_string(bytes) + " bytes does not fit slot " + std::to_string(slot));
+  model_->make_current();
+  synchronize(source_ + ": a queued step failed");  // no queued copy reads the staging any more
+  std::memcpy(pinned_, src, bytes);
+  CUstream stream = static_cast<CUstream>(stream_);
+  cuda_check(*cu_, cu_->cuMemcpyHtoDAsync(arena_ + p.buffers.slots[slot].offset + offset, pinned_, bytes, stream),
+             source_ + ": writing a slot");
+  synchronize(source_ + ": writing a slot");
+}
+
 size_t GpuExecutor::bucket_index(const plan::Bucket& bucket) const {
   const plan::Plan& p = plan();
   size_t b = static_cast<size_t>(&bucket - p.buckets.data());

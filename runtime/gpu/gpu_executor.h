@@ -61,6 +61,11 @@ class GpuExecutor {
   void run_chain(std::span<const plan::Bucket* const> chain, const StepInputs& in, bool wait = true);
   // Captures a chain's graph now (not in a timed step).
   void prepare_chain(std::span<const plan::Bucket* const> chain);
+  // Enqueues a chain whose step inputs the device writes itself (a device round,
+  // runtime/gpu/gpu_device_rounds.h): no input copy, no wait.
+  void launch_chain(std::span<const plan::Bucket* const> chain);
+  // Copies `bytes` from the host into a slot at `offset` and waits (a device round's state).
+  void write_slot(uint32_t slot, uint64_t offset, const void* src, size_t bytes);
   // Reads rows [0, rows) of an output of the last run as f32 (converting from bf16/f16).
   void read_output(const plan::StepOutput& out, int64_t rows, float* dst);
   // Reads rows [0, rows) of a TokenIds output of the last run.

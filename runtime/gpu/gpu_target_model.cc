@@ -175,6 +175,14 @@ void GpuTargetModel::prepare_followers(const std::string& step, const std::strin
   }
 }
 
+void GpuTargetModel::committed_on_device(int64_t kept) {
+  if (kept < 1 || cache_length_ + kept > max_context_)
+    throw Error(source_ + ": a device round committed " + std::to_string(kept) + " tokens at cache length " +
+                std::to_string(cache_length_) + " of " + std::to_string(max_context_));
+  cache_length_ += kept;
+  pending_ = 0;
+}
+
 void GpuTargetModel::reset() {
   cache_length_ = 0;
   pending_ = 0;

@@ -33,6 +33,9 @@ class GpuTargetModel : public TargetModel {
   std::vector<double> step_costs() override;
 
   GpuExecutor& executor() { return executor_; }
+  // A device round (runtime/gpu/gpu_device_rounds.h) verified and committed `kept` tokens on
+  // the device: the host's account of the cache follows.
+  void committed_on_device(int64_t kept);
   // Programs that run with every step and commit from now on, in the same graphs and on the
   // same inputs (the plan's drafter: "draft_context" after each step of T tokens, at its bucket
   // of the step's size, and "draft_commit" after each commit); "" for none. Throws when the plan

@@ -104,7 +104,7 @@ void print_generate_stats(const TimedGenerate& g) {
   stage("prefill", s.seconds_prefill, false, "");
   stage("draft", s.seconds_draft, true, "");
   stage("tree build", s.seconds_tree_build, true, "");
-  stage("verify", s.seconds_verify, true, "");
+  stage("verify", s.seconds_verify, true, s.device_rounds ? "  (the whole round: one graph on the device, drafting included)" : "");
   stage("walk+commit", s.seconds_walk_commit, true, "");
   stage("host/other", std::max(0.0, g.wall_seconds - staged), true, "  (wall time less the stages)");
   if (s.seconds_device_wait > 0)

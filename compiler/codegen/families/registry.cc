@@ -23,6 +23,9 @@ const std::vector<const Family*>& all_families() {
       &copy_rows::family(),
       &argmax::family(),
       &topk::family(),
+      &round_draft_inputs::family(),
+      &round_tree::family(),
+      &round_walk::family(),
   };
   return families;
 }

@@ -30,6 +30,10 @@ const TuningTable& sm90_tuning() {
       {"copy_rows", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("COLS"))); }},
       {"argmax", [](ParamValues& p) { set(p, "THREADS", 256); }},
       {"topk", [](ParamValues& p) { set(p, "THREADS", 256); }},
+      // The round's control is serial work for one warp (one block per round step).
+      {"round_draft_inputs", [](ParamValues& p) { set(p, "THREADS", 32 * ((p.at("BLOCK") + 31) / 32)); }},
+      {"round_tree", [](ParamValues& p) { set(p, "THREADS", 32); }},
+      {"round_walk", [](ParamValues& p) { set(p, "THREADS", 32); }},
   };
   return table;
 }

@@ -259,6 +259,10 @@ typedef struct kplan_generate_stats {
    * own work per round. */
   double seconds_rounds;
   double seconds_device_wait;
+  /* Appended: 1 when each round ran whole on the device, one CUDA graph a round (greedy rounds
+   * at a fixed budget with the plan's GPU drafter; env KPLAN_DEVICE_ROUNDS=0 turns it off): the
+   * round's time is then all in seconds_verify. */
+  int32_t device_rounds;
 } kplan_generate_stats;
 
 /* Resets the session, prefills the prompt (in chunks of the largest step) and decodes: the new

@@ -23,7 +23,7 @@ TEST(Passes, PipelineOrderAndLookup) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "unknown pass 'mla-absorbb' (passes: infer-shapes, mla-absorb, dce, select-kernels, "
-                           "weight-layout, plan-memory, bucketize, emit-plan)");
+                           "weight-layout, plan-memory, bucketize, emit-plan, emit-round)");
   }
 }
 

@@ -5,6 +5,8 @@
 // 0.7 gives the CPU's tokens; --budget auto decodes AR's tokens too. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -94,6 +96,54 @@ TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
     EXPECT_GT(automatic.stats.tree_nodes, automatic.stats.rounds) << "prompt " << p << " budget auto verified no tree";
     EXPECT_EQ(generate(gpu, prompt, KPLAN_SPEC_DDTREE, 16, 0.7).tokens, generate(cpu, prompt, KPLAN_SPEC_DDTREE, 16, 0.7).tokens)
         << "prompt " << p << " temperature 0.7";
+  }
+}
+
+// A greedy round run whole on the device (one graph: draft, tree, verify, walk, commit) is the
+// host-driven round: the same tokens, rounds, tree nodes and acceptance histogram, for trees
+// and for the chain, and with the context nearly full (the device shrinks the tree as the host does).
+TEST(GpuDrafter, DeviceRoundsAreTheHostRounds) {
+  const std::string arch = gpu_arch();
+  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
+  const fs::path dir = plan::testing::scratch_dir("kplan_gpu_device_rounds");
+  fs::create_directories(dir);
+  const fs::path file = dir / "mini-v3.kplan";
+  const std::string models = std::string(KPLAN_SOURCE_DIR) + "/models";
+  const std::string cmd = std::string(KPLAN_BINARY) + " compile --model " + models + "/mini-v3 --draft " + models +
+                          "/mini-v3-dflash --arch " + arch + " --max-context 88 -o " + file.string() + " > " +
+                          (dir / "compile.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
+  std::ifstream lines(std::string(KPLAN_TEST_DATA_DIR) + "/mini-v3/heldout_prompts.jsonl");
+  std::string line;
+  for (int p = 0; p < 2 && std::getline(lines, line); ++p) {
+    // Prompts of 40 and 70 tokens: 24 new tokens fit the 88-position context after the first and
+    // fill it after the second (the trees shrink to the room left, then the decode stops).
+    const std::string text = nlohmann::json::parse(line)["text"].get<std::string>().substr(0, 600);
+    std::vector<int32_t> prompt(1024);
+    int32_t n = 0;
+    ASSERT_EQ(kplan_tokenizer_encode(gpu.get(), text.data(), text.size(), prompt.data(), 1024, &n), KPLAN_STATUS_OK);
+    ASSERT_GE(n, 70);
+    prompt.resize(p == 0 ? 40 : 70);
+    const Decoded ar = generate(gpu, prompt, KPLAN_SPEC_NONE, 0);
+    for (int32_t budget : {0, 1, 3, 7, 15, 31, 63}) {
+      const kplan_spec_mode spec = budget == 0 ? KPLAN_SPEC_DFLASH : KPLAN_SPEC_DDTREE;
+      const Decoded device = generate(gpu, prompt, spec, budget);
+      setenv("KPLAN_DEVICE_ROUNDS", "0", 1);
+      const Decoded host = generate(gpu, prompt, spec, budget);
+      unsetenv("KPLAN_DEVICE_ROUNDS");
+      const std::string what = "prompt " + std::to_string(p) + " budget " + std::to_string(budget);
+      EXPECT_EQ(device.stats.device_rounds, 1) << what;
+      EXPECT_EQ(host.stats.device_rounds, 0) << what;
+      if (p == 0) EXPECT_EQ(device.tokens, ar.tokens) << what;
+      if (p == 1) EXPECT_TRUE(device.stats.stopped_at_context) << what;
+      EXPECT_EQ(device.tokens, host.tokens) << what;
+      EXPECT_EQ(device.stats.rounds, host.stats.rounds) << what;
+      EXPECT_EQ(device.stats.tree_nodes, host.stats.tree_nodes) << what;
+      EXPECT_EQ(device.stats.stopped_at_context, host.stats.stopped_at_context) << what;
+      for (int i = 0; i < KPLAN_ACCEPTANCE_BINS; ++i)
+        EXPECT_EQ(device.stats.acceptance_histogram[i], host.stats.acceptance_histogram[i]) << what << " bin " << i;
+    }
   }
 }
 

@@ -1,0 +1,84 @@
+#include "compiler/codegen/families/ddtree_round.h"
+
+namespace kplan::codegen {
+namespace {
+
+LaunchDims one_block(const KernelSource& k, const LaunchShape&) { return block_of(k); }
+
+// round_tree keeps its frontier and nodes in static shared memory (48 KiB at most).
+void check_tree(const ParamValues& p) {
+  require(p.at("T") >= 1 && p.at("T") <= 512, "round_tree", "T must be in [1, 512]");
+  require(p.at("K") >= 1 && p.at("D") >= 1, "round_tree", "K and D must be positive");
+}
+
+void check_walk(const ParamValues& p) {
+  require(p.at("T") >= 1 && p.at("T") <= 512, "round_walk", "T must be in [1, 512]");
+}
+
+void check_draft_inputs(const ParamValues& p) {
+  require(p.at("BLOCK") >= 1 && p.at("BLOCK") <= p.at("THREADS"), "round_draft_inputs", "BLOCK must be in [1, THREADS]");
+}
+
+}  // namespace
+
+namespace round_draft_inputs {
+const Family& family() {
+  static const Family f{
+      .name = "round_draft_inputs",
+      .header = "ddtree_round.cuh",
+      .function = "kp::round_draft_inputs",
+      .params = {dim_param("BLOCK", "n"), dim_param("MASK", "m"), tuning_param("THREADS", "b")},
+      .signature = signature_of<Args>(),
+      .block = BlockParam::Threads,
+      .check = check_draft_inputs,
+      .geometry = one_block,
+  };
+  return f;
+}
+}  // namespace round_draft_inputs
+
+namespace round_tree {
+const Family& family() {
+  static const Family f{
+      .name = "round_tree",
+      .header = "ddtree_round.cuh",
+      .function = "kp::round_tree",
+      .params = {dim_param("T", "t"), dim_param("K", "k"), dim_param("D", "d"), tuning_param("THREADS", "b")},
+      .signature = signature_of<Args>(),
+      .block = BlockParam::Threads,
+      .check = check_tree,
+      .geometry = one_block,
+  };
+  return f;
+}
+}  // namespace round_tree
+
+namespace round_walk {
+const Family& family() {
+  static const Family f{
+      .name = "round_walk",
+      .header = "ddtree_round.cuh",
+      .function = "kp::round_walk",
+      .params = {dim_param("T", "t"), tuning_param("THREADS", "b")},
+      .signature = signature_of<Args>(),
+      .block = BlockParam::Threads,
+      .check = check_walk,
+      .geometry = one_block,
+  };
+  return f;
+}
+}  // namespace round_walk
+
+KernelSource round_draft_inputs_kernel(int64_t block, int64_t mask, std::string_view arch) {
+  return instantiate(round_draft_inputs::family(), {{"BLOCK", block}, {"MASK", mask}}, arch);
+}
+
+KernelSource round_tree_kernel(int64_t tokens, int64_t k, int64_t rows, std::string_view arch) {
+  return instantiate(round_tree::family(), {{"T", tokens}, {"K", k}, {"D", rows}}, arch);
+}
+
+KernelSource round_walk_kernel(int64_t tokens, std::string_view arch) {
+  return instantiate(round_walk::family(), {{"T", tokens}}, arch);
+}
+
+}  // namespace kplan::codegen

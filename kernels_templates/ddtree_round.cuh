@@ -1,0 +1,238 @@
+#pragma once
+// A DDTree round's control on the device, so a whole greedy round (draft, tree, verify, walk,
+// commit) is one CUDA graph with no host work between its steps (runtime/gpu/device_rounds.h
+// chains them: round_draft_inputs, @draft, round_tree/T, @target/T + @draft_context/T,
+// round_walk/T, @target_commit + @draft_commit). Each kernel writes the step inputs the next
+// program reads, exactly as the host would have (GpuTargetModel::step_inputs_for), and the round
+// state the host reads back once per round.
+//
+// Round state (int32 words; runtime/gpu/device_rounds.h mirrors the layout):
+//   0 bonus        the next round's root token (the target's choice after the accepted path)
+//   1 cache_length committed positions (the target's and the drafter's caches: they agree)
+//   2 budget       tree nodes besides the root (the host sets it)
+//   3 top_k        candidates per depth (0: as many as the budget; 1: a single path)
+//   4 max_depth    the drafter's deepest depth (block size - 1)
+//   5 remaining    tokens the decode still wants (the host sets it; each round subtracts)
+//   6 max_context  positions the target's cache holds
+//   7 nodes        this round's tree size, root included
+//   8 accepted     this round's accepted path length, root included (= tokens it yields)
+//   9 rounds       rounds run since the host last set the state
+//   16 ...         this round's yield: the accepted path's tokens after the root, then the
+//                  next bonus (accepted words in all)
+//
+// round_draft_inputs: @draft's step inputs from the state: tokens [bonus, MASK, ...], positions
+//   L + i, cache length L, token count BLOCK.
+//   Template parameters: BLOCK (the drafter's block size), MASK (its mask token id), THREADS.
+//   Launch: grid (1), block (THREADS >= BLOCK).
+//   Arguments: state, tokens, positions, cache_len, token_count (the step input slots).
+//
+// round_tree: the best-first tree of runtime/ddtree/draft_tree.cc over @draft's candidates, the
+//   same tree to the node and in the same order: scores are path log-probabilities summed in
+//   double from the f32 candidates, the frontier's best pops first (ties: first pushed), and a
+//   pop pushes its next sibling, then its best child. Depth: min(max_depth, remaining - 1,
+//   room - 1, D); budget: min(budget, room - 1, T - 1), room = max_context - L; k: min(budget,
+//   top_k when set, K). Writes the verify step's inputs for bucket T (padding rows as the host
+//   pads: token 0, the last real position, a mask of themselves) and the tree (parents, tokens)
+//   for round_walk. One warp: each pop is a warp-wide argmax over the frontier (<= T entries).
+//   Template parameters: T (the verify bucket's tokens), K (candidates per depth in @draft's
+//   outputs), D (their rows), THREADS (32).
+//   Launch: grid (1), block (32).
+//   Arguments: state, top_ids (int32 [D, K]), top_log_probs (f32 [D, K]), tokens, positions,
+//   tree_mask (uint32 [T, ceil(T / 32)]), cache_len, token_count, tree (int32 [2 T]).
+//
+// round_walk: the greedy walk of runtime/ddtree/tree_walk.cc over the target's choices at each
+//   node (@target/T's next_tokens): from the root, follow the child whose token is the target's
+//   choice; the first node without one yields the bonus. Writes the commit's inputs (the kept
+//   node indices into tokens, their count into token_count; cache_len stays L) and the state.
+//   Template parameters: T, THREADS (32).
+//   Launch: grid (1), block (32).
+//   Arguments: state, next_ids (int32 [T]), tree, tokens, token_count.
+#include "common.cuh"
+
+namespace kp {
+
+namespace round_state {
+enum : int {
+  kBonus = 0, kCacheLength = 1, kBudget = 2, kTopK = 3, kMaxDepth = 4, kRemaining = 5, kMaxContext = 6,
+  kNodes = 7, kAccepted = 8, kRounds = 9, kYield = 16
+};
+}  // namespace round_state
+
+template <int BLOCK, int MASK, int THREADS>
+__device__ void round_draft_inputs(void* state, void* tokens, void* positions, void* cache_len, void* token_count) {
+  static_assert(THREADS >= BLOCK, "one thread per block row");
+  const int* s = static_cast<const int*>(state);
+  const int i = threadIdx.x;
+  const int length = s[round_state::kCacheLength];
+  if (i < BLOCK) {
+    static_cast<int*>(tokens)[i] = i == 0 ? s[round_state::kBonus] : MASK;
+    static_cast<int*>(positions)[i] = length + i;
+  }
+  if (i == 0) {
+    static_cast<int*>(cache_len)[0] = length;
+    static_cast<int*>(token_count)[0] = BLOCK;
+  }
+}
+
+// One frontier entry: the `rank`-th candidate at `depth` under tree node `parent`.
+struct RoundCandidate {
+  double score;
+  int parent, depth, rank, order;
+};
+
+// Whether a should pop before b: a higher score, or an equal one pushed first.
+__device__ __forceinline__ bool pops_first(double sa, int oa, double sb, int ob) {
+  return sa > sb || (sa == sb && oa < ob);
+}
+
+template <int T, int K, int D, int THREADS>
+__device__ void round_tree(void* state, const void* top_ids, const void* top_log_probs, void* tokens, void* positions,
+                           void* tree_mask, void* cache_len, void* token_count, void* tree) {
+  static_assert(THREADS == 32, "one warp");
+  static_assert(T >= 1 && K >= 1 && D >= 1, "a bucket and candidates");
+  constexpr int W = (T + 31) / 32;
+  __shared__ RoundCandidate frontier[T + 1];  // a pop adds at most one entry net: <= budget + 1
+  __shared__ int node_parent[T], node_depth[T], node_token[T];
+  __shared__ double node_score[T];
+  int* s = static_cast<int*>(state);
+  const int* ids = static_cast<const int*>(top_ids);
+  const float* lp = static_cast<const float*>(top_log_probs);
+  const int lane = threadIdx.x;
+
+  const int length = s[round_state::kCacheLength];
+  const int room = s[round_state::kMaxContext] - length;
+  int depth = min(min(s[round_state::kMaxDepth], s[round_state::kRemaining] - 1), min(room - 1, D));
+  int budget = min(min(s[round_state::kBudget], room - 1), T - 1);
+  int k = min(budget, K);
+  if (s[round_state::kTopK] > 0) k = min(k, s[round_state::kTopK]);
+  if (depth < 0) depth = 0;
+  if (budget < 0) budget = 0;
+
+  int n = 1, f = 0, order = 0;
+  if (lane == 0) {
+    node_parent[0] = -1;
+    node_depth[0] = 0;
+    node_token[0] = s[round_state::kBonus];
+    node_score[0] = 0.0;
+    if (depth > 0 && k > 0) frontier[f++] = {static_cast<double>(lp[0]), 0, 1, 0, order++};
+  }
+  f = __shfl_sync(0xffffffffu, f, 0);
+  order = __shfl_sync(0xffffffffu, order, 0);
+  __syncwarp();
+  while (f > 0 && n - 1 < budget) {
+    double best = 0.0;
+    int best_order = 0x7fffffff, best_at = -1;
+    for (int i = lane; i < f; i += 32) {
+      const RoundCandidate& c = frontier[i];
+      if (best_at < 0 || pops_first(c.score, c.order, best, best_order)) {
+        best = c.score;
+        best_order = c.order;
+        best_at = i;
+      }
+    }
+    for (int step = 16; step > 0; step >>= 1) {
+      const double other = __shfl_xor_sync(0xffffffffu, best, step);
+      const int other_order = __shfl_xor_sync(0xffffffffu, best_order, step);
+      const int other_at = __shfl_xor_sync(0xffffffffu, best_at, step);
+      if (other_at >= 0 && (best_at < 0 || pops_first(other, other_order, best, best_order))) {
+        best = other;
+        best_order = other_order;
+        best_at = other_at;
+      }
+    }
+    const RoundCandidate c = frontier[best_at];
+    __syncwarp();
+    if (lane == 0) {
+      frontier[best_at] = frontier[f - 1];  // the order field keeps ties stable wherever it lies
+      int fill = f - 1;
+      node_parent[n] = c.parent;
+      node_depth[n] = c.depth;
+      node_token[n] = ids[(c.depth - 1) * K + c.rank];
+      node_score[n] = c.score;
+      if (c.rank + 1 < k)
+        frontier[fill++] = {node_score[c.parent] + static_cast<double>(lp[(c.depth - 1) * K + c.rank + 1]), c.parent,
+                            c.depth, c.rank + 1, order++};
+      if (c.depth < depth)
+        frontier[fill++] = {c.score + static_cast<double>(lp[c.depth * K]), n, c.depth + 1, 0, order++};
+      f = fill;
+    }
+    f = __shfl_sync(0xffffffffu, f, 0);
+    order = __shfl_sync(0xffffffffu, order, 0);
+    ++n;
+    __syncwarp();
+  }
+
+  int* tok = static_cast<int*>(tokens);
+  int* pos = static_cast<int*>(positions);
+  unsigned* mask = static_cast<unsigned*>(tree_mask);
+  int* out_tree = static_cast<int*>(tree);
+  const int last_position = length + node_depth[n - 1];
+  for (int i = lane; i < T; i += 32) {
+    unsigned row[W];
+    for (int w = 0; w < W; ++w) row[w] = 0u;
+    if (i < n) {
+      for (int j = i; j >= 0; j = node_parent[j]) row[j / 32] |= 1u << (j % 32);  // itself and its ancestors
+      tok[i] = node_token[i];
+      pos[i] = length + node_depth[i];
+      out_tree[i] = node_parent[i];
+      out_tree[T + i] = node_token[i];
+    } else {
+      row[i / 32] |= 1u << (i % 32);
+      tok[i] = 0;
+      pos[i] = last_position;
+      out_tree[i] = -1;
+      out_tree[T + i] = -1;
+    }
+    for (int w = 0; w < W; ++w) mask[i * W + w] = row[w];
+  }
+  if (lane == 0) {
+    static_cast<int*>(cache_len)[0] = length;
+    static_cast<int*>(token_count)[0] = n;
+    s[round_state::kNodes] = n;
+  }
+}
+
+template <int T, int THREADS>
+__device__ void round_walk(void* state, const void* next_ids, const void* tree, void* tokens, void* token_count) {
+  static_assert(THREADS == 32, "one warp");
+  __shared__ int path[T];
+  int* s = static_cast<int*>(state);
+  const int* choice = static_cast<const int*>(next_ids);
+  const int* parent = static_cast<const int*>(tree);
+  const int* token = parent + T;
+  const int lane = threadIdx.x;
+  const int n = clamp_int(s[round_state::kNodes], 1, T);
+
+  int node = 0, accepted = 1, pick = 0;
+  if (lane == 0) path[0] = 0;
+  for (;;) {
+    pick = choice[node];
+    int next = -1;
+    for (int base = 1; base < n; base += 32) {
+      const int i = base + lane;
+      const bool match = i < n && parent[i] == node && token[i] == pick;
+      const unsigned hits = __ballot_sync(0xffffffffu, match);
+      if (hits) next = base + 31 - __clz(hits);  // the last match, as the host walk takes it
+    }
+    if (next < 0) break;
+    node = next;
+    if (lane == 0) path[accepted] = node;
+    ++accepted;
+  }
+  __syncwarp();
+  int* keep = static_cast<int*>(tokens);
+  for (int i = lane; i < accepted; i += 32) {
+    keep[i] = path[i];
+    s[round_state::kYield + i] = i + 1 < accepted ? token[path[i + 1]] : pick;
+  }
+  if (lane == 0) {
+    static_cast<int*>(token_count)[0] = accepted;
+    s[round_state::kAccepted] = accepted;
+    s[round_state::kBonus] = pick;
+    s[round_state::kCacheLength] += accepted;
+    s[round_state::kRemaining] -= accepted;
+    s[round_state::kRounds] += 1;
+  }
+}
+
+}  // namespace kp
