@@ -651,6 +651,8 @@ kplan_status kplan_session_bench_step(kplan_session* session, int32_t tokens, in
     m.executor().run(*bucket, m.step_inputs_for(in, *bucket));
     std::vector<float> ms = m.executor().time_bucket(*bucket, 10, steps);
     std::sort(ms.begin(), ms.end());
+    // The same step once more, launch by launch: the experts its tokens route to.
+    const std::vector<int64_t> experts = m.executor().distinct_routed_experts(*bucket, tokens);
     kplan::PlanTraffic t = kplan::plan_traffic(p, p.model);
     std::memset(out, 0, sizeof *out);
     out->tokens = tokens;
@@ -662,6 +664,11 @@ kplan_status kplan_session_bench_step(kplan_session* session, int32_t tokens, in
     out->read_bytes = t.step_weight_bytes(tokens) + static_cast<double>(t.kv_bytes_per_token) * static_cast<double>(context + tokens);
     out->achieved_gbps = out->read_bytes / (out->step_ms_median * 1e-3) / 1e9;
     out->load_seconds = session->model->load_seconds + session->load_seconds;
+    out->moe_layers = static_cast<int32_t>(experts.size());
+    for (int64_t e : experts) {
+      out->routed_experts_mean += static_cast<double>(e) / static_cast<double>(experts.size());
+      out->routed_experts_max = std::max(out->routed_experts_max, static_cast<int32_t>(e));
+    }
     m.reset();
   });
 }

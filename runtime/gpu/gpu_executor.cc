@@ -144,17 +144,50 @@ void GpuExecutor::prepare_launches() {
 }
 
 void GpuExecutor::enqueue(const plan::Bucket& bucket) {
-  size_t b = bucket_index(bucket);
+  for (size_t i = 0; i < bucket.launches.size(); ++i) enqueue_launch(bucket, i);
+}
+
+void GpuExecutor::enqueue_launch(const plan::Bucket& bucket, size_t i) {
+  const size_t b = bucket_index(bucket);
+  const plan::Launch& l = bucket.launches[i];
+  LaunchParams& lp = params_[b][i];
+  CUresult r = launch_resolved(*cu_, static_cast<CUfunction>(model_->function(l.kernel)), lp.launch,
+                               static_cast<CUstream>(stream_), bucket.tokens <= pdl_max_tokens_);
+  if (r != CUDA_SUCCESS)
+    throw Error(source_ + ": launch " + std::to_string(i) + " (" + plan().kernels[l.kernel].id + ") of bucket " +
+                bucket.program + "/" + std::to_string(bucket.tokens) + " failed: " + cuda_error_text(*cu_, r));
+}
+
+std::vector<int64_t> GpuExecutor::distinct_routed_experts(const plan::Bucket& bucket, int64_t rows) {
+  const plan::Plan& p = plan();
+  model_->make_current();
   CUstream stream = static_cast<CUstream>(stream_);
+  std::vector<int64_t> per_layer;
   for (size_t i = 0; i < bucket.launches.size(); ++i) {
+    enqueue_launch(bucket, i);
     const plan::Launch& l = bucket.launches[i];
-    LaunchParams& lp = params_[b][i];
-    CUresult r = launch_resolved(*cu_, static_cast<CUfunction>(model_->function(l.kernel)), lp.launch, stream,
-                                 bucket.tokens <= pdl_max_tokens_);
-    if (r != CUDA_SUCCESS)
-      throw Error(source_ + ": launch " + std::to_string(i) + " (" + plan().kernels[l.kernel].id + ") of bucket " +
-                  bucket.program + "/" + std::to_string(bucket.tokens) + " failed: " + cuda_error_text(*cu_, r));
+    const plan::Kernel& k = p.kernels[l.kernel];
+    if (k.family != "moe_router") continue;
+    int64_t top_k = 0;
+    for (const plan::KernelConstant& c : k.constants)
+      if (c.name == "TOPK") top_k = c.value;
+    size_t arg = 0;
+    while (arg < k.param_names.size() && k.param_names[arg] != "topk_ids") ++arg;
+    if (top_k < 1 || arg >= l.args.size() || l.args[arg].kind != plan::ArgKind::Buffer)
+      throw Error(source_ + ": invalid plan: router launch " + std::to_string(i) + " has no topk_ids buffer or TOPK");
+    // The router's choices of this step's tokens, read back right after it ran (the slot is
+    // scratch: a later layer's router reuses it).
+    std::vector<int32_t> ids(static_cast<size_t>(rows * top_k));
+    cuda_check(*cu_,
+               cu_->cuMemcpyDtoHAsync(ids.data(), arena_ + p.buffers.slots[l.args[arg].index].offset + l.args[arg].offset,
+                                      ids.size() * 4, stream),
+               source_ + ": reading a router's choices");
+    synchronize(source_ + ": reading a router's choices");
+    std::sort(ids.begin(), ids.end());
+    per_layer.push_back(std::unique(ids.begin(), ids.end()) - ids.begin());
   }
+  synchronize(source_ + ": step of bucket " + bucket.program + "/" + std::to_string(bucket.tokens) + " failed");
+  return per_layer;
 }
 
 void* GpuExecutor::capture(std::span<const plan::Bucket* const> chain) {

@@ -88,6 +88,11 @@ class GpuExecutor {
   // Replays the bucket `reps` times after `warmup` replays, with the current step inputs, and
   // returns each replay's GPU time in milliseconds (CUDA events).
   std::vector<float> time_bucket(const plan::Bucket& bucket, int warmup, int reps);
+  // Runs the bucket once on the current step inputs, launch by launch, and returns for each MoE
+  // layer how many distinct routed experts its router chose for the first `rows` tokens (read
+  // back from the device right after each router ran): the experts a step of that many tokens
+  // must read (kplan bench).
+  std::vector<int64_t> distinct_routed_experts(const plan::Bucket& bucket, int64_t rows);
   // Fills the whole arena with zeros (fresh KV caches).
   void clear_arena();
 
@@ -99,6 +104,7 @@ class GpuExecutor {
   void* capture(std::span<const plan::Bucket* const> chain);  // a CUgraphExec of the buckets in order
   void* chain_graph(std::span<const plan::Bucket* const> chain);  // captured once, kept
   void enqueue(const plan::Bucket& bucket);
+  void enqueue_launch(const plan::Bucket& bucket, size_t launch);
   void launch(const plan::Bucket& bucket);  // graph replay or plain launches, no wait
   void write_inputs(const StepInputs& in);
   void synchronize(const std::string& what);  // the stream, timed (wait_seconds)

@@ -38,6 +38,20 @@ for v in ${KPLAN_PDL_ACCEPTANCE_SWEEP:-}; do  # e.g. "all none"
   KPLAN_PDL=$v "$bin/kplan" bench --acceptance /tmp/prompts20.jsonl "$plan" --budgets 15,31 --temperatures 0 --max-new 64 \
       --ignore-eos --device gpu 2>&1 | grep -E "^0 |identical|differ"
 done
+for dr in ${KPLAN_DEVICE_ROUNDS_SWEEP:-}; do  # e.g. "0 1": the host's round against the device's one-graph round
+  echo "== KPLAN_DEVICE_ROUNDS=$dr: 20 held-out prompts, 64 tokens, greedy"
+  KPLAN_DEVICE_ROUNDS=$dr "$bin/kplan" bench --acceptance /tmp/prompts20.jsonl "$plan" --budgets 7,15,31,63 --temperatures 0 \
+      --max-new 64 --ignore-eos --device gpu 2>&1 | tail -9
+  for budget in 15 31; do
+    echo "== KPLAN_DEVICE_ROUNDS=$dr one decode, DDTree budget $budget, 96 tokens"
+    KPLAN_DEVICE_ROUNDS=$dr "$bin/kplan" run "$plan" --device gpu --spec ddtree --budget "$budget" --max-new 96 --ignore-eos --stats \
+        --compare --prompt "$prompt" 2>&1 >/dev/null | grep -E "stats: (rounds|mean acc|tokens/s|time)|compare"
+  done
+  echo "== KPLAN_DEVICE_ROUNDS=$dr one decode, chain DFlash, 96 tokens"
+  KPLAN_DEVICE_ROUNDS=$dr "$bin/kplan" run "$plan" --device gpu --spec dflash --max-new 96 --ignore-eos --stats --compare \
+      --prompt "$prompt" 2>&1 >/dev/null | grep -E "stats: (rounds|mean acc|tokens/s|time)|compare"
+done
+if [ -z "${KPLAN_SKIP_FULL_ACCEPTANCE:-}" ]; then  # set: the sweeps above only
 echo "== acceptance and speed: 20 held-out prompts, 64 tokens, greedy and T=0.7"
 "$bin/kplan" bench --acceptance /tmp/prompts20.jsonl "$plan" --budgets 4,8,15,16,31,32,63,auto --temperatures 0,0.7 --max-new 64 \
     --ignore-eos --device gpu --json "$out/acceptance.json" 2>&1
@@ -47,6 +61,7 @@ if [ -n "${KPLAN_DEMO_PLAN:-}" ]; then  # tools/demo.sh's run, on its plan (--ar
   echo "== the demo's previous prompt (hand-written), budget 15"
   "$bin/kplan" run "$KPLAN_DEMO_PLAN" --prompt $'import os\n\n\ndef list_python_files(root):\n    """Yield the path of every .py file under root."""\n' \
       --spec compare --budget 15 --max-new 96 --device auto 2>&1 | tail -4
+fi
 fi
 } > "$out/ddtree.txt" 2>&1
 cat "$out/ddtree.txt"

@@ -77,20 +77,28 @@ void run_bench(const BenchArgs& a) {
   if (a.all_buckets) {
     int32_t tokens[64];
     int32_t n = std::min(kplan_plan_buckets_get(plan.get(), tokens, 64), 64);
-    std::printf("%-8s %12s %14s %12s %12s\n", "tokens", "step ms", "ms per token", "MiB read", "GB/s");
+    // Experts: the distinct routed experts the step's tokens chose per MoE layer (mean, max),
+    // counted from the device's router outputs: what a tree of that many nodes makes MoE read.
+    std::printf("%-8s %12s %14s %12s %12s %18s\n", "tokens", "step ms", "ms per token", "MiB read", "GB/s",
+                "experts/layer");
     for (int32_t i = 0; i < n; ++i) {
       kplan_bench_result b{};
       int64_t ctx = std::max<int64_t>(0, std::min<int64_t>(context, max_context - tokens[i]));
       api_check(kplan_session_bench_step(session, tokens[i], a.steps, ctx, &b));
-      std::printf("%-8d %12.4f %14.4f %12.3f %12.2f\n", b.tokens, b.step_ms_median, b.step_ms_median / b.tokens,
-                  b.read_bytes / (1024.0 * 1024.0), b.achieved_gbps);
+      char experts[48] = "-";
+      if (b.moe_layers > 0) std::snprintf(experts, sizeof experts, "%.1f (max %d)", b.routed_experts_mean, b.routed_experts_max);
+      std::printf("%-8d %12.4f %14.4f %12.3f %12.2f %18s\n", b.tokens, b.step_ms_median, b.step_ms_median / b.tokens,
+                  b.read_bytes / (1024.0 * 1024.0), b.achieved_gbps, experts);
       buckets.push_back({{"tokens", b.tokens},
                          {"context", b.context},
                          {"step_ms_median", b.step_ms_median},
                          {"step_ms_min", b.step_ms_min},
                          {"step_ms_p90", b.step_ms_p90},
                          {"read_bytes", b.read_bytes},
-                         {"achieved_gb_per_s", b.achieved_gbps}});
+                         {"achieved_gb_per_s", b.achieved_gbps},
+                         {"moe_layers", b.moe_layers},
+                         {"routed_experts_mean", b.routed_experts_mean},
+                         {"routed_experts_max", b.routed_experts_max}});
     }
   }
 

@@ -290,6 +290,12 @@ typedef struct kplan_bench_result {
                                 touched by `tokens` tokens) + KV at `context` */
   double achieved_gbps;      /* read_bytes / median step time, GB/s (1e9) */
   double load_seconds;       /* model load + session creation */
+  /* Appended: the routed experts the step's tokens chose (counted from the device's router
+   * outputs in one extra run of the step): distinct experts per MoE layer, mean and largest over
+   * the layers; 0 when the model has no MoE layer. */
+  int32_t moe_layers;
+  double routed_experts_mean;
+  int32_t routed_experts_max;
 } kplan_bench_result;
 
 /* Times `steps` replays of the 1-token decode bucket after prefilling `context` positions. */

@@ -147,6 +147,39 @@ TEST(GpuDrafter, DeviceRoundsAreTheHostRounds) {
   }
 }
 
+// kplan bench's expert count: the distinct routed experts a step's tokens chose per MoE layer,
+// read from the device's router outputs. One token picks exactly top-k experts in every layer;
+// a longer step's first tokens choose as a shorter step's do (same cache, causal), so the
+// count does not fall as the step grows, and never passes the experts there are.
+TEST(GpuDrafter, BenchStepCountsTheRoutedExpertsTheTokensChose) {
+  const std::string arch = gpu_arch();
+  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
+  const fs::path dir = plan::testing::scratch_dir("kplan_gpu_bench_experts");
+  fs::create_directories(dir);
+  const fs::path file = dir / "mini-v3.kplan";
+  const std::string cmd = std::string(KPLAN_BINARY) + " compile --model " + KPLAN_SOURCE_DIR + "/models/mini-v3 --arch " + arch +
+                          " --buckets 1,2,4,16,64 -o " + file.string() + " > " + (dir / "compile.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
+  SessionTargetModel session(gpu);
+  const int64_t moe_layers = gpu.spec().num_hidden_layers - gpu.spec().first_k_dense_replace;
+  const int64_t experts = gpu.spec().n_routed_experts, top_k = gpu.spec().num_experts_per_tok;
+  double previous = 0;
+  for (int32_t tokens : {1, 2, 4, 16, 64}) {
+    kplan_bench_result r{};
+    ASSERT_EQ(kplan_session_bench_step(session.session(), tokens, 5, 32, &r), KPLAN_STATUS_OK) << kplan_error_last();
+    EXPECT_EQ(r.moe_layers, moe_layers) << tokens;
+    if (tokens == 1) {
+      EXPECT_EQ(r.routed_experts_mean, static_cast<double>(top_k));
+      EXPECT_EQ(r.routed_experts_max, top_k);
+    }
+    // (A near-tie in a router may flip once between bucket kernels: one expert of one layer.)
+    EXPECT_GE(r.routed_experts_mean, previous - 1.0 / static_cast<double>(moe_layers)) << tokens;
+    EXPECT_LE(r.routed_experts_max, std::min<int64_t>(experts, tokens * top_k)) << tokens;
+    previous = r.routed_experts_mean;
+  }
+}
+
 // The synthesised pairs (random drafters: little is accepted, the trees still must not change a
 // token): tiny, tiny2 and tiny with INT4 experts, each with its `kplan synth --draft` drafter.
 TEST(GpuDrafter, SynthPairsDecodeAsArAtEveryBudget) {

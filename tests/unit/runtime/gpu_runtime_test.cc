@@ -150,6 +150,7 @@ TEST(GpuRuntime, CApiStepsAndBenchmarksTheToyPlan) {
   ASSERT_EQ(kplan_session_bench_step(s, 4, 20, 8, &r4), KPLAN_STATUS_OK) << kplan_error_last();
   EXPECT_EQ(r4.tokens, 4);
   EXPECT_GT(r4.step_ms_median, 0.0);
+  EXPECT_EQ(r4.moe_layers, 0) << "the toy model has no MoE layer";
   EXPECT_EQ(kplan_session_bench_step(s, 3, 20, 8, &r4), KPLAN_STATUS_ERROR) << "no bucket of exactly 3 tokens";
   int32_t buckets[4] = {};
   EXPECT_EQ(kplan_plan_buckets_get(plan, buckets, 4), 2);
