@@ -17,8 +17,12 @@
 //   7 nodes        this round's tree size, root included
 //   8 accepted     this round's accepted path length, root included (= tokens it yields)
 //   9 rounds       rounds run since the host last set the state
+//   10 build       nodes to build the tree to (0: budget): --budget auto builds the largest tree
+//                  and verifies its first `budget` nodes, the tree of that budget
+//   11 scored      nodes of the built tree (root apart) whose path log-probabilities follow
 //   16 ...         this round's yield: the accepted path's tokens after the root, then the
 //                  next bonus (accepted words in all)
+//   16 + NMAX + 1  the built tree's path log-probabilities, nodes 1 ... scored (f32)
 //
 // round_draft_inputs: @draft's step inputs from the state: tokens [bonus, MASK, ...], positions
 //   L + i, cache length L, token count BLOCK.
@@ -30,12 +34,15 @@
 //   same tree to the node and in the same order: scores are path log-probabilities summed in
 //   double from the f32 candidates, the frontier's best pops first (ties: first pushed), and a
 //   pop pushes its next sibling, then its best child. Depth: min(max_depth, remaining - 1,
-//   room - 1, D); budget: min(budget, room - 1, T - 1), room = max_context - L; k: min(budget,
-//   top_k when set, K). Writes the verify step's inputs for bucket T (padding rows as the host
-//   pads: token 0, the last real position, a mask of themselves) and the tree (parents, tokens)
-//   for round_walk. One warp: each pop is a warp-wide argmax over the frontier (<= T entries).
+//   room - 1, D); budget: min(budget, room - 1, T - 1), room = max_context - L; built nodes:
+//   max(budget, min(build, room - 1)) up to NMAX - 1; k: min(built, top_k when set, K). Writes the
+//   verify step's inputs for bucket T from the first 1 + budget nodes (padding rows as the host
+//   pads: token 0, the last real position, a mask of themselves), the tree (parents, tokens) for
+//   round_walk, and the built tree's path log-probabilities into the state. One warp: each pop is
+//   a warp-wide argmax over the frontier (<= NMAX entries).
 //   Template parameters: T (the verify bucket's tokens), K (candidates per depth in @draft's
-//   outputs), D (their rows), THREADS (32).
+//   outputs), D (their rows), NMAX (the largest verify bucket's tokens: the state's layout and
+//   the largest tree), THREADS (32).
 //   Launch: grid (1), block (32).
 //   Arguments: state, top_ids (int32 [D, K]), top_log_probs (f32 [D, K]), tokens, positions,
 //   tree_mask (uint32 [T, ceil(T / 32)]), cache_len, token_count, tree (int32 [2 T]).
@@ -54,7 +61,7 @@ namespace kp {
 namespace round_state {
 enum : int {
   kBonus = 0, kCacheLength = 1, kBudget = 2, kTopK = 3, kMaxDepth = 4, kRemaining = 5, kMaxContext = 6,
-  kNodes = 7, kAccepted = 8, kRounds = 9, kYield = 16
+  kNodes = 7, kAccepted = 8, kRounds = 9, kBuild = 10, kScored = 11, kYield = 16
 };
 }  // namespace round_state
 
@@ -85,15 +92,15 @@ __device__ __forceinline__ bool pops_first(double sa, int oa, double sb, int ob)
   return sa > sb || (sa == sb && oa < ob);
 }
 
-template <int T, int K, int D, int THREADS>
+template <int T, int K, int D, int NMAX, int THREADS>
 __device__ void round_tree(void* state, const void* top_ids, const void* top_log_probs, void* tokens, void* positions,
                            void* tree_mask, void* cache_len, void* token_count, void* tree) {
   static_assert(THREADS == 32, "one warp");
-  static_assert(T >= 1 && K >= 1 && D >= 1, "a bucket and candidates");
+  static_assert(T >= 1 && K >= 1 && D >= 1 && NMAX >= T, "a bucket and candidates");
   constexpr int W = (T + 31) / 32;
-  __shared__ RoundCandidate frontier[T + 1];  // a pop adds at most one entry net: <= budget + 1
-  __shared__ int node_parent[T], node_depth[T], node_token[T];
-  __shared__ double node_score[T];
+  __shared__ RoundCandidate frontier[NMAX + 1];  // a pop adds at most one entry net: <= nodes + 1
+  __shared__ int node_parent[NMAX], node_depth[NMAX], node_token[NMAX];
+  __shared__ double node_score[NMAX];
   int* s = static_cast<int*>(state);
   const int* ids = static_cast<const int*>(top_ids);
   const float* lp = static_cast<const float*>(top_log_probs);
@@ -103,10 +110,11 @@ __device__ void round_tree(void* state, const void* top_ids, const void* top_log
   const int room = s[round_state::kMaxContext] - length;
   int depth = min(min(s[round_state::kMaxDepth], s[round_state::kRemaining] - 1), min(room - 1, D));
   int budget = min(min(s[round_state::kBudget], room - 1), T - 1);
-  int k = min(budget, K);
+  if (budget < 0) budget = 0;
+  const int build = min(max(budget, min(s[round_state::kBuild], room - 1)), NMAX - 1);
+  int k = min(build, K);
   if (s[round_state::kTopK] > 0) k = min(k, s[round_state::kTopK]);
   if (depth < 0) depth = 0;
-  if (budget < 0) budget = 0;
 
   int n = 1, f = 0, order = 0;
   if (lane == 0) {
@@ -119,7 +127,7 @@ __device__ void round_tree(void* state, const void* top_ids, const void* top_log
   f = __shfl_sync(0xffffffffu, f, 0);
   order = __shfl_sync(0xffffffffu, order, 0);
   __syncwarp();
-  while (f > 0 && n - 1 < budget) {
+  while (f > 0 && n - 1 < build) {
     double best = 0.0;
     int best_order = 0x7fffffff, best_at = -1;
     for (int i = lane; i < f; i += 32) {
@@ -166,6 +174,10 @@ __device__ void round_tree(void* state, const void* top_ids, const void* top_log
   int* pos = static_cast<int*>(positions);
   unsigned* mask = static_cast<unsigned*>(tree_mask);
   int* out_tree = static_cast<int*>(tree);
+  float* scores = reinterpret_cast<float*>(s + round_state::kYield + NMAX + 1);
+  for (int i = 1 + lane; i < n; i += 32) scores[i - 1] = static_cast<float>(node_score[i]);
+  const int built = n;
+  n = min(n, budget + 1);  // the tree of the budget: the built tree's first nodes
   const int last_position = length + node_depth[n - 1];
   for (int i = lane; i < T; i += 32) {
     unsigned row[W];
@@ -189,6 +201,7 @@ __device__ void round_tree(void* state, const void* top_ids, const void* top_log
     static_cast<int*>(cache_len)[0] = length;
     static_cast<int*>(token_count)[0] = n;
     s[round_state::kNodes] = n;
+    s[round_state::kScored] = built - 1;
   }
 }
 

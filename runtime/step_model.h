@@ -88,16 +88,21 @@ DepthCandidates leading_candidates(std::span<const int32_t> ids, std::span<const
 struct RoundYield {
   int64_t nodes = 0;            // the verified tree's size, root included
   std::vector<int32_t> tokens;  // the accepted path's tokens after the root, then the next bonus
+  // The built tree's path log-probabilities, root (0.0) first: up to begin's `build` nodes.
+  std::vector<double> path_log_probs;
 };
 
 class DeviceRounds {
  public:
   virtual ~DeviceRounds() = default;
-  // Rounds from `bonus` at the target's cache length: trees of `budget` nodes (single_path: the
-  // drafter's chain), `remaining` tokens still wanted (a round never drafts past them).
-  virtual void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining) = 0;
-  // One round; the target's and the drafter's caches hold its accepted path afterwards.
-  virtual RoundYield round() = 0;
+  // Rounds from `bonus` at the target's cache length, `remaining` tokens still wanted (a round
+  // never drafts past them): trees of up to `budget` nodes (single_path: the drafter's chain).
+  // `build` > budget (--budget auto): each round builds the best-first tree to `build` nodes
+  // and verifies the tree of the budget round() names, its first nodes.
+  virtual void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining, int64_t build = 0) = 0;
+  // One round of `budget` nodes (at most begin's larger of budget and build); the target's and
+  // the drafter's caches hold its accepted path afterwards.
+  virtual RoundYield round(int64_t budget) = 0;
 };
 
 // A drafter proposes a distribution for each of the next positions after the bonus token.

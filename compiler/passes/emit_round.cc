@@ -71,7 +71,7 @@ class RoundEmitter {
       plan::Bucket build;
       build.program = "round_tree";
       build.tokens = t;
-      add_launch(build, codegen::round_tree_kernel(t, top_ids.cols, top_ids.rows, arch),
+      add_launch(build, codegen::round_tree_kernel(t, top_ids.cols, top_ids.rows, largest, arch),
                  codegen::launch_args(codegen::round_tree::Args{
                      .state = LaunchArg::buffer(state), .top_ids = LaunchArg::buffer(top_ids.slot, top_ids.offset),
                      .top_log_probs = LaunchArg::buffer(top_log_probs.slot, top_log_probs.offset), .tokens = tokens,

@@ -23,13 +23,15 @@ BudgetChooser BudgetChooser::for_step_costs(std::vector<double> step_costs) {
   return BudgetChooser(std::move(step_costs), largest - 1);
 }
 
-int64_t BudgetChooser::choose(const DraftTree& full) const {
+int64_t BudgetChooser::choose(const DraftTree& full) const { return choose(full.path_log_probs); }
+
+int64_t BudgetChooser::choose(std::span<const double> path_log_probs) const {
   const double scale = calibration();
-  const int64_t nodes = std::min<int64_t>(full.size() - 1, max_budget_);
+  const int64_t nodes = std::min<int64_t>(static_cast<int64_t>(path_log_probs.size()) - 1, max_budget_);
   double expected = 0, best_rate = -1;
   int64_t best = std::max<int64_t>(1, std::min<int64_t>(nodes, 1));
   for (int64_t b = 1; b <= nodes; ++b) {
-    expected += std::exp(full.path_log_probs[static_cast<size_t>(b)]);
+    expected += std::exp(path_log_probs[static_cast<size_t>(b)]);
     const double seconds = draft_seconds_ + verify_seconds_[static_cast<size_t>(b + 1)];
     const double rate = (1.0 + scale * expected) / std::max(seconds, 1e-12);
     if (rate > best_rate) {
@@ -41,7 +43,11 @@ int64_t BudgetChooser::choose(const DraftTree& full) const {
 }
 
 void BudgetChooser::observe(const DraftTree& used, int64_t accepted_nodes, double draft_seconds) {
-  for (int64_t i = 1; i < used.size(); ++i) predicted_ += std::exp(used.path_log_probs[static_cast<size_t>(i)]);
+  observe(used.path_log_probs, accepted_nodes, draft_seconds);
+}
+
+void BudgetChooser::observe(std::span<const double> used, int64_t accepted_nodes, double draft_seconds) {
+  for (size_t i = 1; i < used.size(); ++i) predicted_ += std::exp(used[i]);
   accepted_ += static_cast<double>(accepted_nodes);
   ++rounds_;
   draft_seconds_ += (draft_seconds - draft_seconds_) / static_cast<double>(rounds_);

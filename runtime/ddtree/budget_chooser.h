@@ -8,6 +8,7 @@
 // from the target (its step times, measured on the device) and the drafter's from the rounds.
 // The budget maximising (1 + predicted accepted) / (draft + verify time) wins.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "runtime/ddtree/draft_tree.h"
@@ -25,9 +26,13 @@ class BudgetChooser {
   int64_t max_budget() const { return max_budget_; }
   // The budget for a round whose best-first tree at max_budget is `full`.
   int64_t choose(const DraftTree& full) const;
+  // The same from the tree's path log-probabilities alone ([0] the root's), as a device round
+  // hands them back.
+  int64_t choose(std::span<const double> path_log_probs) const;
   // After the round: the tree it verified, how many nodes besides the root it accepted, and
   // what drafting it cost.
   void observe(const DraftTree& used, int64_t accepted_nodes, double draft_seconds);
+  void observe(std::span<const double> used_path_log_probs, int64_t accepted_nodes, double draft_seconds);
   double calibration() const { return (accepted_ + kPrior) / (predicted_ + kPrior); }
 
  private:

@@ -54,23 +54,37 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
 
   const double rounds_start = seconds_now(), wait_start = target.device_wait_seconds();
   // Whole rounds on the device: the same trees, walks and commits as the loop below, with one
-  // launch and one read per round.
-  const int64_t verify_tokens = 1 + (single_path ? drafter.max_depth() : options.budget);
-  DeviceRounds* device = options.device_rounds && sampler.greedy() && !chooser && drafter.max_depth() > 0
-                             ? drafter.device_rounds(verify_tokens)
+  // launch and one read per round. --budget auto there builds each tree at the largest budget
+  // and sizes the round by the previous round's tree (the host loop uses the round's own).
+  const int64_t largest = single_path ? drafter.max_depth() : chooser ? chooser->max_budget() : options.budget;
+  DeviceRounds* device = options.device_rounds && sampler.greedy() && drafter.max_depth() > 0
+                             ? drafter.device_rounds(1 + largest)
                              : nullptr;
+  std::vector<double> costs;
   if (device) {
-    device->begin(bonus, verify_tokens - 1, single_path, sink.remaining());
+    device->begin(bonus, largest, single_path, sink.remaining(), chooser ? largest : 0);
     stats.device_rounds = true;
+    if (chooser) costs = target.step_costs();
   }
+  std::vector<double> last_tree;  // the previous round's built tree (path log-probs)
   while (device && !sink.done()) {
     if (target.max_context() - target.cache_length() < 1) {
       stats.stopped_at_context = true;
       break;
     }
+    const int64_t budget = chooser && !last_tree.empty() ? chooser->choose(last_tree) : largest;
     t0 = seconds_now();
-    const RoundYield y = device->round();
-    stats.seconds.verify += seconds_now() - t0;  // the whole round: one graph
+    RoundYield y = device->round(budget);
+    const double round_seconds = seconds_now() - t0;
+    stats.seconds.verify += round_seconds;  // the whole round: one graph
+    if (chooser) {
+      // What the round cost beyond its verify step is the drafter's (and the round's control).
+      const double verify = static_cast<size_t>(y.nodes) < costs.size() ? costs[static_cast<size_t>(y.nodes)] : 0.0;
+      const size_t used = std::min(y.path_log_probs.size(), static_cast<size_t>(y.nodes));
+      chooser->observe(std::span<const double>(y.path_log_probs.data(), used), static_cast<int64_t>(y.tokens.size()) - 1,
+                       std::max(0.0, round_seconds - verify));
+      last_tree = std::move(y.path_log_probs);
+    }
     ++stats.rounds;
     ++stats.target_forwards;
     stats.add_round_commit(static_cast<int64_t>(y.tokens.size()));

@@ -9,6 +9,7 @@
 // round (runtime/ddtree/spec_decode.cc) step for step: the same tree, walk and commits.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "runtime/gpu/gpu_target_model.h"
@@ -18,8 +19,8 @@ namespace kplan::gpu {
 
 class GpuDeviceRounds final : public DeviceRounds {
  public:
-  // Rounds verified in the target's bucket for `verify_tokens` tokens; throws kplan::Error when
-  // the plan has no round steps for it (available() says whether it has). `on_commit(n)` is
+  // Rounds verified in the target's buckets of up to `verify_tokens` tokens; throws kplan::Error
+  // when the plan has no round steps for it (available() says whether it has). `on_commit(n)` is
   // told each round's accepted length (the drafter's context grows with it).
   GpuDeviceRounds(GpuTargetModel& target, int64_t verify_tokens, std::function<void(int64_t)> on_commit);
   static bool available(const plan::Plan& plan, int64_t verify_tokens);
@@ -27,17 +28,21 @@ class GpuDeviceRounds final : public DeviceRounds {
   // load), so no timed round captures one.
   static void prepare_all(GpuTargetModel& target);
 
-  void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining) override;
-  RoundYield round() override;
+  void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining, int64_t build = 0) override;
+  // A budget other than the last round's is written into the state before the launch (no wait).
+  RoundYield round(int64_t budget) override;
 
  private:
   static std::vector<const plan::Bucket*> chain_for(const plan::Plan& plan, int64_t verify_tokens);
+  const std::vector<const plan::Bucket*>& chain(int64_t verify_tokens);
 
   GpuTargetModel& target_;
   GpuExecutor& exec_;
-  std::vector<const plan::Bucket*> chain_;
-  const plan::StepOutput* state_ = nullptr;  // round_walk/T's RoundState output
-  int64_t tokens_ = 0;                        // the verify bucket's tokens
+  std::map<int64_t, std::vector<const plan::Bucket*>> chains_;  // by the verify bucket's tokens
+  const plan::StepOutput* state_ = nullptr;  // the round_walk buckets' RoundState output (one slot)
+  int64_t max_tokens_ = 0;                    // the largest verify bucket these rounds use
+  int64_t largest_ = 0;                       // the plan's largest round bucket (the state's layout)
+  int64_t max_budget_ = 0;                    // begin's larger of budget and build
   std::vector<int32_t> words_;
   std::function<void(int64_t)> on_commit_;
 };

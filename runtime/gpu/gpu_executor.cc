@@ -260,17 +260,21 @@ void GpuExecutor::launch_chain(std::span<const plan::Bucket* const> chain) {
     for (const plan::Bucket* b : chain) enqueue(*b);
 }
 
-void GpuExecutor::write_slot(uint32_t slot, uint64_t offset, const void* src, size_t bytes) {
+void GpuExecutor::write_slot(uint32_t slot, uint64_t offset, const void* src, size_t bytes, bool wait) {
   const plan::Plan& p = plan();
   if (slot >= p.buffers.slots.size() || offset + bytes > p.buffers.slots[slot].size || bytes > input_stage_bytes_)
     throw Error(source_ + ": a write of " + std::to_string(bytes) + " bytes does not fit slot " + std::to_string(slot));
   model_->make_current();
-  synchronize(source_ + ": a queued step failed");  // no queued copy reads the staging any more
-  std::memcpy(pinned_, src, bytes);
+  // A staging area no queued copy still reads (the inputs' ring, as write_inputs takes it).
+  if (wait || in_flight_ >= kInputStages - 1) synchronize(source_ + ": a queued step failed");
+  uint8_t* stage = pinned_ + input_stage_bytes_ * static_cast<uint64_t>(next_stage_);
+  next_stage_ = (next_stage_ + 1) % kInputStages;
+  std::memcpy(stage, src, bytes);
   CUstream stream = static_cast<CUstream>(stream_);
-  cuda_check(*cu_, cu_->cuMemcpyHtoDAsync(arena_ + p.buffers.slots[slot].offset + offset, pinned_, bytes, stream),
+  cuda_check(*cu_, cu_->cuMemcpyHtoDAsync(arena_ + p.buffers.slots[slot].offset + offset, stage, bytes, stream),
              source_ + ": writing a slot");
-  synchronize(source_ + ": writing a slot");
+  ++in_flight_;
+  if (wait) synchronize(source_ + ": writing a slot");
 }
 
 size_t GpuExecutor::bucket_index(const plan::Bucket& bucket) const {

@@ -64,8 +64,10 @@ class GpuExecutor {
   // Enqueues a chain whose step inputs the device writes itself (a device round,
   // runtime/gpu/gpu_device_rounds.h): no input copy, no wait.
   void launch_chain(std::span<const plan::Bucket* const> chain);
-  // Copies `bytes` from the host into a slot at `offset` and waits (a device round's state).
-  void write_slot(uint32_t slot, uint64_t offset, const void* src, size_t bytes);
+  // Copies `bytes` from the host into a slot at `offset` (a device round's state): with wait,
+  // after the queued work and waiting for the copy; without, enqueued (the next launch on the
+  // stream sees it).
+  void write_slot(uint32_t slot, uint64_t offset, const void* src, size_t bytes, bool wait = true);
   // Reads rows [0, rows) of an output of the last run as f32 (converting from bf16/f16).
   void read_output(const plan::StepOutput& out, int64_t rows, float* dst);
   // Reads rows [0, rows) of a TokenIds output of the last run.

@@ -8,6 +8,7 @@ LaunchDims one_block(const KernelSource& k, const LaunchShape&) { return block_o
 // round_tree keeps its frontier and nodes in static shared memory (48 KiB at most).
 void check_tree(const ParamValues& p) {
   require(p.at("T") >= 1 && p.at("T") <= 512, "round_tree", "T must be in [1, 512]");
+  require(p.at("NMAX") >= p.at("T") && p.at("NMAX") <= 512, "round_tree", "NMAX must be in [T, 512]");
   require(p.at("K") >= 1 && p.at("D") >= 1, "round_tree", "K and D must be positive");
 }
 
@@ -43,7 +44,7 @@ const Family& family() {
       .name = "round_tree",
       .header = "ddtree_round.cuh",
       .function = "kp::round_tree",
-      .params = {dim_param("T", "t"), dim_param("K", "k"), dim_param("D", "d"), tuning_param("THREADS", "b")},
+      .params = {dim_param("T", "t"), dim_param("K", "k"), dim_param("D", "d"), dim_param("NMAX", "n"), tuning_param("THREADS", "b")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Threads,
       .check = check_tree,
@@ -73,8 +74,8 @@ KernelSource round_draft_inputs_kernel(int64_t block, int64_t mask, std::string_
   return instantiate(round_draft_inputs::family(), {{"BLOCK", block}, {"MASK", mask}}, arch);
 }
 
-KernelSource round_tree_kernel(int64_t tokens, int64_t k, int64_t rows, std::string_view arch) {
-  return instantiate(round_tree::family(), {{"T", tokens}, {"K", k}, {"D", rows}}, arch);
+KernelSource round_tree_kernel(int64_t tokens, int64_t k, int64_t rows, int64_t max_tokens, std::string_view arch) {
+  return instantiate(round_tree::family(), {{"T", tokens}, {"K", k}, {"D", rows}, {"NMAX", max_tokens}}, arch);
 }
 
 KernelSource round_walk_kernel(int64_t tokens, std::string_view arch) {

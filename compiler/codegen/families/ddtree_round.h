@@ -5,7 +5,7 @@
 //
 // Template parameters (compile-time constants, template order):
 //   round_draft_inputs: BLOCK, MASK, THREADS (tuning)
-//   round_tree:         T, K, D, THREADS (tuning: 32)
+//   round_tree:         T, K, D, NMAX, THREADS (tuning: 32)
 //   round_walk:         T, THREADS (tuning: 32)
 // See the template's doc block for their meaning, the round state's layout and the launches.
 #include <cstdint>
@@ -64,11 +64,12 @@ namespace kplan::codegen {
 // The instances for a drafter of `block` rows with mask token `mask`, a verify bucket of
 // `tokens` tokens and @draft candidates [rows, k] (tuning from heuristics/<arch>.cc).
 KernelSource round_draft_inputs_kernel(int64_t block, int64_t mask, std::string_view arch = kDefaultArch);
-KernelSource round_tree_kernel(int64_t tokens, int64_t k, int64_t rows, std::string_view arch = kDefaultArch);
+KernelSource round_tree_kernel(int64_t tokens, int64_t k, int64_t rows, int64_t max_tokens,
+                               std::string_view arch = kDefaultArch);
 KernelSource round_walk_kernel(int64_t tokens, std::string_view arch = kDefaultArch);
 
 // Words of the round state (kernels_templates/ddtree_round.cuh's layout) for verify buckets of
-// up to `tokens` tokens: the header, then the yield of a whole path.
-inline int64_t round_state_words(int64_t tokens) { return 16 + tokens + 1; }
+// up to `tokens` tokens: the header, the yield of a whole path, the largest tree's path scores.
+inline int64_t round_state_words(int64_t tokens) { return 16 + (tokens + 1) + tokens; }
 
 }  // namespace kplan::codegen

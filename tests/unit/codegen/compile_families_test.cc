@@ -111,7 +111,7 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
   sources.push_back(matmul_kernel(c.qk_nope_head_dim, c.kv_lora_rank, ElemType::BF16, ElemType::BF16, true));
   // A device round at the K2.6 drafter's block (16, mask 163838) and the largest verify bucket.
   sources.push_back(round_draft_inputs_kernel(16, 163838));
-  sources.push_back(round_tree_kernel(128, 127, 15));
+  sources.push_back(round_tree_kernel(128, 127, 15, 128));
   sources.push_back(round_walk_kernel(128));
   std::set<std::string> all;
   for (const Family* f : all_families()) all.insert(f->name);

@@ -110,7 +110,7 @@ TEST(CodegenInstantiate, ModelKernelSetsCoverEveryFamily) {
   for (const KernelSource& k : draft_model_kernels(test_draft_config("draft-tiny"), {}, 4)) families.insert(k.family);
   families.insert(matmul_int4_kernel(256, 128, ElemType::F32, ElemType::F32).family);  // quantized dense Linears
   families.insert(topk_kernel(1024, 4, ElemType::F32, true).family);
-  for (const KernelSource& k : {round_draft_inputs_kernel(4, 3), round_tree_kernel(8, 7, 3), round_walk_kernel(8)})
+  for (const KernelSource& k : {round_draft_inputs_kernel(4, 3), round_tree_kernel(8, 7, 3, 8), round_walk_kernel(8)})
     families.insert(k.family);  // emit-round's, beside a drafter
   for (const Family* f : all_families()) EXPECT_TRUE(families.count(f->name)) << f->name;
   // Instances are unique.
