@@ -17,3 +17,4 @@
 #include "compiler/codegen/families/copy_rows.h"
 #include "compiler/codegen/families/argmax.h"
 #include "compiler/codegen/families/topk.h"
+#include "compiler/codegen/families/synthetic_weights.h"

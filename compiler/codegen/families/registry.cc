@@ -23,6 +23,7 @@ const std::vector<const Family*>& all_families() {
       &copy_rows::family(),
       &argmax::family(),
       &topk::family(),
+      &synthetic_weights::family(),
   };
   return families;
 }

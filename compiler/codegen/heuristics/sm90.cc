@@ -30,6 +30,8 @@ const TuningTable& sm90_tuning() {
       {"copy_rows", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("COLS"))); }},
       {"argmax", [](ParamValues& p) { set(p, "THREADS", 256); }},
       {"topk", [](ParamValues& p) { set(p, "THREADS", 256); }},
+      // Load-time weight generation: integer hashing, no reuse; a full block per SM is plenty.
+      {"synthetic_weights", [](ParamValues& p) { set(p, "THREADS", 256); }},
   };
   return table;
 }
