@@ -39,6 +39,14 @@ uint64_t total_weight_bytes(const Plan& p) {
   return n;
 }
 
+// Bytes of the weights generated at load (synthetic: not in the file).
+uint64_t synthetic_weight_bytes(const Plan& p) {
+  uint64_t n = 0;
+  for (const Weight& w : p.weights)
+    if (w.synthetic) n += w.size;
+  return n;
+}
+
 // "tiktoken, N ranks + M specials" for a tiktoken bundle, the size of other tokenizer data.
 std::string tokenizer_text(const Plan& p) {
   if (p.tokenizer.empty()) return "none";
@@ -74,7 +82,9 @@ std::string summary(const Plan& p) {
   for (const Kernel& k : p.kernels)
     for (const KernelBinary& b : k.binaries) cubin_bytes += b.cubin.size();
   put(out, "kernels:      %zu instances, %s of cubins\n", p.kernels.size(), format_bytes(cubin_bytes).c_str());
-  put(out, "weights:      %zu tensors, %s\n", p.weights.size(), format_bytes(total_weight_bytes(p)).c_str());
+  put(out, "weights:      %zu tensors, %s", p.weights.size(), format_bytes(total_weight_bytes(p)).c_str());
+  if (const uint64_t syn = synthetic_weight_bytes(p)) put(out, " (%s synthetic, generated at load)", format_bytes(syn).c_str());
+  put(out, "\n");
   put(out, "arena:        %s in %zu slots; %zu KV caches\n", format_bytes(p.buffers.arena_size).c_str(),
       p.buffers.slots.size(), p.kv_caches.size());
   put(out, "buckets:     ");
@@ -126,7 +136,8 @@ std::string memory(const Plan& p) {
   for (const KvCache& kv : p.kv_caches)
     put(out, "KV cache %s: slot %u, %" PRIu64 " rows x %" PRIu64 " bytes\n", kv.name.c_str(), kv.slot, kv.rows,
         kv.row_bytes);
-  put(out, "weights: %s in the data section\n", format_bytes(total_weight_bytes(p)).c_str());
+  put(out, "weights: %s in the data section\n", format_bytes(total_weight_bytes(p) - synthetic_weight_bytes(p)).c_str());
+  if (const uint64_t syn = synthetic_weight_bytes(p)) put(out, "weights: %s synthetic, generated at load\n", format_bytes(syn).c_str());
   return out;
 }
 
@@ -191,13 +202,26 @@ std::string launches(const Plan& p) {
 
 std::string weights(const Plan& p) {
   std::string out;
+  size_t synthetic = 0;
   for (size_t i = 0; i < p.weights.size(); ++i) {
     const Weight& w = p.weights[i];
+    if (w.synthetic) {
+      const SyntheticInit& s = *w.synthetic;
+      put(out, "%5zu %-56s %-6s %-18s %-12s synthetic seed %" PRIu64 " %s mean %g std %g", i, w.name.c_str(),
+          std::string(dtype_name(w.dtype)).c_str(), shape_text(w.shape).c_str(), w.layout.c_str(), s.seed,
+          synthetic_kind_name(s.kind), static_cast<double>(s.mean), static_cast<double>(s.stddev));
+      if (s.group_size) put(out, " group %u", s.group_size);
+      put(out, " size %10" PRIu64 " kernel %u\n", w.size, s.kernel);
+      ++synthetic;
+      continue;
+    }
     put(out, "%5zu %-56s %-6s %-18s %-12s offset %12" PRIu64 " size %10" PRIu64 " xxh3 %016" PRIx64 "\n", i,
         w.name.c_str(), std::string(dtype_name(w.dtype)).c_str(), shape_text(w.shape).c_str(), w.layout.c_str(),
         w.offset, w.size, w.checksum);
   }
-  put(out, "total: %zu tensors, %s\n", p.weights.size(), format_bytes(total_weight_bytes(p)).c_str());
+  put(out, "total: %zu tensors, %s", p.weights.size(), format_bytes(total_weight_bytes(p)).c_str());
+  if (synthetic) put(out, " (%zu synthetic: generated at load, not in the file)", synthetic);
+  put(out, "\n");
   return out;
 }
 

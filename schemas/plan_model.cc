@@ -1,9 +1,12 @@
 #include "schemas/plan_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <string>
 
 #include "ir/support/error.h"
+#include "ir/support/synthetic_values.h"
 #include "schemas/launch_checks.h"
 
 namespace kplan::plan {
@@ -117,7 +120,83 @@ const char* output_kind_name(OutputKind k) {
   return "?";
 }
 
+const char* synthetic_kind_name(SyntheticKind k) {
+  switch (k) {
+    case SyntheticKind::Normal: return "normal";
+    case SyntheticKind::Int4Packed: return "int4_packed";
+    case SyntheticKind::Int4Scale: return "int4_scale";
+  }
+  return "?";
+}
+
+uint64_t synthetic_units(const Weight& w) {
+  uint64_t n = 1;
+  for (int64_t d : w.shape) n *= static_cast<uint64_t>(d);
+  return n;  // elements of the weight's own shape: values, words or scales
+}
+
 namespace {
+
+uint64_t numel_of(const std::vector<int64_t>& shape, bool* overflow) {
+  uint64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) *overflow = true;
+  return n;
+}
+
+const KernelConstant* constant_of(const Kernel& k, const std::string& name) {
+  for (const KernelConstant& c : k.constants)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+// What is wrong with a synthetic weight's entry ("" when nothing): the kind against the dtype,
+// shape and group; the parameters the generator's exactness needs; the kernel it names.
+std::string synthetic_error(const Plan& plan, const Weight& w) {
+  const SyntheticInit& s = *w.synthetic;
+  const int kind = static_cast<int>(s.kind);
+  if (kind > static_cast<int>(SyntheticKind::Int4Scale)) return "has an unknown synthetic kind " + std::to_string(kind);
+  if (!w.data().empty()) return "is synthetic but also holds bytes";
+  bool overflow = false;
+  const uint64_t n = numel_of(w.shape, &overflow);
+  uint64_t bytes = 0;
+  if (overflow || __builtin_mul_overflow(n, dtype_size(w.dtype), &bytes)) return "has a shape whose size overflows";
+  if (w.size != bytes) return "is synthetic with size " + std::to_string(w.size) + ", its dtype and shape make " + std::to_string(bytes);
+  if (!std::isfinite(s.mean) || !std::isfinite(s.stddev) || s.stddev < 0)
+    return "has a synthetic mean or stddev that is not finite (or a negative stddev)";
+  const float step = synthetic::step_for(s.stddev);
+  // The generator's double sum is exact only when mean and step are within 2^28 of each other.
+  if (s.mean != 0.0f && !(std::fabs(static_cast<double>(s.mean)) <= std::ldexp(static_cast<double>(step), 28)))
+    return "has a synthetic mean too large for its stddev (|mean| <= stddev / 37837 * 2^28)";
+  const std::string kname = synthetic_kind_name(s.kind);
+  int out_dt = 0;
+  if (s.kind == SyntheticKind::Normal) {
+    if (w.dtype != DType::F32 && w.dtype != DType::BF16) return "is synthetic " + kname + " with dtype " + std::string(dtype_name(w.dtype)) + " (f32 or bf16)";
+    if (s.group_size != 0) return "is synthetic " + kname + " with a group size";
+    out_dt = w.dtype == DType::BF16 ? 1 : 0;
+  } else {
+    if (s.group_size < 8 || s.group_size % 8 != 0 || s.group_size > static_cast<uint32_t>(synthetic::kMaxGroup))
+      return "has synthetic INT4 group size " + std::to_string(s.group_size) + " (a multiple of 8 up to " + std::to_string(synthetic::kMaxGroup) + ")";
+    if (w.shape.empty()) return "is synthetic " + kname + " without dimensions";
+    if (s.mean != 0.0f) return "is synthetic " + kname + " with a nonzero mean (symmetric INT4 is centred)";
+    const DType want = s.kind == SyntheticKind::Int4Packed ? DType::I32 : DType::BF16;
+    if (w.dtype != want) return "is synthetic " + kname + " with dtype " + std::string(dtype_name(w.dtype)) + " (" + std::string(dtype_name(want)) + ")";
+    // Packed: 8 values per word, so a row of words covers whole groups.
+    if (s.kind == SyntheticKind::Int4Packed && (static_cast<uint64_t>(w.shape.back()) * 8) % s.group_size != 0)
+      return "is synthetic " + kname + " with rows of " + std::to_string(w.shape.back()) + " words, not whole groups of " + std::to_string(s.group_size);
+    out_dt = s.kind == SyntheticKind::Int4Scale ? 1 : 0;
+  }
+  if (s.kernel >= plan.kernels.size()) return "names synthetic kernel " + std::to_string(s.kernel) + " of " + std::to_string(plan.kernels.size());
+  const Kernel& k = plan.kernels[s.kernel];
+  const std::string kid = "synthetic kernel " + std::to_string(s.kernel) + " (" + k.id + ")";
+  if (k.family != "synthetic_weights") return "names " + kid + ", which is not of family synthetic_weights";
+  if (!std::equal(k.params.begin(), k.params.end(), std::begin(kSyntheticKernelParams), std::end(kSyntheticKernelParams)))
+    return "names " + kid + ", whose parameters are not synthetic_weights' (out, n_lo, n_hi, key_lo, key_hi, mean, step)";
+  const KernelConstant *ck = constant_of(k, "KIND"), *co = constant_of(k, "OUT_DT"), *cg = constant_of(k, "GROUP");
+  if (!ck || !co || !cg || ck->value != kind || co->value != out_dt || cg->value != static_cast<int64_t>(s.group_size))
+    return "names " + kid + ", which writes another kind, dtype or group than the weight's";
+  return "";
+}
 
 // Bytes a step input needs for a bucket of `tokens` tokens.
 uint64_t step_input_bytes(StepInputKind k, uint64_t tokens) {
@@ -208,6 +287,10 @@ void validate_plan(const Plan& plan, const std::string& source) {
     const Weight& wt = plan.weights[w];
     for (int64_t d : wt.shape)
       if (d < 0) fail("weight " + wt.name + " has a negative dimension");
+    if (wt.synthetic) {
+      if (std::string e = synthetic_error(plan, wt); !e.empty()) fail("weight " + wt.name + " " + e);
+      continue;
+    }
     // Packed layouts may hold other than numel * dtype_size bytes: size is what the bytes hold.
     if (!wt.data().empty() && wt.data().size() != wt.size && wt.size != 0)
       fail("weight " + wt.name + " holds " + std::to_string(wt.data().size()) +

@@ -94,6 +94,26 @@ struct Kernel {
   bool operator==(const Kernel&) const = default;
 };
 
+// A weight generated at load instead of read (`kplan compile --synthetic-weights SEED`): its
+// values are ir/support/synthetic_values.h's for (seed, stream), drawn from a normal-ish
+// distribution of `mean` and `stddev`, or for INT4 the compressed-tensors quantisation of such a
+// virtual float weight (mean 0, `stddev`) in groups of `group_size`: Int4Packed the int32 words
+// ([..., in / 8]), Int4Scale the bf16 scales ([..., in / group_size]); a packed weight and its
+// scales share the stream and stddev. The CPU reference computes the values on the host; the
+// GPU runtime launches plan kernel `kernel` (family synthetic_weights) once per weight at load.
+enum class SyntheticKind : uint8_t { Normal, Int4Packed, Int4Scale };
+
+struct SyntheticInit {
+  uint64_t seed = 0;
+  uint64_t stream = 0;
+  SyntheticKind kind = SyntheticKind::Normal;
+  float mean = 0.0f;
+  float stddev = 0.0f;
+  uint32_t group_size = 0;
+  uint32_t kernel = 0;
+  bool operator==(const SyntheticInit&) const = default;
+};
+
 struct Weight {
   std::string name;  // checkpoint tensor name (or a derived name for repacked tensors)
   std::string source = "target";  // the checkpoint it came from: "target" or "draft" (IR ckpt)
@@ -112,6 +132,10 @@ struct Weight {
   std::span<const uint8_t> data() const {
     return owned.empty() ? view : std::span<const uint8_t>(owned);
   }
+  // Set: no bytes (data() empty, offset and checksum 0); size is the bytes it will hold.
+  std::optional<SyntheticInit> synthetic;
+  // The bytes the weight holds (synthetic: the bytes it will hold once generated).
+  uint64_t byte_size() const { return synthetic ? size : data().size(); }
 };
 
 enum class SlotRole : uint8_t {
@@ -284,5 +308,14 @@ const char* step_input_name(StepInputKind k);
 const char* arg_kind_name(ArgKind k);
 const char* output_kind_name(OutputKind k);
 const char* swizzle_name(TensorMapSwizzle s);
+const char* synthetic_kind_name(SyntheticKind k);
+
+// The synthetic_weights kernel's parameters (kernels_templates/synthetic_weights.cuh): out,
+// n_lo, n_hi, key_lo, key_hi, mean, step.
+inline constexpr ParamType kSyntheticKernelParams[] = {ParamType::Pointer, ParamType::I32, ParamType::I32, ParamType::I32,
+                                                       ParamType::I32,     ParamType::F32, ParamType::F32};
+// Units the kernel writes for a weight: elements (Normal), 32-bit words (Int4Packed), groups
+// (Int4Scale).
+uint64_t synthetic_units(const Weight& w);
 
 }  // namespace kplan::plan

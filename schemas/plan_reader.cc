@@ -241,6 +241,15 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
       out.size = w->size();
       out.checksum = w->checksum();
       out.source = w->source() ? w->source()->str() : "target";
+      if (const fb::SyntheticInit* s = w->synthetic()) {
+        // Generated at load: nothing in the data section (validate_plan checks the entry).
+        out.synthetic = SyntheticInit{s->seed(), s->stream(), static_cast<SyntheticKind>(s->kind()), s->mean(), s->stddev(),
+                                      s->group_size(), s->kernel()};
+        if (out.offset != 0 || out.checksum != 0)
+          throw Error(src + ": damaged plan: synthetic weight " + out.name + " has a data offset or checksum");
+        plan.weights.push_back(std::move(out));
+        continue;
+      }
       if (out.offset > prefix.data_size || out.size > prefix.data_size - out.offset)
         throw Error(src + ": damaged plan: weight " + out.name + " lies outside the data section");
       out.view = std::span<const uint8_t>(data + out.offset, out.size);

@@ -85,10 +85,17 @@ void build_plan(FlatBufferBuilder& b, const Plan& p) {
   std::vector<Offset<fb::Kernel>> kernels;
   for (const Kernel& k : p.kernels) kernels.push_back(build_kernel(b, k));
   std::vector<Offset<fb::Weight>> weights;
-  for (const Weight& w : p.weights)
+  for (const Weight& w : p.weights) {
+    Offset<fb::SyntheticInit> synthetic = 0;
+    if (w.synthetic) {
+      const SyntheticInit& s = *w.synthetic;
+      synthetic = fb::CreateSyntheticInit(b, s.seed, s.stream, static_cast<fb::SyntheticKind>(s.kind), s.mean, s.stddev,
+                                          s.group_size, s.kernel);
+    }
     weights.push_back(fb::CreateWeight(b, b.CreateString(w.name), static_cast<fb::DType>(w.dtype),
                                        b.CreateVector(w.shape), b.CreateString(w.layout), w.offset,
-                                       w.size, w.checksum, w.source == "target" ? 0 : b.CreateString(w.source)));
+                                       w.size, w.checksum, w.source == "target" ? 0 : b.CreateString(w.source), synthetic));
+  }
   std::vector<Offset<fb::BufferSlot>> slots;
   for (const BufferSlot& s : p.buffers.slots)
     slots.push_back(fb::CreateBufferSlot(b, b.CreateString(s.name), static_cast<fb::SlotRole>(s.role),
@@ -150,6 +157,12 @@ void write_plan(Plan& plan, const std::filesystem::path& path) {
   plan.header.format_version = kFormatVersion;
   uint64_t data_size = 0;
   for (Weight& w : plan.weights) {
+    if (w.synthetic) {  // generated at load: no bytes here; size is what it will hold
+      w.offset = 0;
+      w.size = dtype_size(w.dtype) * static_cast<uint64_t>(synthetic_units(w));
+      w.checksum = 0;
+      continue;
+    }
     std::span<const uint8_t> bytes = w.data();
     w.offset = align_up(data_size, kWeightAlignment);
     w.size = bytes.size();
@@ -179,6 +192,7 @@ void write_plan(Plan& plan, const std::filesystem::path& path) {
     out.write(&prefix, sizeof prefix);
     out.write(builder.GetBufferPointer(), builder.GetSize());
     for (const Weight& w : plan.weights) {
+      if (w.synthetic) continue;
       out.pad_to(prefix.data_offset + w.offset);
       out.write(w.data().data(), w.data().size());
     }

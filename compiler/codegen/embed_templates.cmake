@@ -1,7 +1,13 @@
 # Writes a C++ file holding every kernels_templates/*.cuh as a string, so kplan_codegen carries
 # the exact template text it compiles with NVRTC (template_library.cc reads it).
-# Usage: cmake -DTEMPLATES_DIR=<dir> -DOUTPUT=<file.cc> -P embed_templates.cmake
+# SUPPORT_HEADERS: comma-separated ir/support headers the templates include by file name (math
+# written once for the host and the device, e.g. synthetic_values.h), embedded beside them.
+# Usage: cmake -DTEMPLATES_DIR=<dir> [-DSUPPORT_HEADERS=<a.h,b.h>] -DOUTPUT=<file.cc> -P embed_templates.cmake
 file(GLOB headers "${TEMPLATES_DIR}/*.cuh")
+if(SUPPORT_HEADERS)
+  string(REPLACE "," ";" support_list "${SUPPORT_HEADERS}")
+  list(APPEND headers ${support_list})
+endif()
 list(SORT headers)
 set(names "")
 set(texts "")

@@ -8,7 +8,7 @@ CompileResult compile_to_ir(const CompileOptions& options) {
   CompileResult r;
   const WeightsMode mode = options.load_weights ? WeightsMode::Load : WeightsMode::None;
   if (!options.stop_after.empty()) passes::find_pass(options.stop_after);  // fail fast on typos
-  r.target = TargetCheckpoint::open(options.model, mode);
+  r.target = TargetCheckpoint::open(options.model, mode, options.layers);
   if (options.draft) {
     // A drafter's mask_token string is resolved by the target's special tokens.
     r.draft = DraftCheckpoint::open(*options.draft, mode, {target_special_tokens(r.target->dir()), options.draft_yarn_amplitude});

@@ -18,6 +18,7 @@ struct CompileOptions {
   std::optional<std::filesystem::path> draft;  // DFlash drafter directory
   std::string draft_yarn_amplitude = "config";  // the drafter's YaRN amplitude (select_draft_yarn_amplitude)
   bool load_weights = true;                   // false: --no-weights (config only)
+  std::optional<int64_t> layers;              // --layers N: the first N decoder layers
   std::string stop_after;                     // pass name; empty: the whole pipeline
   // KV cache positions the plan will hold (0: the target's max_position_embeddings): a
   // drafter's attention window at least this long changes nothing and is accepted.

@@ -134,11 +134,12 @@ void refuse_unexpected_tensors(const SafetensorsCheckpoint& tensors, const std::
   throw Error(msg);
 }
 
-TargetCheckpoint TargetCheckpoint::open(const fs::path& path, WeightsMode mode) {
+TargetCheckpoint TargetCheckpoint::open(const fs::path& path, WeightsMode mode, std::optional<int64_t> layers) {
   CheckpointPaths p = locate(path);
   TargetCheckpoint c;
   c.dir_ = p.dir;
   c.config_ = load_model_config(p.config);
+  if (layers) slice_layers(c.config_, *layers);
   c.specs_ = target_tensor_specs(c.config_);
   if (mode == WeightsMode::Load) {
     c.weights_ = std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(p.dir));

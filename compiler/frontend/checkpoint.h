@@ -25,8 +25,10 @@ enum class WeightsMode {
 class TargetCheckpoint {
  public:
   // `path`: the checkpoint directory, or its config.json (then only WeightsMode::None makes
-  // sense unless the safetensors sit beside it).
-  static TargetCheckpoint open(const std::filesystem::path& path, WeightsMode mode = WeightsMode::Load);
+  // sense unless the safetensors sit beside it). `layers`: only the first that many decoder
+  // layers (slice_layers; their tensors alone are validated); unset: all.
+  static TargetCheckpoint open(const std::filesystem::path& path, WeightsMode mode = WeightsMode::Load,
+                               std::optional<int64_t> layers = std::nullopt);
 
   const std::filesystem::path& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }

@@ -1,5 +1,6 @@
 #include "compiler/frontend/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <unordered_map>
@@ -296,6 +297,15 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
 
 ModelConfig load_model_config(const std::filesystem::path& config_json) {
   return parse_model_config(read_json_file(config_json.string()), config_json.string());
+}
+
+void slice_layers(ModelConfig& c, int64_t layers) {
+  if (layers < 1 || layers > c.num_hidden_layers)
+    throw Error("--layers " + std::to_string(layers) + ": a slice keeps 1 to num_hidden_layers (" +
+                std::to_string(c.num_hidden_layers) + ") layers");
+  c.num_hidden_layers = layers;
+  // Fewer layers than the dense prefix: all of them dense, as they are in the full model.
+  c.first_k_dense_replace = std::min(c.first_k_dense_replace, layers);
 }
 
 nlohmann::json model_config_to_json(const ModelConfig& c) {

@@ -20,4 +20,9 @@ ModelConfig load_model_config(const std::filesystem::path& config_json);
 // Writes the config back as HuggingFace config.json (deepseek_v3 layout; used by `kplan synth`).
 nlohmann::json model_config_to_json(const ModelConfig& c);
 
+// Keeps the first `layers` decoder layers (`kplan compile --layers N`): the first
+// first_k_dense_replace stay dense, the rest MoE, as in the full model; the embedding, final norm
+// and lm_head are kept. Throws kplan::Error naming --layers unless 1 <= layers <= num_hidden_layers.
+void slice_layers(ModelConfig& c, int64_t layers);
+
 }  // namespace kplan

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <map>
 
+#include "compiler/codegen/families/synthetic_weights.h"
 #include "compiler/codegen/nvrtc_compile.h"
 #include "compiler/passes/lower_to_launches.h"
 #include "compiler/plan/plan_assemble.h"
+#include "compiler/synth/synthetic_init.h"
 #include "ir/support/error.h"
 #include "ir/printer.h"
 
@@ -80,10 +83,33 @@ passes::WeightBytes checkpoint_bytes(const TargetCheckpoint& target, const Draft
   };
 }
 
+void make_weights_synthetic(LoweredPlan& lowered, uint64_t seed, int64_t group_size, const std::string& arch) {
+  std::map<std::string, uint32_t> kernel_of;  // instance id -> index in lowered.kernels
+  for (size_t k = 0; k < lowered.kernels.size(); ++k) kernel_of[lowered.kernels[k].id] = static_cast<uint32_t>(k);
+  for (Weight& w : lowered.weights) {
+    if (!w.data().empty()) throw Error("--synthetic-weights: weight " + w.name + " already holds bytes");
+    SyntheticInit s = synthetic_init(w, seed, group_size);
+    const int kind = static_cast<int>(s.kind);
+    const codegen::ElemType out = s.kind == SyntheticKind::Int4Packed || w.dtype == DType::F32 ? codegen::ElemType::F32 : codegen::ElemType::BF16;
+    codegen::KernelSource k = codegen::synthetic_weights_kernel(kind, out, s.group_size, arch);
+    auto [it, added] = kernel_of.try_emplace(k.id, static_cast<uint32_t>(lowered.kernels.size()));
+    if (added) lowered.kernels.push_back(std::move(k));
+    s.kernel = it->second;
+    w.synthetic = s;
+    w.size = dtype_size(w.dtype) * synthetic_units(w);
+  }
+}
+
 void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& target, const DraftCheckpoint* draft,
                          const PlanOutputOptions& options) {
-  if (!target.has_weights()) throw Error("-o needs the checkpoint's weights: drop --no-weights");
-  LoweredPlan lowered = passes::lower_module(module, checkpoint_bytes(target, draft), lower_options(target.config(), options));
+  const bool synthetic = options.synthetic_seed.has_value();
+  if (synthetic && target.has_weights())
+    throw Error("--synthetic-weights generates every weight at load: give --no-weights (the checkpoint's tensors are not read)");
+  if (!synthetic && !target.has_weights())
+    throw Error("-o needs the checkpoint's weights: drop --no-weights, or give --synthetic-weights SEED to generate them at load");
+  const passes::LowerOptions lower = lower_options(target.config(), options);
+  LoweredPlan lowered = passes::lower_module(module, synthetic ? nullptr : checkpoint_bytes(target, draft), lower);
+  if (synthetic) make_weights_synthetic(lowered, *options.synthetic_seed, target.config().quant.group_size, lower.arch);
   const std::optional<std::filesystem::path> draft_dir = draft ? std::optional(draft->dir()) : std::nullopt;
 
   AssembleOptions assemble;
@@ -96,8 +122,10 @@ void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& targe
   uint64_t bytes = 0;
   for (const Weight& w : p.weights) bytes += w.size;
   // MiB by hand: the compiler does not link the runtime's plan printer.
-  std::fprintf(stderr, "kplan compile: wrote %s: %zu buckets, %.2f MiB of weights; %s\n", options.out.c_str(),
-               p.buckets.size(), static_cast<double>(bytes) / (1024.0 * 1024.0), stats.summary().c_str());
+  std::fprintf(stderr, "kplan compile: wrote %s: %zu buckets, %.2f MiB of weights%s; %s\n", options.out.c_str(),
+               p.buckets.size(), static_cast<double>(bytes) / (1024.0 * 1024.0),
+               synthetic ? (" (synthetic, seed " + std::to_string(*options.synthetic_seed) + ": generated at load)").c_str() : "",
+               stats.summary().c_str());
 }
 
 }  // namespace kplan::plan

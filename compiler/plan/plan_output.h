@@ -7,6 +7,7 @@
 
 #include "compiler/frontend/checkpoint.h"
 #include "compiler/passes/lower_state.h"
+#include "compiler/passes/lowered_plan.h"
 #include "ir/ir.h"
 
 namespace kplan::plan {
@@ -16,6 +17,9 @@ struct PlanOutputOptions {
   std::string archs = "sm_90";      // comma-separated
   std::string buckets = "1,4,8,16,32,64";  // token counts with their own launch sequence
   int64_t max_context = 0;          // KV cache positions; 0: min(max_position_embeddings, 4096)
+  // --synthetic-weights SEED: no weight bytes; every weight is recorded as generated at load
+  // (synthetic_init.h), with the synthetic_weights kernels that write them on the device.
+  std::optional<uint64_t> synthetic_seed;
 };
 
 // The lowering options of a compile: buckets (1 always added), max_context (0: the config's
@@ -28,6 +32,10 @@ int64_t draft_candidates(const PlanOutputOptions& options);
 
 // The checkpoints' tensors by (source, name); null when the target has no weights loaded.
 passes::WeightBytes checkpoint_bytes(const TargetCheckpoint& target, const DraftCheckpoint* draft);
+
+// Marks every weight of `lowered` synthetic under `seed` and appends the synthetic_weights
+// kernels (one per kind, dtype and group, tuned for `arch`) their entries name.
+void make_weights_synthetic(LoweredPlan& lowered, uint64_t seed, int64_t group_size, const std::string& arch);
 
 // Prints a one-line summary (kernels, cache hits, plan size) to stderr. Throws kplan::Error.
 // The plan's weights are every weight the module names, the drafter's from `draft`.

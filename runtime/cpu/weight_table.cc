@@ -4,6 +4,7 @@
 
 #include "ir/support/dtype.h"
 #include "ir/support/error.h"
+#include "runtime/cpu/synthetic_weights.h"
 
 namespace kplan::cpu {
 
@@ -43,6 +44,15 @@ TensorPtr WeightTable::read(const plan::Weight& w, const ir::Type& want, const s
   auto t = std::make_shared<Tensor>();
   t->shape = shape;
   const size_t n = static_cast<size_t>(t->numel());
+  if (w.synthetic) {  // generated here, as the device generates it at load
+    if (w.synthetic->kind == plan::SyntheticKind::Int4Packed) {
+      t->is_int = true;
+      t->i = synthetic_words(w);
+    } else {
+      t->f = synthetic_floats(w);
+    }
+    return t;
+  }
   const std::span<const uint8_t> bytes = w.data();
   if (bytes.size() != n * dtype_size(w.dtype))
     throw Error(what + " holds " + std::to_string(bytes.size()) + " bytes, its type needs " +

@@ -6,7 +6,9 @@
 // else stacks the per-expert weights. Layouts other than the dense ones the IR types describe
 // are refused by name (a repacked layout needs its own reader here first). Each weight is read
 // once: later loads of it (another function, another session on the same model) share the
-// tensor, so every CPU session of a model uses one fp32 copy of the weights.
+// tensor, so every CPU session of a model uses one fp32 copy of the weights. A synthetic weight
+// (`kplan compile --synthetic-weights`) is generated here (synthetic_weights.h), the values
+// the GPU runtime generates on the device.
 #include <cstdint>
 #include <map>
 #include <mutex>

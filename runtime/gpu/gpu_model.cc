@@ -5,6 +5,7 @@
 
 #include "ir/support/error.h"
 #include "runtime/gpu/cuda_driver.h"
+#include "runtime/gpu/synthetic_weights.h"
 #include "schemas/plan_arch.h"
 
 namespace kplan::gpu {
@@ -30,6 +31,9 @@ GpuModel::GpuModel(std::shared_ptr<const plan::Plan> plan, std::string source)
     make_current();
     upload_weights();
     load_modules();
+    // Synthetic weights are written by plan kernels: after the modules are loaded.
+    synthetic_bytes_ = generate_synthetic_weights(*cu_, *plan_, synthetic_pending_, functions_, weights_, weight_offsets_,
+                                                  device_.sm_count, source_);
   } catch (...) {
     release();
     throw;
@@ -77,7 +81,8 @@ void GpuModel::upload_weights() {
   for (size_t i = 0; i < p.weights.size(); ++i) {
     if (!used[i]) continue;
     weight_offsets_[i] = align_up(total, plan::kWeightAlignment);
-    total = weight_offsets_[i] + p.weights[i].data().size();
+    total = weight_offsets_[i] + p.weights[i].byte_size();
+    if (p.weights[i].synthetic) synthetic_pending_.push_back(static_cast<uint32_t>(i));  // generated after load_modules
   }
   weight_bytes_ = total;
   if (total == 0) return;

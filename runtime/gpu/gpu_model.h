@@ -43,7 +43,9 @@ class GpuModel {
   uint64_t weight_bytes() const { return weight_bytes_; }  // on the device
   int weight_uploads() const { return weight_uploads_; }   // 1: the constructor's, never more
   uint64_t weight_upload_bytes() const { return weight_upload_bytes_; }
-  double load_seconds() const { return load_seconds_; }    // modules + weight upload
+  // Bytes of synthetic weights generated on the device at load (runtime/gpu/synthetic_weights.h).
+  uint64_t synthetic_weight_bytes() const { return synthetic_bytes_; }
+  double load_seconds() const { return load_seconds_; }    // modules + weight upload / generation
 
  private:
   void release();
@@ -61,6 +63,8 @@ class GpuModel {
   uint64_t weight_bytes_ = 0;
   int weight_uploads_ = 0;
   uint64_t weight_upload_bytes_ = 0;
+  uint64_t synthetic_bytes_ = 0;
+  std::vector<uint32_t> synthetic_pending_;  // synthetic weights with device storage
   double load_seconds_ = 0;
   std::vector<uint64_t> weight_offsets_;  // device offset of each weight in weights_
   std::vector<void*> modules_;            // CUmodule per kernel

@@ -1,7 +1,9 @@
 // kplan compile: checkpoint -> IR -> passes. Prints the IR (--dump-ir, --dump-ir-after=PASS),
 // lists the passes (--list-passes), or reads IR text instead of a checkpoint (--ir FILE|-) to
 // verify it, run passes on it and print it again (round trips and verifier tests).
+#include <charconv>
 #include <cstdio>
+#include <optional>
 #include <iostream>
 #include <sstream>
 
@@ -26,8 +28,32 @@ struct CompileArgs {
   std::string draft_yarn_amplitude = "config";
   bool no_weights = false, dump_ir = false, list_passes = false, no_passes = false;
   bool no_tree_mask = false;
-  plan::PlanOutputOptions plan;  // -o: write a .kplan plan
+  std::optional<int64_t> layers;   // --layers N
+  std::string synthetic_weights;   // --synthetic-weights SEED (text: parsed and checked here)
+  plan::PlanOutputOptions plan;    // -o: write a .kplan plan
 };
+
+// --synthetic-weights SEED: a decimal integer in [0, 2^64).
+uint64_t parse_seed(const std::string& text) {
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size())
+    throw Error("--synthetic-weights: '" + text + "' is not a seed (a decimal integer from 0 to 2^64 - 1)");
+  return v;
+}
+
+// The slice and synthetic-weights flags against the rest, before anything is opened.
+void check_slice_flags(const CompileArgs& a) {
+  const bool synthetic = !a.synthetic_weights.empty();
+  if (!a.ir_file.empty() && (a.layers || synthetic))
+    throw Error(std::string(a.layers ? "--layers" : "--synthetic-weights") + " applies to a checkpoint (--model), not to --ir");
+  if (a.layers && *a.layers < 1)
+    throw Error("--layers " + std::to_string(*a.layers) + ": a slice keeps at least 1 layer");
+  if (!synthetic) return;
+  if (!a.no_weights)
+    throw Error("--synthetic-weights generates every weight at load: give --no-weights too (the checkpoint's tensors are not read)");
+  if (a.plan.out.empty()) throw Error("--synthetic-weights records the weights in a plan: give -o FILE");
+}
 
 // IR text on standard input is read up to this size: a pipe from /dev/zero or a runaway producer
 // must end in an error, not in memory exhaustion (K2.6's whole IR is a few MiB).
@@ -48,7 +74,9 @@ std::string read_ir_text(const std::string& file) {
   return read_regular_file(file, "IR file");  // refuses /dev/zero, FIFOs, link loops by name
 }
 
-void run_compile(const CompileArgs& a) {
+void run_compile(CompileArgs a) {
+  check_slice_flags(a);
+  if (!a.synthetic_weights.empty()) a.plan.synthetic_seed = parse_seed(a.synthetic_weights);
   if (a.list_passes) {
     for (const passes::Pass& p : passes::pipeline())
       std::printf("%-14s %s\n", std::string(p.name).c_str(), std::string(p.summary).c_str());
@@ -76,6 +104,7 @@ void run_compile(const CompileArgs& a) {
     if (!a.draft.empty()) opt.draft = a.draft;
     opt.draft_yarn_amplitude = a.draft_yarn_amplitude;
     opt.load_weights = !a.no_weights;
+    opt.layers = a.layers;
     opt.stop_after = ir_stop;
     opt.build.tree_mask = !a.no_tree_mask;
     // A tree verified in the largest bucket has at most that many nodes besides its root: the
@@ -84,7 +113,7 @@ void run_compile(const CompileArgs& a) {
     // Writing a plan: the drafter's attention window is checked against the plan's context
     // (what lower_options resolves for this target), not the model's longest.
     if (opt.draft && !a.plan.out.empty())
-      opt.max_context = plan::lower_options(TargetCheckpoint::open(opt.model, WeightsMode::None).config(), a.plan).max_context;
+      opt.max_context = plan::lower_options(TargetCheckpoint::open(opt.model, WeightsMode::None, opt.layers).config(), a.plan).max_context;
     CompileResult r = compile_to_ir(opt);
     module = std::move(r.module);
     if (!a.plan.out.empty()) {
@@ -128,6 +157,13 @@ void register_compile(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-weights", args->no_weights,
                 "read config.json only (structure-only compile, no safetensors needed)");
+  cmd->add_option("--layers", args->layers,
+                  "compile only the first N decoder layers (a slice: the first_k_dense_replace dense layers stay dense, "
+                  "the rest MoE; embedding, final norm and lm_head kept), 1 <= N <= num_hidden_layers");
+  cmd->add_option("--synthetic-weights", args->synthetic_weights,
+                  "with --no-weights and -o: record every weight as generated at load from this seed (a real "
+                  "checkpoint's layout and dtypes, INT4 experts as compressed-tensors packs, seeded normal-ish values) "
+                  "instead of carrying bytes; the GPU runtime generates them on the device, the CPU reference on the host");
   cmd->add_flag("--dump-ir", args->dump_ir, "print the final IR");
   cmd->add_option("--dump-ir-after", args->dump_after,
                   "stop after this pass (or lowering stage: select-kernels ... emit-plan) and print the IR "

@@ -18,3 +18,4 @@
 #include "compiler/codegen/families/argmax.h"
 #include "compiler/codegen/families/topk.h"
 #include "compiler/codegen/families/ddtree_round.h"
+#include "compiler/codegen/families/synthetic_weights.h"

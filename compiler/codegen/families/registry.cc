@@ -26,6 +26,7 @@ const std::vector<const Family*>& all_families() {
       &round_draft_inputs::family(),
       &round_tree::family(),
       &round_walk::family(),
+      &synthetic_weights::family(),
   };
   return families;
 }

@@ -34,6 +34,8 @@ const TuningTable& sm90_tuning() {
       {"round_draft_inputs", [](ParamValues& p) { set(p, "THREADS", 32 * ((p.at("BLOCK") + 31) / 32)); }},
       {"round_tree", [](ParamValues& p) { set(p, "THREADS", 32); }},
       {"round_walk", [](ParamValues& p) { set(p, "THREADS", 32); }},
+      // Load-time weight generation: integer hashing, no reuse; a full block per SM is plenty.
+      {"synthetic_weights", [](ParamValues& p) { set(p, "THREADS", 256); }},
   };
   return table;
 }

@@ -113,6 +113,12 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
   sources.push_back(round_draft_inputs_kernel(16, 163838));
   sources.push_back(round_tree_kernel(128, 127, 15, 128));
   sources.push_back(round_walk_kernel(128));
+  // The load-time generator of --synthetic-weights plans, every kind it has (ir/support's
+  // synthetic_values.h compiled for the device).
+  sources.push_back(synthetic_weights_kernel(0, ElemType::BF16, 0));
+  sources.push_back(synthetic_weights_kernel(0, ElemType::F32, 0));
+  sources.push_back(synthetic_weights_kernel(1, ElemType::F32, c.quant.group_size));
+  sources.push_back(synthetic_weights_kernel(2, ElemType::BF16, c.quant.group_size));
   std::set<std::string> all;
   for (const Family* f : all_families()) all.insert(f->name);
   EXPECT_EQ(families_of(sources), all);

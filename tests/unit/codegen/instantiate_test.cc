@@ -1,6 +1,7 @@
 // Instantiation: readable ids, generated sources, parameter checks, launch geometry, arch names.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "codegen_test_util.h"
@@ -96,7 +97,10 @@ TEST(CodegenInstantiate, EveryFamilySignatureMatchesItsHeaderDoc) {
 
 TEST(CodegenInstantiate, EmbeddedTemplatesMatchTheSourceTree) {
   const TemplateLibrary tree = TemplateLibrary::from_directory(std::string(KPLAN_SOURCE_DIR) + "/kernels_templates");
-  EXPECT_EQ(tree.headers(), TemplateLibrary::embedded().headers()) << "rebuild kplan_codegen after editing kernels_templates/";
+  // Beside the templates: the ir/support headers written for the host and the device.
+  std::map<std::string, std::string> sources = tree.headers();
+  sources["synthetic_values.h"] = kplan::testing_util::read_file(std::string(KPLAN_SOURCE_DIR) + "/ir/support/synthetic_values.h");
+  EXPECT_EQ(sources, TemplateLibrary::embedded().headers()) << "rebuild kplan_codegen after editing kernels_templates/";
   const auto inc = tree.includes_of(matmul_kernel(64, 64, ElemType::F32, ElemType::F32).source);
   std::set<std::string> names;
   for (const auto& [name, text] : inc) names.insert(name);
@@ -112,6 +116,7 @@ TEST(CodegenInstantiate, ModelKernelSetsCoverEveryFamily) {
   families.insert(topk_kernel(1024, 4, ElemType::F32, true).family);
   for (const KernelSource& k : {round_draft_inputs_kernel(4, 3), round_tree_kernel(8, 7, 3, 8), round_walk_kernel(8)})
     families.insert(k.family);  // emit-round's, beside a drafter
+  families.insert(synthetic_weights_kernel(0, ElemType::BF16, 0).family);  // load time, not an op's
   for (const Family* f : all_families()) EXPECT_TRUE(families.count(f->name)) << f->name;
   // Instances are unique.
   std::set<std::string> ids;
