@@ -29,6 +29,7 @@
 #include "tools/kplan/commands.h"
 #include "tools/kplan/model_source.h"
 #include "tools/kplan/number_list.h"
+#include "tools/kplan/phase.h"
 #include "tools/kplan/run_compare.h"
 #include "tools/kplan/timed_generate.h"
 
@@ -218,8 +219,16 @@ void run(const RunArgs& args) {
     if (prompt.empty()) throw Error("--prompt-ids: the prompt is empty (give ids like 1,2,3)");
   }
   const ModelSource source = resolve_source(args.model, args.draft_dir, args.device);
+  // The phases before the decode can take a while on a big model (issue 11: ~13 s of checksumming
+  // a plan's weights, shown nowhere): each is timed, shown on stderr (phase.h) and in --stats.
+  Phase open_phase("kplan run",
+                   std::filesystem::is_directory(source.model)
+                       ? "reading checkpoint " + source.model + " (validating every tensor)"
+                       : "opening " + source.model + " (verifying its weights' checksums)",
+                   args.quiet);
   PlanPtr plan = open_model_plan(source);
   const kplan_plan_info info = plan_info(plan.get());
+  const double open_seconds = open_phase.done();
   if (args.max_context > 0 && info.max_context > 0 && args.max_context > info.max_context)
     throw UsageError("--max-context " + std::to_string(args.max_context) + " is past the plan's context of " +
                      std::to_string(info.max_context) + " positions (compile it with --max-context " +
@@ -269,11 +278,15 @@ void run(const RunArgs& args) {
   if (args.draft_depth < 0) throw Error("--draft-depth must not be negative");
   if (args.oracle_accuracy < 0 || args.oracle_accuracy > 1) throw Error("--oracle-accuracy must be within [0, 1]");
 
+  Phase load_phase("kplan run", "loading the model (" + bytes_text(info.weight_bytes) + " of weights)", args.quiet);
   ModelPtr model = create_model(plan.get(), device_kind(args.device));
+  const double load_seconds = load_phase.done();
   kplan_session_options so;
   kplan_session_options_init(&so);
   so.max_context = args.max_context;
+  Phase session_phase("kplan run", "creating a session (KV cache, graphs)", args.quiet);
   SessionPtr session = create_session(model.get(), so);
+  const double session_seconds = session_phase.done();
   // What fits the context: the prompt and every new token but the last are cached (issue 11: 600
   // new tokens on a 512 context silently came back as 506).
   const int64_t context = kplan_session_max_context(session.get());
@@ -290,8 +303,12 @@ void run(const RunArgs& args) {
     std::fprintf(stderr, "kplan run: device %s; %s %s; weights %s; context %lld\n", device.c_str(),
                  std::filesystem::is_directory(source.model) ? "checkpoint" : "plan", source.model.c_str(),
                  bytes_text(info.weight_bytes).c_str(), static_cast<long long>(context));
-  if (args.stats) std::fprintf(stderr, "stats: seed                 %llu%s\n", static_cast<unsigned long long>(g.seed),
-                               args.has_seed ? "" : " (random; --seed repeats it)");
+  if (args.stats) {
+    std::fprintf(stderr, "stats: seed                 %llu%s\n", static_cast<unsigned long long>(g.seed),
+                 args.has_seed ? "" : " (random; --seed repeats it)");
+    std::fprintf(stderr, "stats: load                 %.3f s: plan open %.3f s, model load %.3f s, session %.3f s\n",
+                 open_seconds + load_seconds + session_seconds, open_seconds, load_seconds, session_seconds);
+  }
   if (compare) {
     run_compare({plan.get(), info, session.get(), source, args.drafter}, prompt, g, args.stats);
     return;
@@ -323,7 +340,9 @@ void run(const RunArgs& args) {
     print_generate_stats(decoded);
   }
   if (!args.stats_json.empty()) {
-    const std::string text = stats_json(decoded, mode, where, g.seed, args.temperature).dump(2) + "\n";
+    nlohmann::json j = stats_json(decoded, mode, where, g.seed, args.temperature);
+    j["load_seconds"] = {{"plan_open", open_seconds}, {"model_load", load_seconds}, {"session", session_seconds}};
+    const std::string text = j.dump(2) + "\n";
     if (args.stats_json == "-") {
       std::fputs(text.c_str(), stdout);
     } else {

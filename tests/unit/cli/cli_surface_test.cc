@@ -70,6 +70,28 @@ TEST_F(CliSurface, RunPrintsADeviceBannerUnlessQuiet) {
   EXPECT_EQ(r.err, "");
 }
 
+TEST_F(CliSurface, TheLoadPhasesAreShownOnATerminalAndTimedInStats) {
+  // Under a pseudo-terminal (util-linux `script`): each phase is announced as it starts and timed.
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no util-linux script";
+  const fs::path log = scratch_->path() / "tty.log";
+  const std::string cmd = "script -qec '" + std::string(KPLAN_BINARY) + " run " + target() + kPrompt +
+                          " --max-new 2' /dev/null > " + log.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string tty = testing_util::read_file(log);
+  for (const char* want : {"kplan run: reading checkpoint ", "kplan run: loading the model (7.8 MiB of weights) ... ",
+                           "kplan run: creating a session (KV cache, graphs) ... "})
+    EXPECT_NE(tty.find(want), std::string::npos) << want << " in\n" << tty;
+  // Off a terminal the quick phases say nothing (the banner is the one line); --stats times them.
+  const CliResult r = kplan("run " + target() + kPrompt + " --max-new 2 --stats --stats-json -");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("stats: load                 "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("plan open "), std::string::npos) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_GE(j["load_seconds"]["plan_open"].get<double>(), 0);
+  EXPECT_GE(j["load_seconds"]["model_load"].get<double>(), 0);
+  EXPECT_GE(j["load_seconds"]["session"].get<double>(), 0);
+}
+
 TEST_F(CliSurface, VersionFlagAndCommand) {
   const CliResult flag = kplan("--version"), cmd = kplan("version");
   ASSERT_EQ(flag.status, 0) << flag.err;
