@@ -47,6 +47,18 @@ int main(int argc, char** argv) {
   kplan::cli::register_version(app);
   kplan::cli::register_serve(app);
   try {
+    // An unknown word where the command goes: CLI11 would say "A subcommand is required".
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || (argc > 1 && sub->get_name() == argv[1]);
+    }
+    if (argc > 1 && argv[1][0] != '-' && !known) {
+      std::fprintf(stderr, "kplan: error: unknown command '%s' (commands: %s; see 'kplan --help')\n", argv[1],
+                   names.c_str());
+      return kplan::cli::kExitUsage;
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version

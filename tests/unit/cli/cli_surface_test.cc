@@ -119,6 +119,13 @@ TEST_F(CliSurface, ParseErrorsAreOneLineWithExitTwo) {
     EXPECT_EQ(err[0].rfind("kplan: error: ", 0), 0u) << err[0];
     EXPECT_NE(err[0].find("--help"), std::string::npos) << err[0];
   }
+  const CliResult unknown = kplan("runn " + target());
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_EQ(unknown.err.rfind("kplan: error: unknown command 'runn' (commands: compile, inspect, run, bench, synth, "
+                              "version, serve",
+                              0),
+            0u)
+      << unknown.err;
   // A command line that parses but cannot work is a usage error too.
   const CliResult r = kplan("run " + target() + " --prompt-ids 1 --prompt hi");
   EXPECT_EQ(r.status, 2) << r.err;
