@@ -355,13 +355,6 @@ kplan_status kplan_session_create(kplan_model* model, const kplan_session_option
       throw kplan::Error("kplan_session_create: max_context and max_step_tokens must not be negative");
     auto s = std::make_unique<kplan_session>();
     const ModelState& m = *model->state;
-    // A larger cache than the plan was compiled for (issue 11: --max-context 1000 on a 512-context
-    // plan was accepted without a word on the CPU, and ignored on the GPU).
-    const int64_t plan_context = m.plan->header.limits.max_context;
-    if (plan_context > 0 && opt.max_context > plan_context)
-      throw kplan::Error("max_context " + std::to_string(opt.max_context) + " is past the plan's context of " +
-                         std::to_string(plan_context) + " positions (compile the plan with --max-context " +
-                         std::to_string(opt.max_context) + ", or ask for " + std::to_string(plan_context) + " or less)");
     auto start = std::chrono::steady_clock::now();
     if (m.gpu) {
       kplan::gpu::GpuExecutor::Options go;

@@ -291,6 +291,9 @@ void run(const RunArgs& args) {
   // new tokens on a 512 context silently came back as 506).
   const int64_t context = kplan_session_max_context(session.get());
   const int64_t needed = static_cast<int64_t>(prompt.size()) + args.max_new - 1;
+  if (static_cast<int64_t>(prompt.size()) > context)  // as the decode would say it, before any banner
+    throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens, longer than the context of " +
+                std::to_string(context));
   if (needed > context)
     throw UsageError("--max-new " + std::to_string(args.max_new) + " does not fit: the prompt's " +
                      std::to_string(prompt.size()) + " tokens and " + std::to_string(args.max_new) + " new ones need " +

@@ -167,8 +167,7 @@ typedef struct kplan_session kplan_session;
 typedef struct kplan_session_options {
   uint32_t struct_size;     /* sizeof(kplan_session_options) */
   int32_t use_graphs;       /* GPU: 1 (default) one CUDA graph per bucket; 0: plain launches */
-  int64_t max_context;      /* CPU reference only: KV cache positions (0: the plan's limit; more
-                               than the plan's limit is an error) */
+  int64_t max_context;      /* CPU reference only: KV cache positions (0: the plan's limit) */
   int64_t max_step_tokens;  /* 0 (default): the model's largest step; else at most this many
                                tokens per step (prompts are fed in chunks of it) */
 } kplan_session_options;

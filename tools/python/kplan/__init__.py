@@ -202,6 +202,9 @@ class Model:
         _check(lib.kplan_plan_info_get(self._plan, ctypes.byref(info)))
         self.info = {name: getattr(info, name) for name, _ in _PlanInfo._fields_ if name not in ("archs", "struct_size")}
         self.info["archs"] = [info.archs[i].value.decode() for i in range(info.num_archs)]
+        if max_context and self.info["max_context"] and max_context > self.info["max_context"]:
+            raise Error("max_context %d is past the plan's context of %d positions (compile the plan with "
+                        "--max-context %d)" % (max_context, self.info["max_context"], max_context))
         mo = _ModelOptions()
         lib.kplan_model_options_init(ctypes.byref(mo))
         mo.device = _DEVICE[device]
@@ -351,7 +354,9 @@ class Model:
         return Generation(tokens, text, figures["stop_reason"], options.seed, figures)
 
     def stream(self, prompt, **options):
-        """Yields a Piece per token as the decode emits it (the same options as generate)."""
+        """Yields a Piece per token as the decode emits it (the same options as generate). With stop
+        strings the decode ends at the token that completes one, and that token's piece is yielded
+        too: the text is not cut (generate's is). Leaving the loop early ends the decode."""
         o, _stops, keep = self._options(**_stream_defaults(options))
         pieces = queue.Queue()
         done = object()
