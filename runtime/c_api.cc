@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,14 +32,37 @@
 #include "runtime/tokenizer/tokenizer_bundle.h"
 #include "schemas/plan_reader.h"
 
+// A plan's tokenizer, built from its bundle on first use.
+class TokenizerCache {
+ public:
+  const kplan::tokenizer::Tokenizer& get(const kplan::plan::Plan& plan, const std::string& path) {
+    std::call_once(once_, [&] {
+      const std::vector<uint8_t>& bytes = plan.tokenizer;
+      if (!kplan::tokenizer::is_tokenizer_bundle(bytes)) {
+        error_ = "no tokenizer: plan '" + path + "' carries no tiktoken data; use --prompt-ids";
+        return;
+      }
+      try {
+        tokenizer_ = std::make_unique<kplan::tokenizer::Tokenizer>(kplan::tokenizer::tokenizer_from_bundle(bytes, path));
+      } catch (const kplan::Error& e) {
+        error_ = e.what();
+      }
+    });
+    if (!tokenizer_) throw kplan::Error(error_);
+    return *tokenizer_;
+  }
+
+ private:
+  std::once_flag once_;
+  std::unique_ptr<kplan::tokenizer::Tokenizer> tokenizer_;
+  std::string error_;
+};
+
 struct kplan_plan {
   std::shared_ptr<const kplan::plan::Plan> plan;
   std::string path;
   std::string sections[6];
-  // The tokenizer, built from the plan's bundle on first use.
-  std::once_flag tokenizer_once;
-  std::unique_ptr<kplan::tokenizer::Tokenizer> tokenizer;
-  std::string tokenizer_error;
+  TokenizerCache tokenizer;
 };
 
 // What a model's sessions share: the plan and, on the GPU, the modules and weights on the device.
@@ -51,6 +75,7 @@ struct ModelState {
   std::shared_ptr<const kplan::cpu::WeightTable> cpu_weights;
   double load_seconds = 0;
   std::atomic<int32_t> sessions{0};
+  TokenizerCache tokenizer;  // stop strings
 };
 
 struct kplan_model {
@@ -124,20 +149,7 @@ void write_info(T* out, T full, const char* what) {
 
 const kplan::tokenizer::Tokenizer& plan_tokenizer(const kplan_plan* plan) {
   auto* p = const_cast<kplan_plan*>(plan);  // the cache is not part of the plan's value
-  std::call_once(p->tokenizer_once, [&] {
-    const std::vector<uint8_t>& bytes = p->plan->tokenizer;
-    if (!kplan::tokenizer::is_tokenizer_bundle(bytes)) {
-      p->tokenizer_error = "no tokenizer: plan '" + p->path + "' carries no tiktoken data; use --prompt-ids";
-      return;
-    }
-    try {
-      p->tokenizer = std::make_unique<kplan::tokenizer::Tokenizer>(kplan::tokenizer::tokenizer_from_bundle(bytes, p->path));
-    } catch (const kplan::Error& e) {
-      p->tokenizer_error = e.what();
-    }
-  });
-  if (!p->tokenizer) throw kplan::Error(p->tokenizer_error);
-  return *p->tokenizer;
+  return p->tokenizer.get(*p->plan, p->path);
 }
 
 void copy_text(char* dst, size_t cap, const std::string& s) {
@@ -158,6 +170,11 @@ kplan_status kplan_plan_open(const char* path, const kplan_plan_open_options* op
   if (!path || !out) return fail(KPLAN_STATUS_ERROR, "kplan_plan_open: null argument");
   *out = nullptr;
   return guarded([&] {
+    // A directory would reach mmap and fail as "No such device" (issue 11).
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw kplan::Error(std::string("plan '") + path + "' is a directory, not a .kplan file (a checkpoint directory "
+                         "runs with `kplan run DIR`; compile one with `kplan compile --model DIR -o model.kplan`)");
     kplan::plan::ReadOptions ro;
     if (options) ro.verify_weights = options->verify_weights != 0;
     auto h = std::make_unique<kplan_plan>();
@@ -238,6 +255,13 @@ const uint8_t* kplan_plan_tokenizer(const kplan_plan* plan, uint64_t* size) {
 
 const char* kplan_plan_draft_config_json(const kplan_plan* plan) {
   return plan ? plan->plan->draft_config_json.c_str() : "";
+}
+
+int32_t kplan_plan_eos_ids_get(const kplan_plan* plan, int64_t* ids, int32_t capacity) {
+  if (!plan) return 0;
+  const std::vector<int64_t>& eos = plan->plan->model.eos_token_ids;
+  for (int32_t i = 0; i < capacity && ids && i < static_cast<int32_t>(eos.size()); ++i) ids[i] = eos[static_cast<size_t>(i)];
+  return static_cast<int32_t>(eos.size());
 }
 
 kplan_status kplan_device_probe(kplan_device_info* info) {
@@ -429,6 +453,8 @@ void kplan_generate_options_init(kplan_generate_options* options) {
   options->max_new = 16;
   options->stop_at_eos = 1;
   options->oracle_accuracy = 0.8;
+  options->top_p = 1.0;
+  options->repetition_penalty = 1.0;
 }
 
 namespace {
@@ -473,6 +499,7 @@ std::unique_ptr<kplan::Drafter> make_drafter(kplan_session& s, const kplan_gener
   } else {
     kplan::DecodeOptions ar = decode;
     ar.spec = kplan::SpecMode::kNone;
+    ar.on_token = nullptr;  // the reference run is not the caller's output
     const kplan::DecodeResult reference = kplan::decode(*s.target, nullptr, prompt, ar);
     truth.insert(truth.end(), reference.tokens.begin(), reference.tokens.end());
   }
@@ -501,6 +528,8 @@ kplan_generate_stats to_c(const kplan::DecodeStats& d) {
   c.seconds_rounds = d.seconds.rounds;
   c.seconds_device_wait = d.seconds.device_wait;
   c.device_rounds = d.device_rounds ? 1 : 0;
+  c.stop_reason = KPLAN_STOP_MAX_NEW;
+  if (d.stopped_at_context) c.stop_reason = KPLAN_STOP_CONTEXT;
   return c;
 }
 
@@ -553,14 +582,57 @@ kplan_status kplan_session_generate(kplan_session* session, const int32_t* promp
     d.device_rounds = !(device_rounds && std::string(device_rounds) == "0");
     d.temperature = o.temperature;
     d.seed = o.seed;
+    d.sampling.top_k = o.top_k;
+    d.sampling.top_p = o.top_p;
+    d.sampling.min_p = o.min_p;
+    d.sampling.repetition_penalty = o.repetition_penalty;
+    d.sampling.frequency_penalty = o.frequency_penalty;
+    d.sampling.presence_penalty = o.presence_penalty;
+    kplan::validate_sampling(d.sampling, "kplan_generate_options.");
     if (o.stop_at_eos) d.eos_ids = session->model->plan->model.eos_token_ids;
+    // Stop strings: the output's text grows by each token's bytes (a tiktoken decode is the
+    // concatenation of its tokens' bytes), searched where a match could end.
+    if (o.n_stop_strings < 0 || (o.n_stop_strings > 0 && !o.stop_strings))
+      throw kplan::Error("kplan_generate_options.stop_strings: " + std::to_string(o.n_stop_strings) + " strings, " +
+                         (o.stop_strings ? "a negative count" : "and a null array"));
+    std::vector<std::string> stops;
+    for (int32_t i = 0; i < o.n_stop_strings; ++i) {
+      if (!o.stop_strings[i]) throw kplan::Error("kplan_generate_options.stop_strings[" + std::to_string(i) + "] is null");
+      if (!*o.stop_strings[i]) throw kplan::Error("kplan_generate_options.stop_strings[" + std::to_string(i) + "] is empty");
+      stops.emplace_back(o.stop_strings[i]);
+    }
+    const kplan::tokenizer::Tokenizer* tokenizer = stops.empty() ? nullptr : &session->model->tokenizer.get(*session->model->plan, session->model->source);
+    std::string text;
+    bool matched_stop = false, callback_stopped = false;
+    if (!stops.empty() || o.on_token) {
+      d.on_token = [&](int32_t token) {
+        if (o.on_token && o.on_token(o.on_token_user_data, token) != 0) callback_stopped = true;
+        if (tokenizer) {
+          const size_t before = text.size();
+          text += tokenizer->decode(std::span<const int32_t>(&token, 1));
+          for (const std::string& stop : stops) {
+            const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
+            if (text.find(stop, from) != std::string::npos) matched_stop = true;
+          }
+        }
+        return !(matched_stop || callback_stopped);
+      };
+    }
     kplan::TargetModel& target = *session->target;
     kplan::check_prompt(target, ids);  // before the oracle's reference run or a drafter load
     std::unique_ptr<kplan::Drafter> drafter = make_drafter(*session, o, ids, d);
     const kplan::DecodeResult r = kplan::decode(target, drafter.get(), ids, d);
     std::copy(r.tokens.begin(), r.tokens.end(), out_tokens);
     *n_tokens = static_cast<int32_t>(r.tokens.size());
-    if (stats) write_info(stats, to_c(r.stats), "kplan_session_generate (stats)");
+    if (stats) {
+      kplan_generate_stats c = to_c(r.stats);
+      const bool ended_at_eos = o.stop_at_eos && !r.tokens.empty() &&
+                                std::find(d.eos_ids.begin(), d.eos_ids.end(), r.tokens.back()) != d.eos_ids.end();
+      if (matched_stop) c.stop_reason = KPLAN_STOP_STRING;
+      else if (callback_stopped) c.stop_reason = KPLAN_STOP_CALLBACK;
+      else if (ended_at_eos) c.stop_reason = KPLAN_STOP_EOS;
+      write_info(stats, c, "kplan_session_generate (stats)");
+    }
   });
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <set>
 
+#include "compiler/frontend/eos_ids.h"
 #include "ir/support/error.h"
 
 namespace kplan {
@@ -140,6 +141,7 @@ TargetCheckpoint TargetCheckpoint::open(const fs::path& path, WeightsMode mode, 
   c.dir_ = p.dir;
   c.config_ = load_model_config(p.config);
   if (layers) slice_layers(c.config_, *layers);
+  c.config_.eos_token_ids = checkpoint_eos_ids(p.dir, c.config_);  // + generation_config.json, tokenizer
   c.specs_ = target_tensor_specs(c.config_);
   if (mode == WeightsMode::Load) {
     c.weights_ = std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(p.dir));

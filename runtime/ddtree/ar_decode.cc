@@ -14,8 +14,8 @@ DecodeResult decode_autoregressive(TargetModel& target, std::span<const int32_t>
   DecodeResult result;
   DecodeStats& stats = result.stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
-  TokenSampler sampler(options.temperature, options.seed);
-  TokenSink sink(options.max_new, options.eos_ids);
+  TokenSampler sampler(options, prompt);
+  TokenSink sink(options.max_new, options.eos_ids, options.on_token);
 
   double t0 = seconds_now();
   target.set_capture_layers({});

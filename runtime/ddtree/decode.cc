@@ -25,6 +25,7 @@ DecodeResult decode(TargetModel& target, Drafter* drafter, std::span<const int32
   check_prompt(target, prompt);
   if (options.max_new < 1) throw Error("max_new must be at least 1");
   if (options.temperature < 0) throw Error("the temperature must not be negative");
+  validate_sampling(options.sampling);
   target.reset();
   if (options.spec == SpecMode::kNone) return decode_autoregressive(target, prompt, options);
 

@@ -2,10 +2,12 @@
 // The decoding loops: plain AR, DFlash (one draft path: the drafter's argmax chain) and DDTree
 // (a best-first tree of `budget` nodes), each over any TargetModel / Drafter.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
 #include "runtime/ddtree/decode_stats.h"
+#include "runtime/ddtree/logits_processor.h"
 #include "runtime/step_model.h"
 
 namespace kplan {
@@ -24,6 +26,10 @@ struct DecodeOptions {
   std::vector<int64_t> eos_ids;  // stop after emitting one of these
   double temperature = 0.0;      // 0: greedy
   uint64_t seed = 0;             // sampling at temperature > 0
+  SamplingOptions sampling;      // top-k / top-p / min-p, penalties (lossless: logits_processor.h)
+  // Called with each token the decode emits, in order (TokenSink); false stops the decode after
+  // it (a stop string matched, a stream's reader gone).
+  std::function<bool(int32_t)> on_token;
   // kBudgetAuto: the chooser to use and teach (a session keeps one across its decodes); null:
   // the decode makes its own from the target's step costs.
   BudgetChooser* budget_chooser = nullptr;

@@ -24,8 +24,8 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
   DecodeResult result;
   DecodeStats& stats = result.stats;
   stats.prompt_tokens = static_cast<int64_t>(prompt.size());
-  TokenSampler sampler(options.temperature, options.seed);
-  TokenSink sink(options.max_new, options.eos_ids);
+  TokenSampler sampler(options, prompt);
+  TokenSink sink(options.max_new, options.eos_ids, options.on_token);
   const int64_t vocab = target.config().vocab_size;
   const bool single_path = options.spec == SpecMode::kDFlash;
 

@@ -245,7 +245,7 @@ void run_acceptance_bench(const AcceptanceArgs& args, const std::string& model_p
     if (!json_file) throw Error("--json: cannot write '" + json_out + "'");
   }
 
-  const ModelSource source{model_path, args.draft_dir, args.device};
+  const ModelSource source = resolve_source(model_path, args.draft_dir, args.device);
   PlanPtr plan = open_model_plan(source);
   const kplan_plan_info info = plan_info(plan.get());
   const std::vector<Prompt> prompts = tokenize_prompts(lines, args.prompts_file, plan.get(), info, model_path);

@@ -18,6 +18,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "tools/kplan/commands.h"
+#include "tools/kplan/hf_cache.h"
 
 namespace kplan::cli {
 
@@ -90,7 +91,12 @@ void run_compile(CompileArgs a) {
   std::unique_ptr<ir::Module> module;
   if (!a.ir_file.empty()) {
     if (lowering_dump) throw Error("--dump-ir-after=" + a.dump_after + " lowers a checkpoint's IR: give --model");
-    if (!a.model.empty()) throw Error("give either --model or --ir, not both");
+    if (!a.model.empty()) throw UsageError("give either --model or --ir, not both");
+    // A plan needs the checkpoint (config, weights, tokenizer); IR text carries none of them
+    // (issue 11: `--ir t.ir -o x.kplan` printed "IR verified" and wrote nothing).
+    if (!a.plan.out.empty())
+      throw UsageError("-o " + a.plan.out.string() + ": a plan is compiled from a checkpoint (--model DIR), and --ir IR text "
+                       "carries no config, weights or tokenizer; drop -o to verify the IR, or give --model DIR -o");
     module = ir::parse_module(read_ir_text(a.ir_file), a.ir_file == "-" ? "<stdin>" : a.ir_file);
     if (a.no_passes) {
       ir::verify(*module);
@@ -98,10 +104,10 @@ void run_compile(CompileArgs a) {
       passes::run_pipeline(*module, ir_stop);
     }
   } else {
-    if (a.model.empty()) throw Error("--model DIR (or --ir FILE) is required");
+    if (a.model.empty()) throw UsageError("--model DIR (or --ir FILE) is required");
     CompileOptions opt;
-    opt.model = a.model;
-    if (!a.draft.empty()) opt.draft = a.draft;
+    opt.model = resolve_model_argument(a.model, "--model");
+    if (!a.draft.empty()) opt.draft = resolve_model_argument(a.draft, "--draft");
     opt.draft_yarn_amplitude = a.draft_yarn_amplitude;
     opt.load_weights = !a.no_weights;
     opt.layers = a.layers;

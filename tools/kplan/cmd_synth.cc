@@ -12,6 +12,7 @@
 #include "compiler/synth/synth.h"
 #include "ir/support/error.h"
 #include "tools/kplan/commands.h"
+#include "tools/kplan/phase.h"
 
 namespace kplan::cli {
 
@@ -67,13 +68,17 @@ void run_synth(const SynthArgs& a) {
     draft = draft_config_for(config);
   }
 
+  Phase phase("kplan synth", "writing " + a.out_dir, false);  // a K2.6-sized slice takes a minute
   SynthResult target = synthesize_target(config, a.out_dir, options);
+  phase.done();
   std::printf("wrote %s (%zu files, %llu weight bytes)\n", a.out_dir.c_str(), target.files.size(),
               static_cast<unsigned long long>(target.weight_bytes));
   if (!a.draft_dir.empty()) {
     SynthOptions draft_options = options;
     draft_options.config_json.reset();
+    Phase draft_phase("kplan synth", "writing " + a.draft_dir, false);
     SynthResult d = synthesize_draft(draft, a.draft_dir, draft_options);
+    draft_phase.done();
     std::printf("wrote %s (%zu files, %llu weight bytes)\n", a.draft_dir.c_str(), d.files.size(),
                 static_cast<unsigned long long>(d.weight_bytes));
   }

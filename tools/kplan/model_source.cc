@@ -1,6 +1,7 @@
 // MODEL (a plan or a checkpoint directory) to a plan handle; what the plan carries; its tokenizer.
 #include "tools/kplan/model_source.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -8,10 +9,19 @@
 #include "compiler/driver/reference_plan.h"
 #include "ir/support/error.h"
 #include "runtime/c_api_plan.h"
+#include "tools/kplan/hf_cache.h"
 
 namespace kplan::cli {
 
 namespace fs = std::filesystem;
+
+ModelSource resolve_source(const std::string& model, const std::string& draft_dir, const std::string& device) {
+  ModelSource s;
+  s.model = resolve_model_argument(model, "MODEL");
+  if (!draft_dir.empty()) s.draft_dir = resolve_model_argument(draft_dir, "--draft");
+  s.device = device;
+  return s;
+}
 
 PlanPtr open_model_plan(const ModelSource& source) {
   const fs::path model(source.model);
@@ -76,12 +86,16 @@ std::string decode_tokens(const kplan_plan* plan, std::span<const int32_t> token
   return text;
 }
 
-void print_tokens(const kplan_plan* plan, const kplan_plan_info& info, std::span<const int32_t> tokens) {
+void print_tokens(const kplan_plan* plan, const kplan_plan_info& info, std::span<const int32_t> tokens,
+                  const std::vector<std::string>& stops) {
   std::string line;
   for (size_t i = 0; i < tokens.size(); ++i) line += (i ? " " : "") + std::to_string(tokens[i]);
   std::printf("%s\n", line.c_str());
   if (info.has_tokenizer) {
-    const std::string text = decode_tokens(plan, tokens);
+    std::string text = decode_tokens(plan, tokens);
+    size_t cut = std::string::npos;
+    for (const std::string& s : stops) cut = std::min(cut, text.find(s));
+    if (cut != std::string::npos) text.resize(cut);
     std::fputs("text: ", stdout);
     std::fwrite(text.data(), 1, text.size(), stdout);  // raw bytes, as the model made them
     std::fputc('\n', stdout);

@@ -19,6 +19,10 @@ struct ModelSource {
   std::string device = "auto";  // --device auto|cpu|gpu
 };
 
+// MODEL and --draft as the user wrote them (paths, HuggingFace cache folders, ORG/NAME in the
+// hub cache: hf_cache.h) resolved to paths.
+ModelSource resolve_source(const std::string& model, const std::string& draft_dir, const std::string& device);
+
 // Throws kplan::Error naming MODEL when it does not exist, when --draft is given for a plan, or
 // when --device gpu is asked of a checkpoint directory.
 PlanPtr open_model_plan(const ModelSource& source);
@@ -37,7 +41,9 @@ std::vector<int32_t> encode_text(const kplan_plan* plan, const std::string& text
 std::string decode_tokens(const kplan_plan* plan, std::span<const int32_t> tokens);  // raw bytes
 // What `kplan run` prints of a decode on stdout: the ids on one line, then `text: ` and their
 // decoded bytes when the plan has a tokenizer.
-void print_tokens(const kplan_plan* plan, const kplan_plan_info& info, std::span<const int32_t> tokens);
+// With `stops`, the text is cut where the first of them begins (the ids are all printed).
+void print_tokens(const kplan_plan* plan, const kplan_plan_info& info, std::span<const int32_t> tokens,
+                  const std::vector<std::string>& stops = {});
 
 // Where the session runs, for the user: "GPU (NVIDIA H200, sm_90)" or "CPU reference backend"
 // (with the reason there is no GPU when --device auto fell back to the CPU for a plan).

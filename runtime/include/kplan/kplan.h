@@ -109,6 +109,10 @@ kplan_status kplan_tokenizer_decode(const kplan_plan* plan, const int32_t* ids, 
                                     size_t capacity, size_t* length);
 /* The plan's drafter config.json text ("" when it has no drafter). */
 const char* kplan_plan_draft_config_json(const kplan_plan* plan);
+/* The model's EOS ids the plan carries (config.json's, generation_config.json's and the
+ * tokenizer's end-of-turn tokens, merged at compile time); returns how many (at most `capacity`
+ * written). */
+int32_t kplan_plan_eos_ids_get(const kplan_plan* plan, int64_t* ids, int32_t capacity);
 
 /* ---- devices ---- */
 typedef struct kplan_device_info {
@@ -210,6 +214,11 @@ typedef enum kplan_drafter_kind {
 
 #define KPLAN_BUDGET_AUTO (-1) /* kplan_generate_options.budget chosen per round */
 
+/* Called with each token a generate emits, in order, as it is emitted (streaming; a DDTree round
+ * emits its accepted tokens one call each). Return 0 to go on, non-zero to stop after this token.
+ * Runs on the thread that called kplan_session_generate; it must not call into the same session. */
+typedef int32_t (*kplan_token_callback)(void* user_data, int32_t token);
+
 typedef struct kplan_generate_options {
   uint32_t struct_size;        /* sizeof(kplan_generate_options) */
   kplan_spec_mode spec;        /* NONE (default) */
@@ -227,6 +236,26 @@ typedef struct kplan_generate_options {
   const int32_t* oracle_continuation;  /* oracle: the true tokens after the prompt; NULL: the
                                           session decodes AR with these settings first */
   int32_t oracle_continuation_length;
+  /* Appended: the sampling processors, applied to the target's logits in this order: penalties,
+   * temperature, top-k, top-p, min-p (HF transformers' and vLLM's order). Lossless under DFlash and
+   * DDTree: the tree walk samples from the processed distribution, one pick per emitted token, so a
+   * seed gives AR's sample. At temperature 0 the penalties still apply (argmax of the penalised
+   * logits); the truncations change nothing there. */
+  int32_t top_k;               /* keep the k most likely tokens; 0 (default): off */
+  double top_p;                /* keep the fewest most likely tokens whose probability reaches
+                                  top_p, in (0, 1]; 1 (default): off */
+  double min_p;                /* drop tokens below min_p x the top token's probability, in [0, 1];
+                                  0 (default): off */
+  double repetition_penalty;   /* > 0; tokens of the prompt or output: positive logits divided by
+                                  it, negative ones multiplied; 1 (default): off */
+  double frequency_penalty;    /* logit -= frequency_penalty x the token's count in the output (0) */
+  double presence_penalty;     /* logit -= presence_penalty once the token is in the output (0) */
+  /* Stop after the token whose text completes one of these strings (the token is kept; needs the
+   * plan's tokenizer). NULL / 0: none. */
+  const char* const* stop_strings;
+  int32_t n_stop_strings;
+  kplan_token_callback on_token;  /* NULL (default): none */
+  void* on_token_user_data;
 } kplan_generate_options;
 
 void kplan_generate_options_init(kplan_generate_options* options);
@@ -263,7 +292,17 @@ typedef struct kplan_generate_stats {
    * at a fixed budget with the plan's GPU drafter; env KPLAN_DEVICE_ROUNDS=0 turns it off): the
    * round's time is then all in seconds_verify. */
   int32_t device_rounds;
+  /* Appended: why the decode ended (kplan_stop_reason). */
+  int32_t stop_reason;
 } kplan_generate_stats;
+
+typedef enum kplan_stop_reason {
+  KPLAN_STOP_MAX_NEW = 0,      /* max_new tokens emitted */
+  KPLAN_STOP_EOS = 1,          /* one of the model's EOS ids emitted (stop_at_eos) */
+  KPLAN_STOP_STRING = 2,       /* the output's text completed one of stop_strings */
+  KPLAN_STOP_CONTEXT = 3,      /* the KV cache filled */
+  KPLAN_STOP_CALLBACK = 4,     /* on_token asked to stop */
+} kplan_stop_reason;
 
 /* Resets the session, prefills the prompt (in chunks of the largest step) and decodes: the new
  * tokens (EOS included when it ended the decode) go to out_tokens (room for `capacity`, at least

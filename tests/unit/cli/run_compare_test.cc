@@ -101,7 +101,7 @@ std::vector<ModeRow> expect_compare_output(const CliResult& r, const std::string
 }
 
 TEST_F(RunCompare, GreedyModesAgreeAndTheTableHoldsTogether) {
-  const CliResult compare = run(pair_args() + " --spec compare --budget 5" + kPrompt);
+  const CliResult compare = run(pair_args() + " --spec compare --budget 5 --quiet" + kPrompt);
   const std::vector<ModeRow> rows = expect_compare_output(
       compare, "identical: AR, DFlash chain and DDTree budget 5 emit the same 12 tokens (greedy)", 5);
   // The ids printed are AR's own: a plain run prints the same line.

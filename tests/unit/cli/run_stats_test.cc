@@ -143,7 +143,7 @@ TEST_F(RunStats, DraftWithoutSpecDecodesWithDDTree) {
 }
 
 TEST_F(RunStats, ComparePassesGreedyAndSampledWithOneSeed) {
-  const CliResult tree = run(pair_args() + " --compare" + kPrompt);
+  const CliResult tree = run(pair_args() + " --compare --quiet" + kPrompt);
   ASSERT_EQ(tree.status, 0) << tree.err;
   EXPECT_EQ(tree.out, ar_out()) << "the mode's tokens, printed as a plain run prints them";
   EXPECT_EQ(tree.err, "compare: DDTree budget 16 emits AR's 12 tokens (greedy)\n");

@@ -18,8 +18,9 @@ namespace fs = std::filesystem;
 
 using test::CliResult;
 
+// --quiet: no device banner on stderr (tests/unit/cli tests it), so a refusal is its one line.
 CliResult run_kplan(const std::string& args) {
-  return test::run_kplan("run " + args, test::synth_checkpoint("tiny").target.parent_path());
+  return test::run_kplan("run --quiet " + args, test::synth_checkpoint("tiny").target.parent_path());
 }
 
 std::string tiny() { return test::synth_checkpoint("tiny").target.string(); }

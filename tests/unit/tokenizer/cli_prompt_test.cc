@@ -96,7 +96,7 @@ TEST(CliPrompt, ExactlyOnePromptFlag) {
   const fs::path model = scratch.path() / "tiny";
   make_tiny(model, true);
   const CliResult neither = run_kplan("run " + model.string() + " --max-new 2", scratch.path());
-  EXPECT_EQ(neither.status, 1);
+  EXPECT_EQ(neither.status, 2) << "a usage error";
   testing_util::expect_contains(neither.err, {"--prompt", "--prompt-ids"});
   const CliResult both = run_kplan("run " + model.string() + " --prompt x --prompt-ids 1 --max-new 2", scratch.path());
   EXPECT_NE(both.status, 0);
