@@ -1,5 +1,6 @@
 #pragma once
-// The DFlash drafter's attention core: every query attends every key (non-causal), grouped-query
+// The DFlash drafter's attention core: every query attends every key (non-causal; with a
+// context window only the last N context keys and its own rows, OPS gqa_attention), grouped-query
 // (query head h reads kv head h / (q_heads / kv_heads)), scale head_dim^-0.5, as z-lab's
 // Qwen3DFlashAttention runs it with is_causal=False and no mask.
 #include <cstdint>
