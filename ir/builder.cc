@@ -99,8 +99,10 @@ Value* Builder::kv_compact(Value* cache, Value* step, Value* keep) {
   return create(OpKind::KvCompact, {cache, step, keep})->result();
 }
 
-Value* Builder::gqa_attention(Value* q, Value* k, Value* v, double scale) {
-  return create(OpKind::GqaAttention, {q, k, v}, attrs_of({{"scale", scale}}))->result();
+Value* Builder::gqa_attention(Value* q, Value* k, Value* v, double scale, int64_t context_window) {
+  Attrs a = attrs_of({{"scale", scale}});
+  if (context_window > 0) a.set("context_window", context_window);
+  return create(OpKind::GqaAttention, {q, k, v}, a)->result();
 }
 
 std::pair<Value*, Value*> Builder::moe_router(Value* logits, Value* bias, Attrs attrs) {

@@ -40,7 +40,9 @@ class Builder {
   Value* rope(Value* x, Value* positions, Attrs attrs);
   Value* kv_append(Value* cache, std::vector<Value*> parts);
   Value* kv_compact(Value* cache, Value* step, Value* keep);
-  Value* gqa_attention(Value* q, Value* k, Value* v, double scale);
+  // context_window > 0: {context_window} (the queries see only the last N context keys and their
+  // own rows, which are the last Tq keys); 0: no attribute, every key seen.
+  Value* gqa_attention(Value* q, Value* k, Value* v, double scale, int64_t context_window = 0);
   // Returns {weights, ids}.
   std::pair<Value*, Value*> moe_router(Value* logits, Value* bias, Attrs attrs);
 

@@ -399,6 +399,14 @@ std::vector<Type> infer_result_types(OpKind kind, const std::vector<Type>& t, co
         fail("query heads " + std::to_string(hq) + " are not a multiple of kv heads " +
              std::to_string(hkv));
       a.get_float("scale");
+      if (a.has("context_window")) {
+        // The last Tq keys are the queries' own rows (the block), the ones before the context.
+        if (a.get_int("context_window") < 0) fail("attribute 'context_window' must be >= 0 (0: the whole context)");
+        const std::optional<Dim> context = subtract(t[1].shape[0], t[0].shape[0]);
+        if (!context || (context->is_constant() && context->value() < 0))
+          fail("context_window needs the queries' own rows last among the keys: " + t[1].shape[0].str() +
+               " key rows, " + t[0].shape[0].str() + " queries");
+      }
       return {f32({t[0].shape[0], t[0].shape[1], t[2].shape[2]})};
     }
     case OpKind::MoeRouter: {

@@ -72,9 +72,15 @@ std::string summary(const Plan& p) {
   put(out, "model:        %s, %" PRId64 " layers, hidden %" PRId64 ", vocab %" PRId64 ", %" PRId64 " routed experts top-%" PRId64 "%s\n",
       m.model_type.c_str(), m.num_hidden_layers, m.hidden_size, m.vocab_size, m.n_routed_experts, m.num_experts_per_tok,
       m.quant.enabled ? ", INT4 experts" : "");
-  if (p.draft)
+  if (p.draft) {
     put(out, "drafter:      %" PRId64 " layers, block %" PRId64 ", context from %zu target layers\n", p.draft->num_hidden_layers,
         p.draft->block_size, p.draft->target_layer_ids.size());
+    // --draft-context-window: the block attends to the last N context positions only.
+    if (p.draft->context_window > 0)
+      put(out, "drafter context window: the last %" PRId64 " positions\n", p.draft->context_window);
+    else
+      put(out, "drafter context window: none (the whole context)\n");
+  }
   put(out, "tokenizer:    %s\n", tokenizer_text(p).c_str());
   put(out, "IR:           %zu lines\n",
       p.ir_text.empty() ? size_t{0} : static_cast<size_t>(std::count(p.ir_text.begin(), p.ir_text.end(), '\n')));

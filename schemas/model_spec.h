@@ -109,6 +109,11 @@ struct DraftConfig {
   // Absent: full attention. kplan runs only windows that cover the plan's whole context
   // (frontend check_draft_window), where the window changes nothing.
   std::optional<int64_t> sliding_window;
+  // The drafter context window (`kplan compile --draft-context-window N`, a server-style option,
+  // not a config key): @draft's block attends only to the last N committed context positions
+  // (cache rows [max(0, L - N), L) at cache length L) plus its own rows. 0: the whole context.
+  // Recorded on @draft's gqa_attention ops ({context_window}), which is what the CPU and GPU run.
+  int64_t context_window = 0;
   bool operator==(const DraftConfig&) const = default;
 };
 

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/support/error.h"
+
 namespace kplan::plan {
 namespace {
 
@@ -157,6 +159,7 @@ Offset<fb::DraftSpec> build_draft_spec(FlatBufferBuilder& b, const DraftConfig& 
   d.add_target_layer_ids(layers);
   d.add_mask_token_id(c.mask_token_id);
   d.add_sliding_window(c.sliding_window.value_or(0));
+  d.add_context_window(c.context_window);
   return d.Finish();
 }
 
@@ -179,6 +182,8 @@ DraftConfig read_draft_spec(const fb::DraftSpec& s) {
   c.target_layer_ids = vec(s.target_layer_ids());
   c.mask_token_id = s.mask_token_id();
   if (s.sliding_window() > 0) c.sliding_window = s.sliding_window();
+  if (s.context_window() < 0) throw Error("plan: draft.context_window " + std::to_string(s.context_window()) + " is negative");
+  c.context_window = s.context_window();
   return c;
 }
 

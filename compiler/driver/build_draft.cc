@@ -92,7 +92,8 @@ void build_propose(const DraftConfig& d, const ModelConfig& target, const Weight
     // as a verify step's are); @draft returns no cache, so they are never committed.
     Value* k = b.reshape(b.kv_append(caches[l].first, {b.reshape(kb, {B, hkv * hd})}), {S + B, hkv, hd});
     Value* v = b.reshape(b.kv_append(caches[l].second, {b.reshape(vb, {B, hkv * hd})}), {S + B, hkv, hd});
-    Value* o = b.gqa_attention(q, k, v, scale);
+    // --draft-context-window N: only the last N context rows (and the block's own) are seen.
+    Value* o = b.gqa_attention(q, k, v, scale, d.context_window);
     h = b.add(h, w.linear(b, b.reshape(o, {B, hq * hd}), a + ".o_proj"));
     x = b.rms_norm(h, w.weight(b, L + ".post_attention_layernorm.weight"), d.rms_norm_eps);
     Value* g = w.linear(b, x, L + ".mlp.gate_proj");

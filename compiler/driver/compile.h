@@ -17,6 +17,9 @@ struct CompileOptions {
   std::filesystem::path model;                // checkpoint directory (or its config.json)
   std::optional<std::filesystem::path> draft;  // DFlash drafter directory
   std::string draft_yarn_amplitude = "config";  // the drafter's YaRN amplitude (select_draft_yarn_amplitude)
+  // --draft-context-window: @draft attends only to the last N context positions (0: all). Needs
+  // `draft`; negative refused. Larger than the plan's context: no effect.
+  int64_t draft_context_window = 0;
   bool load_weights = true;                   // false: --no-weights (config only)
   std::optional<int64_t> layers;              // --layers N: the first N decoder layers
   std::string stop_after;                     // pass name; empty: the whole pipeline
@@ -33,5 +36,8 @@ struct CompileResult {
 };
 
 CompileResult compile_to_ir(const CompileOptions& options);
+
+// Refuses a negative drafter context window, or one with no drafter, naming --draft-context-window.
+void check_draft_context_window(int64_t n, bool have_draft);
 
 }  // namespace kplan

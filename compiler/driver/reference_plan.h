@@ -21,6 +21,7 @@ struct ReferencePlanOptions {
   // at run time; false: only the drafter's target_layer_ids, as `kplan compile` does.
   bool capture_all_layers = true;
   bool tree_mask = true;  // @target takes %tree_mask (false: causal only)
+  int64_t draft_context_window = 0;  // CompileOptions::draft_context_window
 };
 
 // Opens and validates the checkpoint(s) (every tensor; a drafter that does not fit the target is

@@ -162,6 +162,10 @@ DraftCheckpoint DraftCheckpoint::open(const fs::path& path, WeightsMode mode, co
   c.dir_ = p.dir;
   c.config_ = load_draft_config(p.config, options.tokens);
   select_draft_yarn_amplitude(c.config_, options.yarn_amplitude);
+  if (options.context_window < 0)
+    throw Error("--draft-context-window " + std::to_string(options.context_window) +
+                ": the drafter context window must be >= 0 (0: the whole context)");
+  c.config_.context_window = options.context_window;
   c.specs_ = draft_tensor_specs(c.config_);
   if (mode == WeightsMode::Load) {
     c.weights_ = std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(p.dir));

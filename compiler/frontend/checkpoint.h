@@ -52,6 +52,8 @@ struct DraftOpenOptions {
   std::optional<SpecialTokenLookup> tokens;
   // The YaRN cos/sin amplitude: "config", "legacy" or a number (select_draft_yarn_amplitude).
   std::string yarn_amplitude = "config";
+  // The drafter context window (`kplan compile --draft-context-window`): DraftConfig::context_window.
+  int64_t context_window = 0;
 };
 
 class DraftCheckpoint {

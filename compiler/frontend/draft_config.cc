@@ -348,8 +348,9 @@ void check_draft_window(const DraftConfig& draft, int64_t max_context) {
   throw Error("drafter does not fit the plan: its sliding window (dflash_config.use_swa with swa_window_size / "
               "sliding_window) of " + std::to_string(*draft.sliding_window) + " positions is smaller than the " +
               std::to_string(max_context) +
-              " positions the plan's context can reach, and kplan's drafter attention has no window yet (a window "
-              "covering the whole context changes nothing and is accepted)");
+              " positions the plan's context can reach, and kplan's drafter attention has no per-query sliding window "
+              "(a window covering the whole context changes nothing and is accepted; kplan compile "
+              "--draft-context-window N is the server-style context window, a different semantics)");
 }
 
 void check_draft_fits_target(const DraftConfig& draft, const ModelConfig& target, int64_t max_context) {

@@ -65,7 +65,8 @@ void select_draft_yarn_amplitude(DraftConfig& d, const std::string& choice);
 // a sliding window smaller than the positions a plan of this target can reach (the target's
 // max_position_embeddings, or `max_context` when given).
 void check_draft_fits_target(const DraftConfig& draft, const ModelConfig& target, int64_t max_context = 0);
-// The window check alone: kplan's drafter attention has no window, so a window is accepted only
+// The window check alone: kplan's drafter attention has no per-query sliding window (its context
+// window, --draft-context-window, is another semantics), so a config's window is accepted only
 // where it changes nothing (window >= max_context: every key of the context is inside it).
 void check_draft_window(const DraftConfig& draft, int64_t max_context);
 

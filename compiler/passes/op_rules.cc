@@ -125,12 +125,18 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
         throw Error("codegen: gqa_attention query layout (" + ctx.where(op) + ")");
       const int64_t tq = q.shape[0], hq = q.shape[1], d = q.shape[2], hkv = k.shape[1];
       if (v.shape[2] != d) throw Error("codegen: gqa_attention with a value width unlike the key's (" + ctx.where(op) + ")");
+      // The drafter context window: the kernel skips the context keys before CacheLength - N,
+      // which needs the block's rows (the queries') to be the keys past the context.
+      const int64_t window = op.attrs().has("context_window") ? op.attrs().get_int("context_window") : 0;
+      if (window > 0 && k.shape[0] != tq)
+        throw Error("codegen: gqa_attention with a context_window needs the queries' own " + std::to_string(tq) +
+                    " rows after the context, not " + std::to_string(k.shape[0]) + " (" + ctx.where(op) + ")");
       const KernelSource kern = instance(ctx, 0, [&] { return gqa_attention_kernel(hq, hkv, d, kF32, kF32, kF32, arch); });
       launch(ctx, kern, tq,
              gqa_attention::Args{.q = P(q), .k = P(k), .v = P(v), .n_keys_base = step(plan::StepInputKind::CacheLength),
                                  .out = P(result()), .n_queries = tq, .n_keys_extra = k.shape[0], .q_row_stride = q.strides[0],
                                  .k_row_stride = k.strides[0], .v_row_stride = v.strides[0], .out_row_stride = hq * d,
-                                 .scale = op.attrs().get_float("scale")});
+                                 .scale = op.attrs().get_float("scale"), .context_window = window});
       return;
     }
     case OpKind::Embedding: {

@@ -116,7 +116,9 @@ void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& targe
   assemble.archs = split(options.archs);
   codegen::CompileStats stats;
   PlanSources sources{target.dir(), draft_dir, ir::print_module(module), target.config(), std::nullopt};
-  if (draft_dir) sources.draft = load_draft_config(*draft_dir / "config.json");
+  // The drafter's config as compiled (its YaRN amplitude choice, resolved mask token, context
+  // window), not config.json read again.
+  if (draft) sources.draft = draft->config();
   Plan p = write_plan_from_compile(sources, std::move(lowered), assemble,
                                    options.out, &stats);
   uint64_t bytes = 0;

@@ -11,7 +11,7 @@
 namespace kplan::cpu {
 
 Matrix gqa_attention_full(const Matrix& q, const Matrix& k, const Matrix& v, int64_t q_heads,
-                          int64_t kv_heads, int64_t head_dim, float scale) {
+                          int64_t kv_heads, int64_t head_dim, float scale, int64_t context_window) {
   if (kv_heads <= 0 || q_heads % kv_heads != 0)
     throw Error("gqa attention: " + std::to_string(q_heads) + " query heads do not group over " +
                 std::to_string(kv_heads) + " kv heads");
@@ -20,6 +20,12 @@ Matrix gqa_attention_full(const Matrix& q, const Matrix& k, const Matrix& v, int
     throw Error("gqa attention: q/k/v shapes do not match the head layout");
   const int64_t group = q_heads / kv_heads;
   const int64_t S = k.rows;
+  if (context_window < 0) throw Error("gqa attention: context_window " + std::to_string(context_window) + " is negative");
+  if (context_window > 0 && S < q.rows)
+    throw Error("gqa attention: a context window needs the " + std::to_string(q.rows) +
+                " queries' own rows among the " + std::to_string(S) + " keys");
+  // The first key seen: the window's start in the context (the own rows are always seen).
+  const int64_t first = context_window > 0 ? std::max<int64_t>(0, S - q.rows - context_window) : 0;
   Matrix out(q.rows, q.cols);
   std::vector<double> p(static_cast<size_t>(S));
   std::vector<double> acc(static_cast<size_t>(head_dim));
@@ -28,7 +34,7 @@ Matrix gqa_attention_full(const Matrix& q, const Matrix& k, const Matrix& v, int
       const int64_t kh = h / group;
       const float* qh = q.row(t) + h * head_dim;
       double max_score = -std::numeric_limits<double>::infinity();
-      for (int64_t s = 0; s < S; ++s) {
+      for (int64_t s = first; s < S; ++s) {
         const float* ks = k.row(s) + kh * head_dim;
         double dot = 0.0;
         for (int64_t i = 0; i < head_dim; ++i) dot += static_cast<double>(qh[i]) * ks[i];
@@ -36,9 +42,9 @@ Matrix gqa_attention_full(const Matrix& q, const Matrix& k, const Matrix& v, int
         max_score = std::max(max_score, p[s]);
       }
       double sum = 0.0;
-      for (int64_t s = 0; s < S; ++s) sum += (p[s] = std::exp(p[s] - max_score));
+      for (int64_t s = first; s < S; ++s) sum += (p[s] = std::exp(p[s] - max_score));
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t s = 0; s < S; ++s) {
+      for (int64_t s = first; s < S; ++s) {
         const float* vs = v.row(s) + kh * head_dim;
         for (int64_t i = 0; i < head_dim; ++i) acc[i] += p[s] / sum * vs[i];
       }

@@ -404,7 +404,8 @@ std::vector<TensorPtr> Interpreter::execute(const ir::Op& op, const std::vector<
       const int64_t Tq = q.shape[0], Hq = q.shape[1], D = q.shape[2], Tk = k.shape[0], Hkv = k.shape[1];
       Matrix o = gqa_attention_full(as_matrix(q, Tq, Hq * D), as_matrix(k, Tk, Hkv * D),
                                     as_matrix(v, Tk, Hkv * D), Hq, Hkv, D,
-                                    static_cast<float>(at.get_float("scale")));
+                                    static_cast<float>(at.get_float("scale")),
+                                    at.has("context_window") ? at.get_int("context_window") : 0);
       return {from_matrix(std::move(o), {Tq, Hq, D})};
     }
     case OpKind::MoeRouter: {

@@ -27,6 +27,7 @@ namespace {
 struct CompileArgs {
   std::string model, draft, ir_file, dump_after;
   std::string draft_yarn_amplitude = "config";
+  int64_t draft_context_window = 0;
   bool no_weights = false, dump_ir = false, list_passes = false, no_passes = false;
   bool no_tree_mask = false;
   std::optional<int64_t> layers;   // --layers N
@@ -85,6 +86,7 @@ void run_compile(CompileArgs a) {
       std::printf("%-14s %s\n", std::string(s.name).c_str(), std::string(s.summary).c_str());
     return;
   }
+  check_draft_context_window(a.draft_context_window, !a.draft.empty());
   // A lowering stage: the whole IR pipeline, then the lowering stages up to that one.
   const bool lowering_dump = passes::is_lowering_stage(a.dump_after);
   const std::string ir_stop = lowering_dump ? std::string() : a.dump_after;
@@ -109,6 +111,7 @@ void run_compile(CompileArgs a) {
     opt.model = resolve_model_argument(a.model, "--model");
     if (!a.draft.empty()) opt.draft = resolve_model_argument(a.draft, "--draft");
     opt.draft_yarn_amplitude = a.draft_yarn_amplitude;
+    opt.draft_context_window = a.draft_context_window;  // compile_to_ir refuses < 0 and no --draft
     opt.load_weights = !a.no_weights;
     opt.layers = a.layers;
     opt.stop_after = ir_stop;
@@ -160,6 +163,12 @@ void register_compile(CLI::App& app) {
                   "the drafter's YaRN cos/sin amplitude: config (the config's attention_factor, else mscale / "
                   "mscale_all_dim: 1.0 for Kimi K2.6), legacy (1 + 0.1 ln factor: 1.4159 for factor 64, what "
                   "older transformers and some servers use) or a number")
+      ->capture_default_str();
+  cmd->add_option("--draft-context-window", args->draft_context_window,
+                  "the drafter context window N (a server-style option, like others' 4096-position window): "
+                  "@draft attends only to the last N committed context positions plus its own block; 0: the "
+                  "whole context. Needs --draft; N >= --max-context is accepted and changes nothing. Not the "
+                  "config's sliding_window (a per-query window, refused unless it covers the context)")
       ->capture_default_str();
   cmd->add_flag("--no-weights", args->no_weights,
                 "read config.json only (structure-only compile, no safetensors needed)");

@@ -1,6 +1,7 @@
 #pragma once
 // Kernel family gqa_attention: kernels_templates/gqa_attention.cuh (kp::gqa_attention).
-// Grouped-query attention, non-causal and unmasked (the DFlash drafter).
+// Grouped-query attention, non-causal and unmasked (the DFlash drafter), optionally over the last
+// context_window context keys only (--draft-context-window).
 //
 // Template parameters (compile-time constants, template order):
 //   HEADS, KV_HEADS, D, Q_DT (dtype), KV_DT (dtype), O_DT (dtype), WARPS (tuning)
@@ -26,6 +27,7 @@ struct Args {
   KPLAN_I32(v_row_stride);    // elements
   KPLAN_I32(out_row_stride);  // elements
   KPLAN_F32(scale);           // softmax scale
+  KPLAN_I32(context_window);  // 0: every key; N > 0: the last N context keys + the n_queries own rows
 };
 
 const Family& family();

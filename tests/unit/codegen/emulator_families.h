@@ -141,7 +141,8 @@ inline void gqa_attention(LaunchArgs& a) {
   const Matrix q = a.gather_rows("q", n, H * D, a.i32("q_row_stride"), a.dtype_param("Q_DT"));
   const Matrix k = a.gather_rows("k", keys, G * D, a.i32("k_row_stride"), kv);
   const Matrix v = a.gather_rows("v", keys, G * D, a.i32("v_row_stride"), kv);
-  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("O_DT"), cpu::gqa_attention_full(q, k, v, H, G, D, a.f32("scale")));
+  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("O_DT"),
+                 cpu::gqa_attention_full(q, k, v, H, G, D, a.f32("scale"), a.i32("context_window")));
 }
 
 inline void add(LaunchArgs& a) {

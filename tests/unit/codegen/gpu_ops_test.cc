@@ -604,10 +604,15 @@ TEST(GpuOps, GqaAttentionOverContextAndBlock) {
   DevBuf d_o = gpu->alloc(Tq * Hq * D * 4);
   const float scale = 1.f / std::sqrt(static_cast<float>(D));
   const KernelSource kern = gqa_attention_kernel(Hq, Hkv, D, F32, F32, F32);
-  gpu->launch(kern, Tq, {Gpu::ptr(d_q), Gpu::ptr(d_k), Gpu::ptr(d_v), Gpu::ptr(d_n), Gpu::ptr(d_o), Gpu::i32(Tq), Gpu::i32(Tq),
-                         Gpu::i32(Hq * D), Gpu::i32(Hkv * D), Gpu::i32(Hkv * D), Gpu::i32(Hq * D), Gpu::f32(scale)});
-  const Matrix want = cpu::gqa_attention_full(matrix(Tq, Hq * D, q), matrix(S, Hkv * D, k), matrix(S, Hkv * D, v), Hq, Hkv, D, scale);
-  EXPECT_LT(relative_error(gpu->download<float>(d_o, want.data.size()), want.data), 1e-4) << kern.id;
+  // context_window: 0 (every key), windows inside the context, one covering it.
+  for (int32_t window : {0, 1, 5, 13, 40}) {
+    gpu->launch(kern, Tq, {Gpu::ptr(d_q), Gpu::ptr(d_k), Gpu::ptr(d_v), Gpu::ptr(d_n), Gpu::ptr(d_o), Gpu::i32(Tq), Gpu::i32(Tq),
+                           Gpu::i32(Hq * D), Gpu::i32(Hkv * D), Gpu::i32(Hkv * D), Gpu::i32(Hq * D), Gpu::f32(scale),
+                           Gpu::i32(window)});
+    const Matrix want =
+        cpu::gqa_attention_full(matrix(Tq, Hq * D, q), matrix(S, Hkv * D, k), matrix(S, Hkv * D, v), Hq, Hkv, D, scale, window);
+    EXPECT_LT(relative_error(gpu->download<float>(d_o, want.data.size()), want.data), 1e-4) << kern.id << " window " << window;
+  }
 }
 
 

@@ -3,7 +3,8 @@
 // give the CPU drafter's proposals: after a prefill, and after a tree verify whose context K/V
 // rows are all computed and then compacted to the accepted path. This checks the drafter's
 // bindings (the target's captured outputs as its context features, its caches' rows, the block
-// appended after the context, the candidates' topk) without a GPU.
+// appended after the context, the candidates' topk) without a GPU, with and without a drafter
+// context window.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -87,10 +88,12 @@ void expect_same_proposal(const std::map<plan::OutputKind, std::vector<float>>& 
   EXPECT_EQ(mismatched, 0) << what;
 }
 
-TEST(CodegenLowerEmulated, BundledDrafterMatchesTheCpuDrafter) {
+// `window`: --draft-context-window (0: none); the CPU drafter's plan has the same window.
+void expect_bundled_drafter_matches_the_cpu_drafter(int64_t window) {
   kplan::CompileOptions c;
   c.model = kModels + "/mini-v3";
   c.draft = kModels + "/mini-v3-dflash";
+  c.draft_context_window = window;
   c.build.draft_top_k = 15;
   CompileResult compiled = compile_to_ir(c);
   passes::LowerOptions o;
@@ -108,6 +111,7 @@ TEST(CodegenLowerEmulated, BundledDrafterMatchesTheCpuDrafter) {
 
   ReferencePlanOptions ro;
   ro.draft = kModels + "/mini-v3-dflash";
+  ro.draft_context_window = window;
   auto ref = std::make_shared<const plan::Plan>(reference_plan(kModels + "/mini-v3", ro));
   cpu::CpuTarget cpu(ref, "mini-v3", 64);
   cpu::CpuDFlashDrafter cpu_drafter(ref, "mini-v3-dflash");
@@ -135,6 +139,14 @@ TEST(CodegenLowerEmulated, BundledDrafterMatchesTheCpuDrafter) {
   cpu_drafter.observe_step(tree, cpu_tree, path);
   EXPECT_EQ(cpu_drafter.context_length(), 10);
   expect_same_proposal(drafter.propose(5, 10, 10), cpu_drafter, 5, 10, 15, "after a tree verify");
+}
+
+TEST(CodegenLowerEmulated, BundledDrafterMatchesTheCpuDrafter) { expect_bundled_drafter_matches_the_cpu_drafter(0); }
+
+// --draft-context-window 4: the lowered @draft's attention launches skip the context rows before
+// CacheLength - 4 (6 then 10 context positions here), as the CPU drafter's IR does.
+TEST(CodegenLowerEmulated, BundledDrafterWithAContextWindowMatchesTheCpuDrafter) {
+  expect_bundled_drafter_matches_the_cpu_drafter(4);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "compiler/frontend/draft_config.h"
 #include "ir/support/error.h"
 #include "runtime/cpu/dflash_drafter.h"
+#include "runtime/plan_print.h"
 #include "tests/unit/cpu/cpu_test_util.h"
 
 namespace kplan {
@@ -111,6 +112,64 @@ TEST(CpuDrafter, WorksAgainstAnyTargetThatReturnsTheCaptures) {
   m.drafter->observe(prompt, iota_positions(0, 3), a.captured);
   second->observe(prompt, iota_positions(0, 3), b.captured);
   EXPECT_EQ(m.drafter->propose(6, 3).data, second->propose(6, 3).data);
+}
+
+// --draft-context-window N (the plan's @draft attention {context_window}): the block attends to
+// the last N context positions only. A window smaller than the context changes the proposals —
+// to exactly those of a drafter that saw only the last N positions (context K/V are per row) —
+// and a window as long as the context, or longer, leaves them bit-identical.
+TEST(CpuDrafter, ContextWindowSeesOnlyTheLastPositions) {
+  const auto& dirs = synth_preset("tiny");
+  auto plan_of = [&](int64_t window) {
+    return std::make_shared<const plan::Plan>(reference_plan(dirs.target, {.draft = dirs.draft, .draft_context_window = window}));
+  };
+  const int32_t n = 20, window = 4;
+  const auto full = plan_of(0), narrow = plan_of(window), exact = plan_of(n), wide = plan_of(100000);
+  ASSERT_TRUE(narrow->draft);
+  EXPECT_EQ(narrow->draft->context_window, window);
+  EXPECT_EQ(full->draft->context_window, 0);
+  EXPECT_NE(narrow->ir_text.find("context_window = 4"), std::string::npos);
+  EXPECT_EQ(full->ir_text.find("context_window"), std::string::npos);
+  // kplan inspect's summary says it.
+  testing_util::expect_contains(plan::describe_plan(*narrow, plan::PlanSection::Summary),
+                                {"drafter context window: the last 4 positions"});
+  testing_util::expect_contains(plan::describe_plan(*full, plan::PlanSection::Summary),
+                                {"drafter context window: none (the whole context)"});
+
+  auto target = make_plan_cpu_target(full, "tiny", 64);
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < n; ++i) prompt.push_back(5 + 37 * i % 900);
+  auto drafter = make_plan_cpu_drafter(full, "full");
+  target->set_capture_layers(drafter->capture_layers());
+  const StepOutput out = target->forward(causal_step(prompt, 0));
+  auto proposal = [&](const std::shared_ptr<const plan::Plan>& p) {
+    auto d = make_plan_cpu_drafter(p, "drafter");
+    d->observe(prompt, iota_positions(0, prompt.size()), out.captured);
+    return d->propose(77, n);
+  };
+  const Matrix want = proposal(full), got = proposal(narrow);
+  EXPECT_NE(got.data, want.data) << "a window of " << window << " over " << n << " positions changed nothing";
+  EXPECT_EQ(proposal(exact).data, want.data);
+  EXPECT_EQ(proposal(wide).data, want.data);
+
+  // The same as the full drafter over the last `window` positions alone.
+  std::vector<Matrix> tail;
+  for (const Matrix& m : out.captured) {
+    Matrix t(window, m.cols);
+    std::copy(m.data.end() - window * m.cols, m.data.end(), t.data.begin());
+    tail.push_back(t);
+  }
+  auto alone = make_plan_cpu_drafter(full, "alone");
+  alone->observe(std::vector<int32_t>(prompt.end() - window, prompt.end()), iota_positions(n - window, window), tail);
+  const Matrix short_context = alone->propose(77, n);
+  for (int64_t r = 0; r < got.rows; ++r) EXPECT_LT(relative_error(got.row(r), short_context.row(r), got.cols), 1e-6) << r;
+
+  // Refused by the flag's name through the library too.
+  testing_util::expect_contains(testing_util::error_of([&] { plan_of(-1); }), {"--draft-context-window -1", ">= 0"});
+  ReferencePlanOptions no_drafter;
+  no_drafter.draft_context_window = 8;
+  testing_util::expect_contains(testing_util::error_of([&] { reference_plan(dirs.target, no_drafter); }),
+                                {"--draft-context-window 8", "--draft DIR"});
 }
 
 TEST(CpuDrafter, NeedsAPlanWithADrafter) {

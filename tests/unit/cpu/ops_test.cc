@@ -1,4 +1,5 @@
 // Op-level checks of the CPU reference against hand-computed and brute-force values.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -279,6 +280,31 @@ TEST(CpuOps, GqaAttentionFullByBruteForce) {
       }
     }
   EXPECT_THROW(gqa_attention_full(q, k, v, 3, 2, D, 0.5f), Error);
+}
+
+// The drafter context window (OPS gqa_attention {context_window}): with keys [context C ; own T]
+// the window N sees keys j >= max(0, C - N) only — the same as attention over those keys alone —
+// and N >= C (or 0) is the full attention bit for bit.
+TEST(CpuOps, GqaAttentionContextWindow) {
+  std::mt19937 rng(11);
+  const int64_t Hq = 4, Hkv = 2, D = 3, T = 2, C = 6, S = C + T;
+  Matrix q = random_matrix(T, Hq * D, rng), k = random_matrix(S, Hkv * D, rng), v = random_matrix(S, Hkv * D, rng);
+  const Matrix full = gqa_attention_full(q, k, v, Hq, Hkv, D, 0.5f);
+  for (int64_t n : {C, C + 1, int64_t{1000}}) EXPECT_EQ(gqa_attention_full(q, k, v, Hq, Hkv, D, 0.5f, n).data, full.data) << n;
+  for (int64_t n : {int64_t{1}, int64_t{4}}) {
+    const int64_t first = C - n;
+    Matrix ks(S - first, Hkv * D), vs(S - first, Hkv * D);
+    for (int64_t s = first; s < S; ++s) {
+      std::copy_n(k.row(s), Hkv * D, ks.row(s - first));
+      std::copy_n(v.row(s), Hkv * D, vs.row(s - first));
+    }
+    const Matrix got = gqa_attention_full(q, k, v, Hq, Hkv, D, 0.5f, n);
+    EXPECT_EQ(got.data, gqa_attention_full(q, ks, vs, Hq, Hkv, D, 0.5f).data) << n;
+    EXPECT_NE(got.data, full.data) << n;
+  }
+  EXPECT_THROW(gqa_attention_full(q, k, v, Hq, Hkv, D, 0.5f, -1), Error);
+  Matrix few = random_matrix(1, Hkv * D, rng);  // fewer keys than the queries' own rows
+  EXPECT_THROW(gqa_attention_full(q, few, few, Hq, Hkv, D, 0.5f, 2), Error);
 }
 
 }  // namespace

@@ -450,6 +450,12 @@ TEST(DraftConfigReal, AmplitudeAndWindowRoundTrip) {
   flatbuffers::FlatBufferBuilder b2;
   b2.Finish(plan::build_draft_spec(b2, z));
   EXPECT_EQ(plan::read_draft_spec(*flatbuffers::GetRoot<fb::DraftSpec>(b2.GetBufferPointer())), z);
+  // --draft-context-window is a compile option, not a config key: the spec carries it, config.json does not.
+  z.context_window = 4096;
+  flatbuffers::FlatBufferBuilder b3;
+  b3.Finish(plan::build_draft_spec(b3, z));
+  EXPECT_EQ(plan::read_draft_spec(*flatbuffers::GetRoot<fb::DraftSpec>(b3.GetBufferPointer())).context_window, 4096);
+  EXPECT_FALSE(draft_config_to_json(z).dump().find("context_window") != std::string::npos);
 }
 
 }  // namespace

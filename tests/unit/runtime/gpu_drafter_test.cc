@@ -154,6 +154,53 @@ TEST(GpuDrafter, DeviceRoundsAreTheHostRounds) {
   }
 }
 
+// --draft-context-window 16 on a 60-token prompt: @draft's attention kernels read only the last 16
+// context rows. The GPU rounds (device and host-driven) are still the CPU's rounds over the same
+// plan (whose IR carries the window), and greedy DDTree still decodes AR's tokens.
+TEST(GpuDrafter, ContextWindowRoundsOnTheGpuAreTheCpuRounds) {
+  const std::string arch = gpu_arch();
+  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
+  const fs::path dir = plan::testing::scratch_dir("kplan_gpu_drafter_window");
+  fs::create_directories(dir);
+  const fs::path file = dir / "mini-v3-window16.kplan";
+  const std::string models = std::string(KPLAN_SOURCE_DIR) + "/models";
+  const std::string cmd = std::string(KPLAN_BINARY) + " compile --model " + models + "/mini-v3 --draft " + models +
+                          "/mini-v3-dflash --draft-context-window 16 --arch " + arch + " -o " + file.string() + " > " +
+                          (dir / "compile.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
+  PlanHandle cpu(file.string(), KPLAN_DEVICE_CPU);
+  std::ifstream lines(std::string(KPLAN_TEST_DATA_DIR) + "/mini-v3/heldout_prompts.jsonl");
+  std::string line;
+  for (int p = 0; p < 2 && std::getline(lines, line); ++p) {
+    const std::string text = nlohmann::json::parse(line)["text"].get<std::string>().substr(0, 600);
+    std::vector<int32_t> prompt(1024);
+    int32_t n = 0;
+    ASSERT_EQ(kplan_tokenizer_encode(gpu.get(), text.data(), text.size(), prompt.data(), 1024, &n), KPLAN_STATUS_OK);
+    ASSERT_GE(n, 60);
+    prompt.resize(60);
+    const Decoded ar = generate(gpu, prompt, KPLAN_SPEC_NONE, 0);
+    for (int32_t budget : {0, 1, 4, 16, 63}) {
+      const kplan_spec_mode spec = budget == 0 ? KPLAN_SPEC_DFLASH : KPLAN_SPEC_DDTREE;
+      const std::string what = "prompt " + std::to_string(p) + " budget " + std::to_string(budget);
+      const Decoded device = generate(gpu, prompt, spec, budget);
+      setenv("KPLAN_DEVICE_ROUNDS", "0", 1);
+      const Decoded host = generate(gpu, prompt, spec, budget);
+      unsetenv("KPLAN_DEVICE_ROUNDS");
+      const Decoded c = generate(cpu, prompt, spec, budget);
+      EXPECT_EQ(device.tokens, ar.tokens) << what;
+      EXPECT_EQ(c.tokens, ar.tokens) << what << " (CPU)";
+      for (const Decoded* g : {&device, &host}) {
+        const std::string which = what + (g == &device ? " device rounds" : " host rounds");
+        EXPECT_EQ(g->tokens, c.tokens) << which;
+        EXPECT_EQ(g->stats.rounds, c.stats.rounds) << which;
+        EXPECT_EQ(g->stats.tree_nodes, c.stats.tree_nodes) << which;
+        EXPECT_EQ(g->stats.committed_in_rounds, c.stats.committed_in_rounds) << which;
+      }
+    }
+  }
+}
+
 // kplan bench's expert count: the distinct routed experts a step's tokens chose per MoE layer,
 // read from the device's router outputs. One token picks exactly top-k experts in every layer;
 // a longer step's first tokens choose as a shorter step's do (same cache, causal), so the
