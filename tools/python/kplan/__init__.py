@@ -101,7 +101,8 @@ class _GenerateStats(ctypes.Structure):
                 ("seconds_draft", ctypes.c_double), ("seconds_tree_build", ctypes.c_double),
                 ("seconds_verify", ctypes.c_double), ("seconds_walk_commit", ctypes.c_double),
                 ("acceptance_histogram", ctypes.c_int64 * _BINS), ("seconds_rounds", ctypes.c_double),
-                ("seconds_device_wait", ctypes.c_double), ("stop_reason", ctypes.c_int32)]
+                ("seconds_device_wait", ctypes.c_double), ("device_rounds", ctypes.c_int32),
+                ("stop_reason", ctypes.c_int32)]
 
 
 _SPEC = {"none": 0, "dflash": 1, "ddtree": 2}
