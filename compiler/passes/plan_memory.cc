@@ -42,7 +42,8 @@ class MemoryPlanner {
   }
 
   void add_step_inputs() {
-    const uint64_t t = static_cast<uint64_t>(s_.max_tokens);
+    // The drafter's block is a step too: its tokens and positions may outnumber the largest bucket's.
+    const uint64_t t = static_cast<uint64_t>(std::max(s_.max_tokens, s_.draft_rows));
     const std::tuple<plan::StepInputKind, const char*, uint64_t> inputs[] = {
         {plan::StepInputKind::Tokens, "step.tokens", 4 * t},
         {plan::StepInputKind::Positions, "step.positions", 4 * t},

@@ -36,6 +36,10 @@ struct DecodeOptions {
   // Greedy rounds at a fixed budget run whole on the device when the drafter can (one graph a
   // round, step_model.h DeviceRounds); false: the host runs each round's steps (to compare).
   bool device_rounds = true;
+  // --budget auto on device rounds too (each round sized by the previous round's tree, built at
+  // the largest budget on the device): measured slower than the host's auto round on the bundled
+  // pair (bench/RESULTS.md 17:35), so only on request (KPLAN_DEVICE_ROUNDS=auto).
+  bool device_auto = false;
 };
 
 struct DecodeResult {

@@ -57,7 +57,8 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
   // launch and one read per round. --budget auto there builds each tree at the largest budget
   // and sizes the round by the previous round's tree (the host loop uses the round's own).
   const int64_t largest = single_path ? drafter.max_depth() : chooser ? chooser->max_budget() : options.budget;
-  DeviceRounds* device = options.device_rounds && sampler.greedy() && drafter.max_depth() > 0
+  DeviceRounds* device = options.device_rounds && (!chooser || options.device_auto) && sampler.greedy() &&
+                                 drafter.max_depth() > 0
                              ? drafter.device_rounds(1 + largest)
                              : nullptr;
   std::vector<double> costs;

@@ -129,6 +129,8 @@ TEST(GpuDrafter, DeviceRoundsAreTheHostRounds) {
     const Decoded ar = generate(gpu, prompt, KPLAN_SPEC_NONE, 0);
     for (int32_t budget : {0, 1, 3, 7, 15, 31, 63, KPLAN_BUDGET_AUTO}) {
       const kplan_spec_mode spec = budget == 0 ? KPLAN_SPEC_DFLASH : KPLAN_SPEC_DDTREE;
+      // --budget auto runs device rounds only on request.
+      if (budget == KPLAN_BUDGET_AUTO) setenv("KPLAN_DEVICE_ROUNDS", "auto", 1);
       const Decoded device = generate(gpu, prompt, spec, budget);
       setenv("KPLAN_DEVICE_ROUNDS", "0", 1);
       const Decoded host = generate(gpu, prompt, spec, budget);

@@ -119,7 +119,7 @@ TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
   for (const std::string& drafter : {"oracle --budget 8", "random --budget 40"}) {
     fs::path log = dir / "ddtree.log";
     ASSERT_EQ(run_cli("run " + plan_file.string() + " --device gpu --prompt-ids " + ids +
-                          " --max-new 16 --ignore-eos --spec ddtree --drafter " + drafter + " --seed 3",
+                          " --max-new 16 --ignore-eos --spec ddtree --drafter " + drafter + " --seed 3 --quiet",
                       log),
               0)
         << file_text(log);
