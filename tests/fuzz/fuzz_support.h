@@ -58,12 +58,15 @@ inline std::string_view as_text(const uint8_t* data, size_t size) {
 }
 
 // Runs `body`; kplan::Error (a refusal naming the problem) is the expected way to say no,
-// anything else is a finding.
+// anything else is a finding. KPLAN_FUZZ_VERBOSE=1 prints each refusal (to see which check a
+// crash-corpus input now meets: `KPLAN_FUZZ_VERBOSE=1 build-san/fuzz/fuzz_x corpus/x/crashes/*`).
 template <typename F>
 void refuse_cleanly(F&& body) {
+  static const bool verbose = std::getenv("KPLAN_FUZZ_VERBOSE") != nullptr;
   try {
     body();
-  } catch (const kplan::Error&) {
+  } catch (const kplan::Error& e) {
+    if (verbose) std::fprintf(stderr, "kplan fuzz: refused: %.300s\n", e.what());
   } catch (const std::exception& e) {
     finding(std::string("an exception other than kplan::Error (the CLI's \"internal error\"): ") + e.what());
   }
