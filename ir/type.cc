@@ -51,6 +51,9 @@ std::optional<Dim> Dim::parse(std::string_view text) {
     first = false;
   }
   if (first) return std::nullopt;
+  // A dim of constants alone is a size: "1-2" summed to -1, which printed as "-1" and did not
+  // parse again (found by tests/fuzz ir_parser). A symbolic dim may carry a negative offset (T-3).
+  if (d.symbols.empty() && d.constant < 0) return std::nullopt;
   std::sort(d.symbols.begin(), d.symbols.end());
   return d;
 }

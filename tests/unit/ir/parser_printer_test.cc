@@ -146,5 +146,13 @@ TEST(IrText, ATypeWithMoreThan2To63ElementsIsRefused) {
             "bad.kir:3:28: bad dim 'T+9223372036854775807+1'");
 }
 
+// Found by tests/fuzz (ir_parser; corpus/ir_parser/crashes/fuzz-negative-constant-dim): "1-2" was
+// read as the dim -1, printed as "-1", and the printed module did not parse. A dim of constants
+// alone must not be negative; a symbolic one keeps its offset.
+TEST(IrText, ANegativeConstantDimIsRefused) {
+  EXPECT_EQ(parse_error("module {\n  func @f(%x: f32[S, 1-2]) {\n  }\n}\n"), "bad.kir:2:22: bad dim '1-2'");
+  EXPECT_EQ(parse_error("module {\n  func @f(%x: f32[S-1, 3-3]) {\n  }\n}\n"), "(no error)");
+}
+
 }  // namespace
 }  // namespace kplan::ir
