@@ -180,9 +180,15 @@ std::vector<Type> infer_result_types(OpKind kind, const std::vector<Type>& t, co
       if (axis < 0 || axis >= static_cast<int64_t>(t[0].rank()))
         fail("axis " + std::to_string(axis) + " out of range for " + t[0].str());
       int64_t dim = o.constant_dim(0, axis);
-      if (start < 0 || size <= 0 || start + size > dim)
-        fail("slice [" + std::to_string(start) + ", " + std::to_string(start + size) +
-             ") out of range for dim " + std::to_string(axis) + " of " + t[0].str());
+      // Compared without start + size, which can overflow (untrusted IR text).
+      if (start < 0 || size <= 0 || start > dim || size > dim - start) {
+        int64_t end_value = 0;
+        const std::string end = __builtin_add_overflow(start, size, &end_value)
+                                    ? std::to_string(start) + " + " + std::to_string(size)
+                                    : std::to_string(end_value);
+        fail("slice [" + std::to_string(start) + ", " + end + ") out of range for dim " + std::to_string(axis) +
+             " of " + t[0].str());
+      }
       Type r = t[0];
       r.shape[axis] = Dim(size);
       return {r};

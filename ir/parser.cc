@@ -154,6 +154,10 @@ class Parser {
       if (accept(']')) break;
       expect(',');
     }
+    if (!constant_element_count(t.shape)) {
+      pos_ = at;
+      error("type " + t.str() + " has more than 2^63 elements");
+    }
     return t;
   }
 

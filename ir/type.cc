@@ -4,6 +4,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "ir/support/error.h"
+
 namespace kplan::ir {
 
 std::string Dim::str() const {
@@ -35,7 +37,7 @@ std::optional<Dim> Dim::parse(std::string_view text) {
       int64_t v = 0;
       auto [p, ec] = std::from_chars(text.data() + start, text.data() + i, v);
       if (ec != std::errc()) return std::nullopt;
-      d.constant += negative ? -v : v;
+      if (__builtin_add_overflow(d.constant, negative ? -v : v, &d.constant)) return std::nullopt;
     } else if (i < text.size() &&
                (std::isalpha(static_cast<unsigned char>(text[i])) || text[i] == '_')) {
       if (negative) return std::nullopt;  // symbols are never subtracted
@@ -49,6 +51,9 @@ std::optional<Dim> Dim::parse(std::string_view text) {
     first = false;
   }
   if (first) return std::nullopt;
+  // A dim of constants alone is a size: "1-2" summed to -1, which printed as "-1" and did not
+  // parse again (found by tests/fuzz ir_parser). A symbolic dim may carry a negative offset (T-3).
+  if (d.symbols.empty() && d.constant < 0) return std::nullopt;
   std::sort(d.symbols.begin(), d.symbols.end());
   return d;
 }
@@ -58,7 +63,8 @@ Dim operator+(const Dim& a, const Dim& b) {
   d.symbols = a.symbols;
   d.symbols.insert(d.symbols.end(), b.symbols.begin(), b.symbols.end());
   std::sort(d.symbols.begin(), d.symbols.end());
-  d.constant = a.constant + b.constant;
+  if (__builtin_add_overflow(a.constant, b.constant, &d.constant))
+    throw Error("dim " + a.str() + " + " + b.str() + " overflows a 64-bit integer");
   return d;
 }
 
@@ -73,22 +79,23 @@ std::string Type::shape_str() const {
 
 std::string Type::str() const { return std::string(dtype_name(dtype)) + shape_str(); }
 
+std::optional<int64_t> constant_element_count(const std::vector<Dim>& dims) {
+  int64_t product = 1;
+  for (const auto& d : dims)
+    if (d.is_constant() && __builtin_mul_overflow(product, d.value(), &product)) return std::nullopt;
+  return product;
+}
+
 bool same_element_count(const std::vector<Dim>& a, const std::vector<Dim>& b) {
-  auto split = [](const std::vector<Dim>& dims, int64_t& product, std::vector<std::string>& syms) {
-    product = 1;
-    for (const auto& d : dims) {
-      if (d.is_constant())
-        product *= d.value();
-      else
-        syms.push_back(d.str());
-    }
+  auto symbolic = [](const std::vector<Dim>& dims) {
+    std::vector<std::string> syms;
+    for (const auto& d : dims)
+      if (!d.is_constant()) syms.push_back(d.str());
     std::sort(syms.begin(), syms.end());
+    return syms;
   };
-  int64_t pa, pb;
-  std::vector<std::string> sa, sb;
-  split(a, pa, sa);
-  split(b, pb, sb);
-  return pa == pb && sa == sb;
+  const std::optional<int64_t> pa = constant_element_count(a), pb = constant_element_count(b);
+  return pa && pb && *pa == *pb && symbolic(a) == symbolic(b);
 }
 
 }  // namespace kplan::ir

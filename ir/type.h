@@ -47,5 +47,8 @@ struct Type {
 // True when a and b hold the same number of elements for every binding of the symbols:
 // equal products of constant dims and the same multiset of non-constant dims.
 bool same_element_count(const std::vector<Dim>& a, const std::vector<Dim>& b);
+// The product of the constant dims; nullopt when it overflows int64 (untrusted IR text can say
+// f32[4294967296, 4294967296]: the parser refuses such a type by it).
+std::optional<int64_t> constant_element_count(const std::vector<Dim>& dims);
 
 }  // namespace kplan::ir

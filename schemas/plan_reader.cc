@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -131,6 +132,36 @@ Bucket read_bucket(const fb::Bucket* b) {
   return out;
 }
 
+// FlatBuffers 2.0.8's verifier checks that a vector's length field is 4-byte aligned, not that
+// 8-byte elements are 8-byte aligned: a crafted plan can place a [long] or a [LaunchArg] at 4 mod 8,
+// and reading it is a misaligned load (undefined behaviour; found by tests/fuzz plan_reader). The
+// FlatBuffers builder aligns every vector to its elements, so such a plan is refused.
+template <typename V>
+void require_aligned(const V* v, const std::string& src, const std::string& what) {
+  if (v && reinterpret_cast<uintptr_t>(v->Data()) % 8 != 0)
+    throw Error(src + ": damaged plan: " + what + " is not 8-byte aligned in the metadata");
+}
+
+void check_vector_alignment(const fb::Plan* root, const std::string& src) {
+  require_aligned(root->model()->eos_token_ids(), src, "the model spec's eos_token_ids");
+  if (root->draft()) require_aligned(root->draft()->target_layer_ids(), src, "the drafter spec's target_layer_ids");
+  if (root->weights())
+    for (const fb::Weight* w : *root->weights())
+      require_aligned(w->shape(), src, "the shape of weight " + str(w->name()));
+  if (root->buckets())
+    for (const fb::Bucket* b : *root->buckets()) {
+      if (!b->launches()) continue;
+      for (const fb::Launch* l : *b->launches()) {
+        require_aligned(l->args(), src, "a launch's arguments in bucket " + str(b->program()));
+        if (l->tensor_maps())
+          for (const fb::TensorMap* t : *l->tensor_maps()) {
+            require_aligned(t->dims(), src, "a tensor map's dims in bucket " + str(b->program()));
+            require_aligned(t->strides(), src, "a tensor map's strides in bucket " + str(b->program()));
+          }
+      }
+    }
+}
+
 // Enum values the verifier does not check (FlatBuffers stores them as plain bytes).
 void check_enums(const Plan& p, const std::string& src) {
   auto bad = [&](const std::string& what) { throw Error(src + ": damaged plan: unknown " + what); };
@@ -219,6 +250,7 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
                 std::to_string(version));
   if (!root->model())
     throw Error(src + ": damaged plan: the metadata has no model spec");
+  check_vector_alignment(root, src);
   plan.model = read_model_spec(*root->model());
   if (root->draft()) plan.draft = read_draft_spec(*root->draft());
   plan.model_config_json = str(root->model_config_json());

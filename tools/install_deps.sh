@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs every system package kplan builds and tests with, on a fresh Debian 12 machine.
+# Installs every system package kplan builds and tests with, on a fresh Debian 12 machine (clang-16
+# with its compiler-rt, libFuzzer included: the sanitizer and fuzz build, tools/sanitize_tests.sh).
 # Idempotent: does nothing when all packages are present. Needs root (or sudo).
 set -euo pipefail
 packages=(cmake ninja-build g++ libgtest-dev googletest libflatbuffers-dev flatbuffers-compiler
           llvm-16-dev llvm-16-tools nlohmann-json3-dev libcli11-dev libpcre2-dev libxxhash-dev
-          python3 pkg-config binutils)
+          python3 pkg-config binutils clang-16 libclang-rt-16-dev llvm-16)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -157,7 +157,8 @@ std::vector<int64_t> derive_target_layer_ids(int64_t num_target_layers, int64_t 
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < num_draft_layers; ++i) {
     // Python's round(): to nearest, ties to even (std::nearbyint in the default rounding mode).
-    const double x = static_cast<double>(start) + static_cast<double>(i * span) / static_cast<double>(num_draft_layers - 1);
+    const double x = static_cast<double>(start) + static_cast<double>(i) * static_cast<double>(span) /  // no int64 product
+                     static_cast<double>(num_draft_layers - 1);
     ids.push_back(static_cast<int64_t>(std::nearbyint(x)));
   }
   return ids;
@@ -282,6 +283,14 @@ DraftConfig parse_draft_config(const nlohmann::json& j, const std::string& sourc
     for (int64_t id : c.target_layer_ids)
       if (id < 0) ids_at->fail("target_layer_ids", "negative layer id " + std::to_string(id));
   } else {
+    // The reference spreads the taps over target layers 1 .. num_target_layers - 3: with more than
+    // one drafter layer, fewer than 4 target layers give negative ids (Python indexes them from
+    // the end), which were accepted here and refused once written back (found by fuzzing).
+    if (c.num_hidden_layers > 1 && c.num_target_layers < 4)
+      n_at->fail("num_target_layers", std::to_string(c.num_target_layers) + " is too few to derive target_layer_ids for " +
+                                          std::to_string(c.num_hidden_layers) +
+                                          " drafter layers (they are spread over target layers 1 .. num_target_layers - 3); "
+                                          "give dflash_config.target_layer_ids");
     c.target_layer_ids = derive_target_layer_ids(c.num_target_layers, c.num_hidden_layers);
   }
   c.mask_token_id = resolve_mask_token(f, c.vocab_size, tokens);

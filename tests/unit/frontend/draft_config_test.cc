@@ -98,6 +98,13 @@ TEST(DraftConfig, EachBadConfigClassHasItsOwnError) {
          j.erase("num_target_layers");
        },
        {"field 'num_target_layers'", "missing required field", "derived from it"}},
+      // Found by tests/fuzz (draft_config): 2 target layers derived the ids {1, -1}, accepted here.
+      {"layer ids derived from too few target layers",
+       [](auto& j) {
+         j["dflash_config"].erase("target_layer_ids");
+         j["num_target_layers"] = 2;
+       },
+       {"field 'num_target_layers'", "2 is too few to derive target_layer_ids for 2 drafter layers"}},
       {"layer ids type", [](auto& j) { j["dflash_config"]["target_layer_ids"] = {1, "3"}; },
        {"field 'dflash_config.target_layer_ids'", "element 1"}},
       {"empty layer ids", [](auto& j) { j["dflash_config"]["target_layer_ids"] = nlohmann::json::array(); },

@@ -156,5 +156,50 @@ TEST(TensorSpec, DraftTiny) {
   EXPECT_EQ(m.count("layers.2.input_layernorm.weight"), 0u);
 }
 
+// Issue 12 (tests/fuzz/corpus/model_config/crashes/issue12-heads-2pow62): the config's numbers are
+// untrusted, and 2^62 heads times a head dim wrapped int64 (undefined behaviour; UBSan) into a
+// shape that looked like any other. Each product is checked and refused naming the fields.
+std::string spec_error(const nlohmann::json& j) {
+  try {
+    target_tensor_specs(parse_model_config(j, "config.json"));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(TensorSpec, HeadCountsWhoseProductsOverflowAreRefusedByField) {
+  nlohmann::json j = load_json("configs/tiny.json");
+  j["num_attention_heads"] = j["num_key_value_heads"] = int64_t{1} << 62;
+  EXPECT_NE(spec_error(j).find("num_attention_heads x qk_head_dim = 4611686018427387904 x 48 overflows"), std::string::npos)
+      << spec_error(j);
+  j = load_json("configs/tiny.json");
+  j["qk_nope_head_dim"] = INT64_MAX;
+  EXPECT_NE(spec_error(j).find("qk_head_dim (qk_nope_head_dim + qk_rope_head_dim)"), std::string::npos) << spec_error(j);
+}
+
+TEST(TensorSpec, ATensorPast2To63BytesIsRefusedByName) {
+  nlohmann::json j = load_json("configs/tiny.json");
+  j["vocab_size"] = int64_t{1} << 40;
+  j["hidden_size"] = int64_t{1} << 22;  // 2^62 elements of bf16: 2^63 bytes
+  EXPECT_NE(spec_error(j).find("tensor model.embed_tokens.weight of shape [1099511627776, 4194304] would hold more "
+                               "than 2^63 bytes"),
+            std::string::npos)
+      << spec_error(j);
+}
+
+TEST(TensorSpec, DrafterHeadProductsOverflowAreRefusedByField) {
+  nlohmann::json j = load_json("configs/draft-tiny.json");
+  j["num_attention_heads"] = int64_t{1} << 60;
+  j["num_key_value_heads"] = int64_t{1} << 60;
+  std::string what = "no error";
+  try {
+    draft_tensor_specs(parse_draft_config(j, "config.json"));
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("num_attention_heads x head_dim"), std::string::npos) << what;
+}
+
 }  // namespace
 }  // namespace kplan

@@ -133,5 +133,26 @@ TEST(IrText, ADeeplyNestedListAttributeIsRefusedNotRecursed) {
             "bad.kir:3:40: list attributes hold integers only");
 }
 
+// Issue 12 (tests/fuzz/corpus/ir_parser/crashes/issue12-reshape-element-count-overflows): a type's
+// element count past 2^63 overflowed int64 where reshape compares counts (UBSan, ir/type.cc) and
+// the file was accepted; such a type is refused where it is written, as is a dim constant that
+// overflows while it is summed.
+TEST(IrText, ATypeWithMoreThan2To63ElementsIsRefused) {
+  EXPECT_EQ(parse_error(in_func("    %0 = reshape(%x) : f32[4294967296, 2147483648, 2]")),
+            "bad.kir:3:24: type f32[4294967296, 2147483648, 2] has more than 2^63 elements");
+  EXPECT_EQ(parse_error("module {\n  func @f(%x: f32[4294967296, 4294967296]) {\n  }\n}\n"),
+            "bad.kir:2:15: type f32[4294967296, 4294967296] has more than 2^63 elements");
+  EXPECT_EQ(parse_error(in_func("    %0 = add(%x, %x) : f32[T+9223372036854775807+1, 4]")),
+            "bad.kir:3:28: bad dim 'T+9223372036854775807+1'");
+}
+
+// Found by tests/fuzz (ir_parser; corpus/ir_parser/crashes/fuzz-negative-constant-dim): "1-2" was
+// read as the dim -1, printed as "-1", and the printed module did not parse. A dim of constants
+// alone must not be negative; a symbolic one keeps its offset.
+TEST(IrText, ANegativeConstantDimIsRefused) {
+  EXPECT_EQ(parse_error("module {\n  func @f(%x: f32[S, 1-2]) {\n  }\n}\n"), "bad.kir:2:22: bad dim '1-2'");
+  EXPECT_EQ(parse_error("module {\n  func @f(%x: f32[S-1, 3-3]) {\n  }\n}\n"), "(no error)");
+}
+
 }  // namespace
 }  // namespace kplan::ir

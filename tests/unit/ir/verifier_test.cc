@@ -57,6 +57,16 @@ TEST(IrVerifier, SliceOutOfRangeAndSymbolicAxis) {
             "@f: %0 = slice(%x): operand 0 (x) has shape [T, 4], expected a constant dim 0");
 }
 
+// Issue 12 (tests/fuzz/corpus/ir_parser/crashes/issue12-slice-bounds-overflow): start + size
+// overflowed int64 (UBSan, ir/infer.cc) and the slice was accepted.
+TEST(IrVerifier, ASliceWhoseEndOverflowsIsOutOfRange) {
+  EXPECT_EQ(first(diagnostics("    %0 = slice(%x) {axis = 1, start = 9223372036854775807, size = 2} : f32[T, 2]")),
+            "@f: %0 = slice(%x): slice [9223372036854775807, 9223372036854775807 + 2) out of range for dim 1 "
+            "of f32[T, 4]");
+  EXPECT_EQ(first(diagnostics("    %0 = slice(%x) {axis = 1, start = 3, size = 9223372036854775807} : f32[T, 2]")),
+            "@f: %0 = slice(%x): slice [3, 3 + 9223372036854775807) out of range for dim 1 of f32[T, 4]");
+}
+
 TEST(IrVerifier, ReshapeMustKeepElementCount) {
   EXPECT_EQ(first(diagnostics("    %0 = reshape(%x) : f32[T, 2, 3]")),
             "@f: %0 = reshape(%x): cannot reshape f32[T, 4] to [T, 2, 3] (element counts differ)");

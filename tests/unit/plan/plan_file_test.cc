@@ -12,6 +12,7 @@
 #include "ir/support/checksum.h"
 
 #include "schemas/plan_arch.h"
+#include "schemas/kplan_generated.h"
 #include "schemas/plan_file_format.h"
 #include "schemas/plan_reader.h"
 #include "schemas/plan_writer.h"
@@ -183,6 +184,35 @@ TEST_F(PlanFileTest, RefusesSizesThatWrapPast2To64) {
   EXPECT_NE(read_error(path).find("damaged plan: the metadata size"), std::string::npos) << read_error(path);
   with_prefix([](FilePrefix& p) { p.data_offset = ~uint64_t{0} - 4095; });
   EXPECT_NE(read_error(path).find("damaged plan"), std::string::npos) << read_error(path);
+}
+
+// Found by tests/fuzz (plan_reader; corpus/plan_reader/crashes/fuzz-misaligned-int64-vector):
+// FlatBuffers' verifier checks a vector's length field is 4-byte aligned, not that int64
+// elements are 8-byte aligned, so a crafted weight shape at 4 mod 8 passed it and was read with
+// misaligned loads (undefined behaviour; UBSan). Here the shape is moved into the padding before
+// the data section, at 4 mod 8, with both checksums valid.
+TEST_F(PlanFileTest, RefusesAMisalignedInt64Vector) {
+  FilePrefix prefix = prefix_of(bytes);
+  uint8_t* fb_bytes = bytes.data() + kPrefixSize;
+  const fb::Weight* w = fb::GetPlan(fb_bytes)->weights()->Get(0);
+  const uint8_t* field = reinterpret_cast<const flatbuffers::Table*>(w)->GetAddressOf(fb::Weight::VT_SHAPE);
+  ASSERT_NE(field, nullptr);
+  const uint64_t field_at = static_cast<uint64_t>(field - fb_bytes);
+  uint64_t at = (prefix.flatbuffer_size + 7) / 8 * 8;  // length at 0 mod 8: the elements at 4 mod 8
+  ASSERT_LE(kPrefixSize + at + 4 + 16, prefix.data_offset) << "no padding before the data section";
+  const uint32_t length = 2;
+  const int64_t dims[2] = {3, 5};
+  std::memcpy(fb_bytes + at, &length, 4);
+  std::memcpy(fb_bytes + at + 4, dims, 16);
+  const uint32_t uoffset = static_cast<uint32_t>(at - field_at);
+  std::memcpy(bytes.data() + kPrefixSize + field_at, &uoffset, 4);
+  prefix.flatbuffer_size = at + 4 + 16;
+  store_prefix(bytes, prefix, /*fix_checksums=*/true);
+  write_bytes(path, bytes);
+  EXPECT_NE(read_error(path).find("damaged plan: the shape of weight " + original.weights[0].name +
+                                  " is not 8-byte aligned in the metadata"),
+            std::string::npos)
+      << read_error(path);
 }
 
 // A KV cache whose rows x row bytes wraps past 2^64 (2^62 rows of 16 bytes is 0 mod 2^64) must not

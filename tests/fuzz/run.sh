@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Builds and runs the libFuzzer targets of tests/fuzz (clang-16, ASan + UBSan; README.md here).
+#   tests/fuzz/run.sh [-t SECONDS] [-b BUILD] [-j JOBS] [--replay-only] [--build-only] [TARGET...]
+# For each target (all when none is named): first replays the committed crash corpus
+# (corpus/<target>/crashes: inputs that once crashed, each must now run clean), then fuzzes for
+# SECONDS (default 60) from the committed seeds plus the corpus grown by earlier runs
+# (BUILD/fuzz/corpus/<target>), with the target's dictionary. A crash leaves its input in
+# BUILD/fuzz/artifacts/<target>/ and fails the run; copy it to corpus/<target>/crashes once fixed.
+# Prints per target the executions, executions per second, coverage (edges) and features.
+# BUILD (default build-san) is configured here when it is not yet: clang++-16, -DKPLAN_FUZZ=ON.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+seconds=60 build="$root/build-san" jobs=1 replay_only=0 build_only=0 targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -t) seconds="$2"; shift 2 ;;
+    -b) build="$(realpath -m "$2")"; shift 2 ;;
+    -j) jobs="$2"; shift 2 ;;
+    --replay-only) replay_only=1; shift ;;
+    --build-only) build_only=1; shift ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+all=(safetensors safetensors_index model_config draft_config plan_reader tokenizer_files tokenizer_codec ir_parser)
+[ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
+dict_of() {
+  case "$1" in
+    ir_parser) echo "$here/ir.dict" ;;
+    safetensors|safetensors_index|model_config|draft_config|tokenizer_files) echo "$here/json.dict" ;;
+    *) echo "" ;;
+  esac
+}
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" -DKPLAN_FUZZ=ON >/dev/null
+fi
+ninja -C "$build" -j "$jobs" $(printf 'fuzz_%s ' "${targets[@]}") | grep -v '^ninja: no work' | tail -n 1
+[ $build_only -eq 0 ] || exit 0
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+status=0
+summary=()
+for t in "${targets[@]}"; do
+  bin="$build/fuzz/fuzz_$t"
+  committed="$here/corpus/$t"
+  mkdir -p "$committed/seeds" "$committed/crashes"
+  # 1. The crash corpus: every input once; a crash here is a regression of a fixed finding.
+  mapfile -t crashes < <(find "$committed/crashes" -type f ! -name README.md | sort)
+  if [ ${#crashes[@]} -gt 0 ]; then
+    if "$bin" -rss_limit_mb=2048 -timeout=20 "${crashes[@]}" > "$build/fuzz/replay_$t.log" 2>&1; then
+      echo "fuzz $t: replayed ${#crashes[@]} crash inputs, all clean"
+    else
+      echo "fuzz $t: FAILED replaying the crash corpus (log: $build/fuzz/replay_$t.log)"
+      grep -E 'ERROR|FINDING|runtime error|Running:' "$build/fuzz/replay_$t.log" | tail -n 6
+      status=1
+      continue
+    fi
+  fi
+  [ $replay_only -eq 0 ] || continue
+  # 2. Fuzzing for a fixed time.
+  grown="$build/fuzz/corpus/$t" artifacts="$build/fuzz/artifacts/$t/"
+  mkdir -p "$grown" "$artifacts"
+  dict="$(dict_of "$t")"
+  log="$build/fuzz/fuzz_$t.log"
+  set +e
+  "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+    -artifact_prefix="$artifacts" ${dict:+-dict="$dict"} "$grown" "$committed/seeds" > "$log" 2>&1
+  rc=$?
+  set -e
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  cov=$(grep -oE '(DONE|#[0-9]+) +.*cov: [0-9]+' "$log" | tail -n 1 | grep -oE 'cov: [0-9]+' | grep -o '[0-9]*' || echo "?")
+  ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -n 1 | grep -o '[0-9]*' || echo "?")
+  if [ $rc -eq 0 ]; then
+    line="fuzz $t: ${seconds}s, $execs executions ($rate/s), cov $cov, ft $ft, no crash"
+  else
+    line="fuzz $t: CRASH after $execs executions (rc $rc; input in $artifacts, log $log)"
+    grep -E 'ERROR|FINDING|runtime error|SUMMARY' "$log" | head -n 4
+    status=1
+  fi
+  echo "$line"
+  summary+=("$line")
+done
+if [ ${#summary[@]} -gt 1 ]; then printf '%s\n' "---" "${summary[@]}"; fi
+exit $status
