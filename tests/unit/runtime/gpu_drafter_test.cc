@@ -56,28 +56,54 @@ Decoded generate(const PlanHandle& plan, const std::vector<int32_t>& prompt, kpl
   return d;
 }
 
-TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
-  const std::string arch = gpu_arch();
-  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
-  const fs::path dir = plan::testing::scratch_dir("kplan_gpu_drafter");
+// The bundled pair (models/mini-v3, with its drafter unless `draft` is false) compiled for this
+// GPU with `flags` into a scratch folder; the plan's path, or empty when the compile failed (its
+// log beside it, named in the failure).
+fs::path compile_bundled(const std::string& folder, const std::string& arch, const std::string& flags, bool draft = true) {
+  const fs::path dir = plan::testing::scratch_dir(folder);
   fs::create_directories(dir);
   const fs::path file = dir / "mini-v3.kplan";
   const std::string models = std::string(KPLAN_SOURCE_DIR) + "/models";
-  const std::string cmd = std::string(KPLAN_BINARY) + " compile --model " + models + "/mini-v3 --draft " + models +
-                          "/mini-v3-dflash --arch " + arch + " -o " + file.string() + " > " + (dir / "compile.log").string() + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string cmd = std::string(KPLAN_BINARY) + " compile --model " + models + "/mini-v3" +
+                          (draft ? " --draft " + models + "/mini-v3-dflash" : std::string()) + " --arch " + arch + " " +
+                          flags + " -o " + file.string() + " > " + (dir / "compile.log").string() + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    ADD_FAILURE() << cmd << " failed (log: " << (dir / "compile.log").string() << ")";
+    return {};
+  }
+  return file;
+}
+
+// The first `count` held-out prompts of the bundled pair (their first `chars` characters),
+// tokenized by the plan's tokenizer.
+std::vector<std::vector<int32_t>> heldout_prompts(const PlanHandle& plan, int count, size_t chars) {
+  std::ifstream lines(std::string(KPLAN_TEST_DATA_DIR) + "/mini-v3/heldout_prompts.jsonl");
+  std::vector<std::vector<int32_t>> prompts;
+  std::string line;
+  while (static_cast<int>(prompts.size()) < count && std::getline(lines, line)) {
+    const std::string text = nlohmann::json::parse(line)["text"].get<std::string>().substr(0, chars);
+    std::vector<int32_t> ids(1024);
+    int32_t n = 0;
+    EXPECT_EQ(kplan_tokenizer_encode(plan.get(), text.data(), text.size(), ids.data(), 1024, &n), KPLAN_STATUS_OK)
+        << kplan_error_last();
+    ids.resize(static_cast<size_t>(n));
+    prompts.push_back(std::move(ids));
+  }
+  EXPECT_EQ(static_cast<int>(prompts.size()), count);
+  return prompts;
+}
+
+TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
+  const std::string arch = gpu_arch();
+  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
+  const fs::path file = compile_bundled("kplan_gpu_drafter", arch, "");
+  ASSERT_FALSE(file.empty());
   PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
   PlanHandle cpu(file.string(), KPLAN_DEVICE_CPU);
 
-  std::ifstream lines(std::string(KPLAN_TEST_DATA_DIR) + "/mini-v3/heldout_prompts.jsonl");
-  std::string line;
-  for (int p = 0; p < 3 && std::getline(lines, line); ++p) {
-    const std::string text = nlohmann::json::parse(line)["text"].get<std::string>().substr(0, 300);
-    std::vector<int32_t> prompt(1024);
-    int32_t n = 0;
-    ASSERT_EQ(kplan_tokenizer_encode(gpu.get(), text.data(), text.size(), prompt.data(), 1024, &n), KPLAN_STATUS_OK)
-        << kplan_error_last();
-    prompt.resize(static_cast<size_t>(n));
+  const std::vector<std::vector<int32_t>> prompts = heldout_prompts(gpu, 3, 300);
+  for (int p = 0; p < static_cast<int>(prompts.size()); ++p) {
+    const std::vector<int32_t>& prompt = prompts[static_cast<size_t>(p)];
     const Decoded ar = generate(gpu, prompt, KPLAN_SPEC_NONE, 0);
     ASSERT_EQ(ar.tokens, generate(cpu, prompt, KPLAN_SPEC_NONE, 0).tokens) << "prompt " << p;
     for (int32_t budget : {1, 4, 16, 63}) {
@@ -106,25 +132,15 @@ TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
 TEST(GpuDrafter, DeviceRoundsAreTheHostRounds) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
-  const fs::path dir = plan::testing::scratch_dir("kplan_gpu_device_rounds");
-  fs::create_directories(dir);
-  const fs::path file = dir / "mini-v3.kplan";
-  const std::string models = std::string(KPLAN_SOURCE_DIR) + "/models";
-  const std::string cmd = std::string(KPLAN_BINARY) + " compile --model " + models + "/mini-v3 --draft " + models +
-                          "/mini-v3-dflash --arch " + arch + " --max-context 88 -o " + file.string() + " > " +
-                          (dir / "compile.log").string() + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const fs::path file = compile_bundled("kplan_gpu_device_rounds", arch, "--max-context 88");
+  ASSERT_FALSE(file.empty());
   PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
-  std::ifstream lines(std::string(KPLAN_TEST_DATA_DIR) + "/mini-v3/heldout_prompts.jsonl");
-  std::string line;
-  for (int p = 0; p < 2 && std::getline(lines, line); ++p) {
+  const std::vector<std::vector<int32_t>> prompts = heldout_prompts(gpu, 2, 600);
+  for (int p = 0; p < static_cast<int>(prompts.size()); ++p) {
     // Prompts of 40 and 70 tokens: 24 new tokens fit the 88-position context after the first and
     // fill it after the second (the trees shrink to the room left, then the decode stops).
-    const std::string text = nlohmann::json::parse(line)["text"].get<std::string>().substr(0, 600);
-    std::vector<int32_t> prompt(1024);
-    int32_t n = 0;
-    ASSERT_EQ(kplan_tokenizer_encode(gpu.get(), text.data(), text.size(), prompt.data(), 1024, &n), KPLAN_STATUS_OK);
-    ASSERT_GE(n, 70);
+    std::vector<int32_t> prompt = prompts[static_cast<size_t>(p)];
+    ASSERT_GE(prompt.size(), 70u);
     prompt.resize(p == 0 ? 40 : 70);
     const Decoded ar = generate(gpu, prompt, KPLAN_SPEC_NONE, 0);
     for (int32_t budget : {0, 1, 3, 7, 15, 31, 63, KPLAN_BUDGET_AUTO}) {
@@ -162,24 +178,14 @@ TEST(GpuDrafter, DeviceRoundsAreTheHostRounds) {
 TEST(GpuDrafter, ContextWindowRoundsOnTheGpuAreTheCpuRounds) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
-  const fs::path dir = plan::testing::scratch_dir("kplan_gpu_drafter_window");
-  fs::create_directories(dir);
-  const fs::path file = dir / "mini-v3-window16.kplan";
-  const std::string models = std::string(KPLAN_SOURCE_DIR) + "/models";
-  const std::string cmd = std::string(KPLAN_BINARY) + " compile --model " + models + "/mini-v3 --draft " + models +
-                          "/mini-v3-dflash --draft-context-window 16 --arch " + arch + " -o " + file.string() + " > " +
-                          (dir / "compile.log").string() + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const fs::path file = compile_bundled("kplan_gpu_drafter_window", arch, "--draft-context-window 16");
+  ASSERT_FALSE(file.empty());
   PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
   PlanHandle cpu(file.string(), KPLAN_DEVICE_CPU);
-  std::ifstream lines(std::string(KPLAN_TEST_DATA_DIR) + "/mini-v3/heldout_prompts.jsonl");
-  std::string line;
-  for (int p = 0; p < 2 && std::getline(lines, line); ++p) {
-    const std::string text = nlohmann::json::parse(line)["text"].get<std::string>().substr(0, 600);
-    std::vector<int32_t> prompt(1024);
-    int32_t n = 0;
-    ASSERT_EQ(kplan_tokenizer_encode(gpu.get(), text.data(), text.size(), prompt.data(), 1024, &n), KPLAN_STATUS_OK);
-    ASSERT_GE(n, 60);
+  const std::vector<std::vector<int32_t>> prompts = heldout_prompts(gpu, 2, 600);
+  for (int p = 0; p < static_cast<int>(prompts.size()); ++p) {
+    std::vector<int32_t> prompt = prompts[static_cast<size_t>(p)];
+    ASSERT_GE(prompt.size(), 60u);
     prompt.resize(60);
     const Decoded ar = generate(gpu, prompt, KPLAN_SPEC_NONE, 0);
     for (int32_t budget : {0, 1, 4, 16, 63}) {
@@ -210,12 +216,8 @@ TEST(GpuDrafter, ContextWindowRoundsOnTheGpuAreTheCpuRounds) {
 TEST(GpuDrafter, BenchStepCountsTheRoutedExpertsTheTokensChose) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
-  const fs::path dir = plan::testing::scratch_dir("kplan_gpu_bench_experts");
-  fs::create_directories(dir);
-  const fs::path file = dir / "mini-v3.kplan";
-  const std::string cmd = std::string(KPLAN_BINARY) + " compile --model " + KPLAN_SOURCE_DIR + "/models/mini-v3 --arch " + arch +
-                          " --buckets 1,2,4,16,64 -o " + file.string() + " > " + (dir / "compile.log").string() + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const fs::path file = compile_bundled("kplan_gpu_bench_experts", arch, "--buckets 1,2,4,16,64", /*draft=*/false);
+  ASSERT_FALSE(file.empty());
   PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
   SessionTargetModel session(gpu);
   const int64_t moe_layers = gpu.spec().num_hidden_layers - gpu.spec().first_k_dense_replace;
