@@ -53,6 +53,13 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
   sink.push(bonus);
 
   const double rounds_start = seconds_now(), wait_start = target.device_wait_seconds();
+  // A round verified `nodes` tokens and committed `committed` (root + accepted path), whoever ran it.
+  auto count_round = [&](int64_t nodes, int64_t committed) {
+    ++stats.rounds;
+    ++stats.target_forwards;
+    stats.add_round_commit(committed);
+    stats.tree_nodes += nodes;
+  };
   // Whole rounds on the device: the same trees, walks and commits as the loop below, with one
   // launch and one read per round. --budget auto there builds each tree at the largest budget
   // and sizes the round by the previous round's tree (the host loop uses the round's own).
@@ -86,10 +93,7 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
                        std::max(0.0, round_seconds - verify));
       last_tree = std::move(y.path_log_probs);
     }
-    ++stats.rounds;
-    ++stats.target_forwards;
-    stats.add_round_commit(static_cast<int64_t>(y.tokens.size()));
-    stats.tree_nodes += y.nodes;
+    count_round(y.nodes, static_cast<int64_t>(y.tokens.size()));
     for (int32_t token : y.tokens) sink.push(token);
   }
   while (!device && !sink.done()) {
@@ -144,10 +148,7 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
     stats.seconds.draft += observed - t0;
     if (chooser) chooser->observe(tree, static_cast<int64_t>(walk.accepted.size()) - 1, propose_seconds + (observed - t0));
 
-    ++stats.rounds;
-    ++stats.target_forwards;
-    stats.add_round_commit(static_cast<int64_t>(walk.accepted.size()));
-    stats.tree_nodes += tree.size();
+    count_round(tree.size(), static_cast<int64_t>(walk.accepted.size()));
     for (size_t i = 1; i < walk.accepted.size(); ++i) sink.push(tree.tokens[walk.accepted[i]]);
     sink.push(walk.next_token);
     bonus = walk.next_token;

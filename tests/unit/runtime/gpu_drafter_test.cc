@@ -23,11 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string gpu_arch() {
-  kplan_device_info info;
-  return kplan_device_probe(&info) == KPLAN_STATUS_OK ? std::string(info.arch) : std::string();
-}
-
 struct Decoded {
   std::vector<int32_t> tokens;
   kplan_generate_stats stats{};

@@ -26,11 +26,6 @@ namespace fs = std::filesystem;
 
 constexpr double kMaxRelError = 1e-2;
 
-std::string gpu_arch() {
-  kplan_device_info info;
-  return kplan_device_probe(&info) == KPLAN_STATUS_OK ? std::string(info.arch) : std::string();
-}
-
 double rel_error(const float* got, const std::vector<float>& want) {
   double diff = 0, scale = 0;
   for (size_t i = 0; i < want.size(); ++i) {

@@ -25,11 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string gpu_arch() {
-  kplan_device_info info;
-  return kplan_device_probe(&info) == KPLAN_STATUS_OK ? std::string(info.arch) : std::string();
-}
-
 // The launch a weight gets: every unit covered by the stride, one block of the kernel's size.
 TEST(SyntheticLaunch, CoversTheWeight) {
   plan::Plan p;

@@ -18,6 +18,12 @@ inline void api_check(kplan_status s) {
   if (s != KPLAN_STATUS_OK) throw Error(kplan_error_last());
 }
 
+// This machine's GPU arch ("sm_90") by the C API's probe; empty without a GPU (GPU tests skip).
+inline std::string gpu_arch() {
+  kplan_device_info info;
+  return kplan_device_probe(&info) == KPLAN_STATUS_OK ? std::string(info.arch) : std::string();
+}
+
 // An open plan and a model on `device` (closed on destruction).
 class PlanHandle {
  public:
