@@ -47,6 +47,21 @@
 //   Arguments: state, top_ids (int32 [D, K]), top_log_probs (f32 [D, K]), tokens, positions,
 //   tree_mask (uint32 [T, ceil(T / 32)]), cache_len, token_count, tree (int32 [2 T]).
 //
+// round_sample: a round at temperature > 0 (no sampling processor): each node's pick, the host
+//   sampler's (runtime/ddtree/token_sampler.cc) from @target/T's logits: weights
+//   exp((logit - max) / temperature) in double, the inverse CDF at u * total in index order (the
+//   last token of non-zero weight on a top-end rounding), u the pick's draw of the seed
+//   (ir/support/sample_draws.h: counter-based, the draw of depth d in the round rooted at length L
+//   is base + L + d). Overwrites next_ids, so round_walk walks the samples. A non-finite logit in
+//   a row makes its pick -1 (the host refuses the round: no token is -1). Each thread sums a
+//   contiguous chunk of the row; the chunks' exclusive prefix (a block scan in double) tells the
+//   one thread whose chunk holds u to scan it.
+//   Template parameters: T, V (vocab), THREADS.
+//   Launch: grid (T), block (THREADS); rows past the round's nodes return.
+//   Arguments: state, sample (u64 [3]: seed, temperature as f64 bits, base as i64; the host
+//   writes it at the rounds' start), logits (f32, row r at r * row_stride), positions (the verify
+//   step's: depth = position - cache length), next_ids (int32 [T]), row_stride.
+//
 // round_walk: the greedy walk of runtime/ddtree/tree_walk.cc over the target's choices at each
 //   node (@target/T's next_tokens): from the root, follow the child whose token is the target's
 //   choice; the first node without one yields the bonus. Writes the commit's inputs (the kept
@@ -55,6 +70,7 @@
 //   Launch: grid (1), block (32).
 //   Arguments: state, next_ids (int32 [T]), tree, tokens, token_count.
 #include "common.cuh"
+#include "sample_draws.h"
 
 namespace kp {
 
@@ -203,6 +219,85 @@ __device__ void round_tree(void* state, const void* top_ids, const void* top_log
     s[round_state::kNodes] = n;
     s[round_state::kScored] = built - 1;
   }
+}
+
+// A block-wide prefix sum in double over THREADS threads: thread t's span [start, end) of the
+// running total, spans that tile [0, total) with no gap or overlap (thread t's end is thread
+// t + 1's start to the bit, and the last end is the total), so exactly one span holds a point.
+template <int THREADS>
+__device__ __forceinline__ void block_spans(double v, double& start, double& end, double& total) {
+  __shared__ double warp_totals[THREADS / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  double inclusive = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const double other = __shfl_up_sync(0xffffffffu, inclusive, o);
+    if (lane >= o) inclusive += other;
+  }
+  double exclusive = __shfl_up_sync(0xffffffffu, inclusive, 1);
+  if (lane == 0) exclusive = 0.0;
+  __syncthreads();
+  if (lane == 31) warp_totals[warp] = inclusive;
+  __syncthreads();
+  double before = 0.0;
+  for (int w = 0; w < warp; ++w) before += warp_totals[w];
+  start = before + exclusive;
+  end = before + inclusive;
+  total = 0.0;
+  for (int w = 0; w < THREADS / 32; ++w) total += warp_totals[w];
+}
+
+template <int T, int V, int THREADS>
+__device__ void round_sample(const void* state, const void* sample, const void* logits, const void* positions,
+                             void* next_ids, int row_stride) {
+  static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps");
+  constexpr int CHUNK = (V + THREADS - 1) / THREADS;
+  const int* s = static_cast<const int*>(state);
+  const int r = blockIdx.x;
+  if (r >= clamp_int(s[round_state::kNodes], 1, T)) return;
+  const unsigned long long* params = static_cast<const unsigned long long*>(sample);
+  const double temperature = __longlong_as_double(static_cast<long long>(params[1]));
+  const float* row = static_cast<const float*>(logits) + static_cast<i64>(r) * row_stride;
+  const int begin = min(V, static_cast<int>(threadIdx.x) * CHUNK), end = min(V, begin + CHUNK);
+
+  float top = neg_inf();
+  int finite = 1;
+  for (int j = begin; j < end; ++j) {
+    const float v = row[j];
+    finite &= isfinite(v) ? 1 : 0;
+    top = fmaxf(top, v);
+  }
+  top = block_max<THREADS>(top);
+  if (!__syncthreads_and(finite)) {
+    if (threadIdx.x == 0) static_cast<int*>(next_ids)[r] = -1;
+    return;
+  }
+  double local = 0.0;
+  for (int j = begin; j < end; ++j) local += exp((static_cast<double>(row[j]) - top) / temperature);
+  double start, stop, total;
+  block_spans<THREADS>(local, start, stop, total);
+
+  const int length = s[round_state::kCacheLength];
+  const int depth = static_cast<const int*>(positions)[r] - length;
+  const double u = ::kplan::draws::uniform(params[0], ::kplan::draws::draw_index(static_cast<long long>(params[2]), length, depth)) * total;
+  // The owner of u, or (u rounded up to the total) the last thread holding weight.
+  __shared__ int last_holder;
+  if (threadIdx.x == 0) last_holder = -1;
+  __syncthreads();
+  if (local > 0.0) atomicMax(&last_holder, static_cast<int>(threadIdx.x));
+  __syncthreads();
+  const bool owner = (u >= start && u < stop) || (u >= total && static_cast<int>(threadIdx.x) == last_holder);
+  if (!owner) return;
+  double cumulative = start;
+  int pick = -1;
+  for (int j = begin; j < end; ++j) {
+    const double w = exp((static_cast<double>(row[j]) - top) / temperature);
+    if (w == 0.0) continue;
+    cumulative += w;
+    pick = j;  // the last token of non-zero weight absorbs rounding at the top end
+    if (u < cumulative) break;
+  }
+  static_cast<int*>(next_ids)[r] = pick;
 }
 
 template <int T, int THREADS>

@@ -82,7 +82,7 @@ DepthCandidates top_candidates(const Matrix& log_probs, int64_t depth, int64_t k
 DepthCandidates leading_candidates(std::span<const int32_t> ids, std::span<const float> log_probs, int64_t rows,
                                    int64_t width, int64_t depth, int64_t k);
 
-// Whole greedy rounds on the device that holds the target and the drafter (the GPU's
+// Whole rounds on the device that holds the target and the drafter (the GPU's
 // runtime/gpu/gpu_device_rounds.h): draft, tree, verify, walk and commit with no host work
 // between them, exactly the rounds decode_speculative runs on the host.
 struct RoundYield {
@@ -92,17 +92,31 @@ struct RoundYield {
   std::vector<double> path_log_probs;
 };
 
+// A device round at temperature > 0 (no sampling processor) draws as the host's TokenSampler:
+// the pick of output token k takes draw k of the seed (ir/support/sample_draws.h).
+struct RoundSampling {
+  double temperature = 0.0;  // 0: greedy rounds (the target's argmax at each node)
+  uint64_t seed = 0;
+  uint64_t next_draw = 0;  // the sampler's next draw index when the rounds begin
+};
+
 class DeviceRounds {
  public:
   virtual ~DeviceRounds() = default;
   // Rounds from `bonus` at the target's cache length, `remaining` tokens still wanted (a round
   // never drafts past them): trees of up to `budget` nodes (single_path: the drafter's chain).
-  // `build` > budget (--budget auto): each round builds the best-first tree to `build` nodes
-  // and verifies the tree of the budget round() names, its first nodes.
-  virtual void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining, int64_t build = 0) = 0;
-  // One round of `budget` nodes (at most begin's larger of budget and build); the target's and
-  // the drafter's caches hold its accepted path afterwards.
+  // `build` > budget (--budget auto): propose() builds the best-first tree to `build` nodes and
+  // verify() checks the tree of the budget it names, its first nodes.
+  virtual void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining, int64_t build = 0,
+                     const RoundSampling& sampling = {}) = 0;
+  // One round of `budget` nodes (at most begin's larger of budget and build) as one launch; the
+  // target's and the drafter's caches hold its accepted path afterwards.
   virtual RoundYield round(int64_t budget) = 0;
+  // A round in two launches, for a budget chosen from the round's own tree: propose() drafts and
+  // builds the tree to begin's `build` nodes and returns its path log-probabilities (root
+  // first); verify(budget) verifies its first 1 + budget nodes, walks and commits.
+  virtual std::vector<double> propose() = 0;
+  virtual RoundYield verify(int64_t budget) = 0;
 };
 
 // A drafter proposes a distribution for each of the next positions after the bonus token.
@@ -129,10 +143,11 @@ class Drafter {
   virtual std::vector<int64_t> capture_layers() const { return {}; }
   virtual int64_t max_depth() const = 0;
   virtual void reset() = 0;
-  // Greedy rounds verified in steps of `verify_tokens` run whole on the device, when this drafter
-  // and its target can (null otherwise: the host runs the round).
-  virtual DeviceRounds* device_rounds(int64_t verify_tokens) {
+  // Rounds verified in steps of `verify_tokens` (sampled: at temperature > 0) run whole on the
+  // device, when this drafter and its target can (null otherwise: the host runs the round).
+  virtual DeviceRounds* device_rounds(int64_t verify_tokens, bool sampled = false) {
     (void)verify_tokens;
+    (void)sampled;
     return nullptr;
   }
 };

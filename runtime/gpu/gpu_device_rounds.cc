@@ -20,71 +20,112 @@ const plan::StepOutput* round_state(const plan::Bucket& walk) {
   return nullptr;
 }
 
+const plan::BufferSlot* slot_named(const plan::Plan& p, const std::string& name, uint32_t* index = nullptr) {
+  for (size_t i = 0; i < p.buffers.slots.size(); ++i)
+    if (p.buffers.slots[i].name == name) {
+      if (index) *index = static_cast<uint32_t>(i);
+      return &p.buffers.slots[i];
+    }
+  return nullptr;
+}
+
 }  // namespace
 
-std::vector<const plan::Bucket*> GpuDeviceRounds::chain_for(const plan::Plan& p, int64_t verify_tokens) {
+std::vector<const plan::Bucket*> GpuDeviceRounds::chain_for(const plan::Plan& p, int64_t verify_tokens, bool sampled,
+                                                            Part part) {
   if (verify_tokens < 2 || !p.draft) return {};
   const plan::Bucket* verify = p.bucket_for("target", verify_tokens);
   if (!verify) return {};
   const uint32_t t = verify->tokens;
-  const plan::Bucket* draft = p.bucket_for("draft", p.draft->block_size);
   const plan::Bucket* inputs = p.bucket_for("round_draft_inputs", 1);
+  const plan::Bucket* draft = p.bucket_for("draft", p.draft->block_size);
   const plan::Bucket* tree = p.bucket_for("round_tree", t);
   const plan::Bucket* context = p.bucket_for("draft_context", t);
+  const plan::Bucket* sample = sampled ? p.bucket_for("round_sample", t) : nullptr;
   const plan::Bucket* walk = p.bucket_for("round_walk", t);
   const plan::Bucket* commit = p.bucket_for("target_commit", 1);
   const plan::Bucket* draft_commit = p.bucket_for("draft_commit", 1);
-  const std::vector<const plan::Bucket*> chain = {inputs, draft, tree, verify, context, walk, commit, draft_commit};
+  std::vector<const plan::Bucket*> chain;
+  if (part != Part::kVerify) chain = {inputs, draft};
+  chain.push_back(tree);
+  if (part != Part::kPropose) {
+    chain.insert(chain.end(), {verify, context});
+    if (sampled) chain.push_back(sample);
+    chain.insert(chain.end(), {walk, commit, draft_commit});
+  }
   for (const plan::Bucket* b : chain)
     if (!b) return {};
-  if (tree->tokens != t || context->tokens != t || walk->tokens != t || !round_state(*walk)) return {};
+  if (tree->tokens != t || !walk || walk->tokens != t || !round_state(*walk)) return {};
+  if (part != Part::kPropose && (context->tokens != t || (sample && sample->tokens != t))) return {};
+  if (sampled && !slot_named(p, "round.sample")) return {};
   return chain;
 }
 
-bool GpuDeviceRounds::available(const plan::Plan& p, int64_t verify_tokens) { return !chain_for(p, verify_tokens).empty(); }
+bool GpuDeviceRounds::available(const plan::Plan& p, int64_t verify_tokens, bool sampled) {
+  return !chain_for(p, verify_tokens, sampled, Part::kWhole).empty();
+}
 
 void GpuDeviceRounds::prepare_all(GpuTargetModel& target) {
   GpuExecutor& exec = target.executor();
   const plan::Plan& p = exec.plan();
   for (const plan::Bucket& b : p.buckets) {
     if (b.program != "round_walk") continue;
-    const std::vector<const plan::Bucket*> chain = chain_for(p, b.tokens);
-    if (!chain.empty()) exec.prepare_chain(chain);
+    for (bool sampled : {false, true})
+      for (Part part : {Part::kWhole, Part::kPropose, Part::kVerify}) {
+        if (sampled && part == Part::kPropose) continue;  // the proposal does not sample
+        const std::vector<const plan::Bucket*> chain = chain_for(p, b.tokens, sampled, part);
+        if (!chain.empty()) exec.prepare_chain(chain);
+      }
   }
 }
 
 GpuDeviceRounds::GpuDeviceRounds(GpuTargetModel& target, int64_t verify_tokens, std::function<void(int64_t)> on_commit)
     : target_(target), exec_(target.executor()), on_commit_(std::move(on_commit)) {
-  const std::vector<const plan::Bucket*>& c = chain(verify_tokens);
+  const std::vector<const plan::Bucket*>& c = chain(verify_tokens, Part::kWhole);
   max_tokens_ = c[3]->tokens;
-  state_ = round_state(*c[5]);
+  state_ = round_state(*c[c.size() - 3]);
   for (const plan::Bucket& b : exec_.plan().buckets)
     if (b.program == "round_walk") largest_ = std::max<int64_t>(largest_, b.tokens);
   if (state_->cols != 16 + 2 * largest_ + 1)
     throw Error(exec_.model().source() + ": invalid plan: the round state has " + std::to_string(state_->cols) +
                 " words for verify buckets of up to " + std::to_string(largest_) + " tokens");
+  slot_named(exec_.plan(), "round.sample", &sample_slot_);
   words_.assign(static_cast<size_t>(state_->cols), 0);
 }
 
-const std::vector<const plan::Bucket*>& GpuDeviceRounds::chain(int64_t verify_tokens) {
+const std::vector<const plan::Bucket*>& GpuDeviceRounds::chain(int64_t verify_tokens, Part part) {
   const plan::Bucket* verify = exec_.plan().bucket_for("target", verify_tokens);
   const int64_t t = verify ? verify->tokens : verify_tokens;
-  auto it = chains_.find(t);
+  auto it = chains_.find({t, part, sampled_});
   if (it == chains_.end()) {
-    std::vector<const plan::Bucket*> c = chain_for(exec_.plan(), verify_tokens);
+    std::vector<const plan::Bucket*> c = chain_for(exec_.plan(), verify_tokens, sampled_, part);
     if (c.empty())
       throw Error(exec_.model().source() + ": the plan has no device round for a verify of " + std::to_string(verify_tokens) +
-                  " tokens (recompile it with --draft DIR)");
-    it = chains_.emplace(t, std::move(c)).first;
+                  " tokens" + (sampled_ ? " at temperature > 0" : "") + " (recompile it with --draft DIR)");
+    it = chains_.emplace(std::tuple{t, part, sampled_}, std::move(c)).first;
   }
   return it->second;
 }
 
-void GpuDeviceRounds::begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining, int64_t build) {
+void GpuDeviceRounds::begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining, int64_t build,
+                            const RoundSampling& sampling) {
   max_budget_ = std::max(budget, build);
+  build_ = build;
   if (budget < 1 || max_budget_ > max_tokens_ - 1)
     throw Error("device rounds: a budget of " + std::to_string(max_budget_) + " nodes does not fit the verify bucket of " +
                 std::to_string(max_tokens_) + " tokens");
+  sampled_ = sampling.temperature > 0.0;
+  if (sampled_) {
+    if (!available(exec_.plan(), max_tokens_, true))
+      throw Error(exec_.model().source() + ": the plan has no sampled device rounds (recompile it with --draft DIR)");
+    // round_sample's parameters: seed, temperature, and the draw base (ir/support/sample_draws.h).
+    uint64_t params[3];
+    params[0] = sampling.seed;
+    std::memcpy(&params[1], &sampling.temperature, 8);
+    const int64_t base = static_cast<int64_t>(sampling.next_draw) - target_.cache_length();
+    std::memcpy(&params[2], &base, 8);
+    exec_.write_slot(sample_slot_, 0, params, sizeof params, /*wait=*/false);
+  }
   std::fill(words_.begin(), words_.end(), 0);
   words_[kBonus] = bonus;
   words_[kCacheLength] = static_cast<int32_t>(target_.cache_length());
@@ -97,26 +138,74 @@ void GpuDeviceRounds::begin(int32_t bonus, int64_t budget, bool single_path, int
   exec_.write_slot(state_->slot, state_->offset, words_.data(), words_.size() * 4);
 }
 
+void GpuDeviceRounds::set_word(int word, int32_t value) {
+  if (words_[static_cast<size_t>(word)] == value) return;
+  words_[static_cast<size_t>(word)] = value;
+  exec_.write_slot(state_->slot, state_->offset + 4 * static_cast<uint64_t>(word), &value, 4, /*wait=*/false);
+}
+
 RoundYield GpuDeviceRounds::round(int64_t budget) {
   if (budget < 1 || budget > max_budget_)
     throw Error("device rounds: a round of " + std::to_string(budget) + " nodes past the " + std::to_string(max_budget_) +
                 " the rounds began with");
-  const std::vector<const plan::Bucket*>& c = chain(budget + 1);
-  if (budget != words_[kBudget]) {
-    const int32_t word = static_cast<int32_t>(budget);
-    exec_.write_slot(state_->slot, state_->offset + 4 * kBudget, &word, 4, /*wait=*/false);
-  }
+  const std::vector<const plan::Bucket*>& c = chain(budget + 1, Part::kWhole);
+  set_word(kBudget, static_cast<int32_t>(budget));
   exec_.launch_chain(c);
+  return finish(*c[3]);
+}
+
+std::vector<double> GpuDeviceRounds::propose() {
+  const int64_t build = std::max(build_, max_budget_);
+  const std::vector<const plan::Bucket*>& c = chain(build + 1, Part::kPropose);
+  set_word(kBudget, static_cast<int32_t>(build));
+  set_word(kBuild, static_cast<int32_t>(build));
+  exec_.launch_chain(c);
+  const GpuExecutor::RawRead read[] = {{state_, 1, words_.data()}};
+  exec_.read_raw(read);  // the proposal's wait: the tree's path log-probabilities
+  const int64_t scored = words_[kScored];
+  if (scored < 0 || scored > largest_ - 1)
+    throw Error(exec_.model().source() + ": a device round's proposal returned " + std::to_string(scored) + " nodes");
+  std::vector<double> path_log_probs(1, 0.0);
+  const int32_t* scores = words_.data() + kYield + largest_ + 1;
+  for (int64_t i = 0; i < scored; ++i) {
+    float f;
+    std::memcpy(&f, scores + i, 4);
+    path_log_probs.push_back(f);
+  }
+  return path_log_probs;
+}
+
+RoundYield GpuDeviceRounds::verify(int64_t budget) {
+  if (budget < 1 || budget > max_budget_)
+    throw Error("device rounds: a verify of " + std::to_string(budget) + " nodes past the " + std::to_string(max_budget_) +
+                " the rounds began with");
+  const std::vector<const plan::Bucket*>& c = chain(budget + 1, Part::kVerify);
+  // The tree of the budget alone (its first nodes: the same best-first pops), not rebuilt whole.
+  set_word(kBudget, static_cast<int32_t>(budget));
+  set_word(kBuild, 0);
+  exec_.launch_chain(c);
+  return finish(*c[1]);
+}
+
+RoundYield GpuDeviceRounds::finish(const plan::Bucket& verify_bucket) {
+  const int64_t cache_before = target_.cache_length(), budget = words_[kBudget];
   const GpuExecutor::RawRead read[] = {{state_, 1, words_.data()}};
   exec_.read_raw(read);  // the one wait of the round
   RoundYield y;
   y.nodes = words_[kNodes];
   const int64_t accepted = words_[kAccepted], scored = words_[kScored];
-  if (y.nodes < 1 || y.nodes > c[3]->tokens || accepted < 1 || accepted > y.nodes || scored < y.nodes - 1 ||
-      scored > largest_ - 1 || words_[kBudget] != budget || words_[kCacheLength] != target_.cache_length() + accepted)
+  if (y.nodes < 1 || y.nodes > verify_bucket.tokens || accepted < 1 || accepted > y.nodes || scored < y.nodes - 1 ||
+      scored > largest_ - 1 || words_[kBudget] != budget || words_[kCacheLength] != cache_before + accepted)
     throw Error(exec_.model().source() + ": a device round returned an inconsistent state (" + std::to_string(y.nodes) +
                 " nodes, " + std::to_string(accepted) + " accepted, cache length " + std::to_string(words_[kCacheLength]) + ")");
   y.tokens.assign(words_.begin() + kYield, words_.begin() + kYield + accepted);
+  // round_sample marks a row whose logits are not all finite with -1 (the host sampler refuses them).
+  const int64_t vocab = target_.config().vocab_size;
+  for (int32_t token : y.tokens)
+    if (token < 0 || token >= vocab)
+      throw Error(token < 0 ? "the target's logits are not finite: the activations overflowed or a weight is damaged"
+                            : exec_.model().source() + ": a device round picked token " + std::to_string(token) +
+                                  " outside the vocabulary of " + std::to_string(vocab));
   y.path_log_probs.assign(1, 0.0);
   const int32_t* scores = words_.data() + kYield + largest_ + 1;
   for (int64_t i = 0; i < scored; ++i) {

@@ -25,6 +25,7 @@ const std::vector<const Family*>& all_families() {
       &topk::family(),
       &round_draft_inputs::family(),
       &round_tree::family(),
+      &round_sample::family(),
       &round_walk::family(),
       &synthetic_weights::family(),
   };

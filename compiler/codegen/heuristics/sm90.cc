@@ -34,6 +34,8 @@ const TuningTable& sm90_tuning() {
       {"round_draft_inputs", [](ParamValues& p) { set(p, "THREADS", 32 * ((p.at("BLOCK") + 31) / 32)); }},
       {"round_tree", [](ParamValues& p) { set(p, "THREADS", 32); }},
       {"round_walk", [](ParamValues& p) { set(p, "THREADS", 32); }},
+      // One block per tree node over the vocabulary (a K2.6-sized vocabulary wants a full block).
+      {"round_sample", [](ParamValues& p) { set(p, "THREADS", p.at("V") >= 32768 ? 1024 : 256); }},
       // Load-time weight generation: integer hashing, no reuse; a full block per SM is plenty.
       {"synthetic_weights", [](ParamValues& p) { set(p, "THREADS", 256); }},
   };

@@ -112,6 +112,7 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
   // A device round at the K2.6 drafter's block (16, mask 163838) and the largest verify bucket.
   sources.push_back(round_draft_inputs_kernel(16, 163838));
   sources.push_back(round_tree_kernel(128, 127, 15, 128));
+  sources.push_back(round_sample_kernel(128, c.vocab_size));
   sources.push_back(round_walk_kernel(128));
   // The load-time generator of --synthetic-weights plans, every kind it has (ir/support's
   // synthetic_values.h compiled for the device).

@@ -99,7 +99,8 @@ TEST(CodegenInstantiate, EmbeddedTemplatesMatchTheSourceTree) {
   const TemplateLibrary tree = TemplateLibrary::from_directory(std::string(KPLAN_SOURCE_DIR) + "/kernels_templates");
   // Beside the templates: the ir/support headers written for the host and the device.
   std::map<std::string, std::string> sources = tree.headers();
-  sources["synthetic_values.h"] = kplan::testing_util::read_file(std::string(KPLAN_SOURCE_DIR) + "/ir/support/synthetic_values.h");
+  for (const char* name : {"synthetic_values.h", "sample_draws.h"})
+    sources[name] = kplan::testing_util::read_file(std::string(KPLAN_SOURCE_DIR) + "/ir/support/" + name);
   EXPECT_EQ(sources, TemplateLibrary::embedded().headers()) << "rebuild kplan_codegen after editing kernels_templates/";
   const auto inc = tree.includes_of(matmul_kernel(64, 64, ElemType::F32, ElemType::F32).source);
   std::set<std::string> names;
@@ -114,7 +115,8 @@ TEST(CodegenInstantiate, ModelKernelSetsCoverEveryFamily) {
   for (const KernelSource& k : draft_model_kernels(test_draft_config("draft-tiny"), {}, 4)) families.insert(k.family);
   families.insert(matmul_int4_kernel(256, 128, ElemType::F32, ElemType::F32).family);  // quantized dense Linears
   families.insert(topk_kernel(1024, 4, ElemType::F32, true).family);
-  for (const KernelSource& k : {round_draft_inputs_kernel(4, 3), round_tree_kernel(8, 7, 3, 8), round_walk_kernel(8)})
+  for (const KernelSource& k :
+       {round_draft_inputs_kernel(4, 3), round_tree_kernel(8, 7, 3, 8), round_sample_kernel(8, 1024), round_walk_kernel(8)})
     families.insert(k.family);  // emit-round's, beside a drafter
   families.insert(synthetic_weights_kernel(0, ElemType::BF16, 0).family);  // load time, not an op's
   for (const Family* f : all_families()) EXPECT_TRUE(families.count(f->name)) << f->name;
