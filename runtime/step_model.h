@@ -88,7 +88,7 @@ DepthCandidates leading_candidates(std::span<const int32_t> ids, std::span<const
 struct RoundYield {
   int64_t nodes = 0;            // the verified tree's size, root included
   std::vector<int32_t> tokens;  // the accepted path's tokens after the root, then the next bonus
-  // The built tree's path log-probabilities, root (0.0) first: up to begin's `build` nodes.
+  // The verified tree's path log-probabilities, root (0.0) first.
   std::vector<double> path_log_probs;
 };
 
@@ -105,17 +105,17 @@ class DeviceRounds {
   virtual ~DeviceRounds() = default;
   // Rounds from `bonus` at the target's cache length, `remaining` tokens still wanted (a round
   // never drafts past them): trees of up to `budget` nodes (single_path: the drafter's chain).
-  // `build` > budget (--budget auto): propose() builds the best-first tree to `build` nodes and
-  // verify() checks the tree of the budget it names, its first nodes.
-  virtual void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining, int64_t build = 0,
+  virtual void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining,
                      const RoundSampling& sampling = {}) = 0;
-  // One round of `budget` nodes (at most begin's larger of budget and build) as one launch; the
-  // target's and the drafter's caches hold its accepted path afterwards.
+  // One round of `budget` nodes (at most begin's) as one launch; the target's and the drafter's
+  // caches hold its accepted path afterwards.
   virtual RoundYield round(int64_t budget) = 0;
-  // A round in two launches, for a budget chosen from the round's own tree: propose() drafts and
-  // builds the tree to begin's `build` nodes and returns its path log-probabilities (root
-  // first); verify(budget) verifies its first 1 + budget nodes, walks and commits.
-  virtual std::vector<double> propose() = 0;
+  // A round in two launches, for a budget chosen from the round's own tree (--budget auto):
+  // propose() drafts from the bonus and returns each depth's candidates (all the drafter's rows,
+  // its k per row), from which the host builds the tree to choose on; verify(budget) builds that
+  // tree's first 1 + budget nodes on the device (the same best-first pops), verifies, walks and
+  // commits.
+  virtual DepthCandidates propose() = 0;
   virtual RoundYield verify(int64_t budget) = 0;
 };
 

@@ -71,31 +71,45 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
   if (device) {
     RoundSampling sampling;
     if (device_sampling) sampling = {sampler.temperature(), sampler.seed(), sampler.draws()};
-    device->begin(bonus, largest, single_path, sink.remaining(), chooser ? largest : 0, sampling);
+    device->begin(bonus, largest, single_path, sink.remaining(), sampling);
     stats.device_rounds = true;
   }
   while (device && !sink.done()) {
-    if (target.max_context() - target.cache_length() < 1) {
+    const int64_t room = target.max_context() - target.cache_length();
+    if (room < 1) {
       stats.stopped_at_context = true;
       break;
     }
     t0 = seconds_now();
     RoundYield y;
     if (chooser) {
-      const std::vector<double> tree = device->propose();
+      // The tree the device would build at the largest budget, built here from the drafter's
+      // candidates to choose on (the host loop's tree below); the device builds the chosen prefix.
+      const DepthCandidates draft = device->propose();
       const double proposed = seconds_now();
+      TreeShape shape;
+      shape.max_depth = std::min({drafter.max_depth(), sink.remaining() - 1, room - 1, draft.depth});
+      shape.budget = std::min(largest, room - 1);
+      const DraftTree tree = shape.max_depth > 0 && shape.budget > 0
+                                 ? build_draft_tree(bonus, leading_candidates(draft.ids, draft.log_probs, draft.depth, draft.k,
+                                                                              shape.max_depth, std::min(shape.budget, draft.k)),
+                                                    shape)
+                                 : DraftTree{};
+      const int64_t budget = tree.size() > 1 ? chooser->choose(tree) : 1;
+      const double chosen = seconds_now();
       stats.seconds.draft += proposed - t0;
-      y = device->verify(chooser->choose(tree));
-      stats.seconds.verify += seconds_now() - proposed;
-      const size_t used = std::min(tree.size(), static_cast<size_t>(y.nodes));
-      chooser->observe(std::span<const double>(tree.data(), used), static_cast<int64_t>(y.tokens.size()) - 1,
-                       proposed - t0);
+      stats.seconds.tree_build += chosen - proposed;
+      y = device->verify(budget);
+      stats.seconds.verify += seconds_now() - chosen;
+      if (tree.size() > 1)
+        chooser->observe(truncate_tree(tree, budget), static_cast<int64_t>(y.tokens.size()) - 1, proposed - t0);
     } else {
       y = device->round(largest);
       stats.seconds.verify += seconds_now() - t0;  // the whole round: one graph
     }
     count_round(y.nodes, static_cast<int64_t>(y.tokens.size()));
     for (int32_t token : y.tokens) sink.push(token);
+    bonus = y.tokens.back();
   }
   while (!device && !sink.done()) {
     const int64_t root_position = target.cache_length();

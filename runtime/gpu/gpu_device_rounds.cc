@@ -47,16 +47,16 @@ std::vector<const plan::Bucket*> GpuDeviceRounds::chain_for(const plan::Plan& p,
   const plan::Bucket* draft_commit = p.bucket_for("draft_commit", 1);
   std::vector<const plan::Bucket*> chain;
   if (part != Part::kVerify) chain = {inputs, draft};
-  chain.push_back(tree);
   if (part != Part::kPropose) {
-    chain.insert(chain.end(), {verify, context});
+    chain.insert(chain.end(), {tree, verify, context});
     if (sampled) chain.push_back(sample);
     chain.insert(chain.end(), {walk, commit, draft_commit});
   }
   for (const plan::Bucket* b : chain)
     if (!b) return {};
-  if (tree->tokens != t || !walk || walk->tokens != t || !round_state(*walk)) return {};
-  if (part != Part::kPropose && (context->tokens != t || (sample && sample->tokens != t))) return {};
+  if (!tree || tree->tokens != t || !walk || walk->tokens != t || !round_state(*walk) || !context ||
+      context->tokens != t || (sample && sample->tokens != t))
+    return {};
   if (sampled && !slot_named(p, "round.sample")) return {};
   return chain;
 }
@@ -68,14 +68,19 @@ bool GpuDeviceRounds::available(const plan::Plan& p, int64_t verify_tokens, bool
 void GpuDeviceRounds::prepare_all(GpuTargetModel& target) {
   GpuExecutor& exec = target.executor();
   const plan::Plan& p = exec.plan();
+  bool proposal = false;
   for (const plan::Bucket& b : p.buckets) {
     if (b.program != "round_walk") continue;
     for (bool sampled : {false, true})
-      for (Part part : {Part::kWhole, Part::kPropose, Part::kVerify}) {
-        if (sampled && part == Part::kPropose) continue;  // the proposal does not sample
+      for (Part part : {Part::kWhole, Part::kVerify}) {
         const std::vector<const plan::Bucket*> chain = chain_for(p, b.tokens, sampled, part);
         if (!chain.empty()) exec.prepare_chain(chain);
       }
+    if (!proposal) {  // one proposal graph serves every verify size
+      const std::vector<const plan::Bucket*> chain = chain_for(p, b.tokens, false, Part::kPropose);
+      if (!chain.empty()) exec.prepare_chain(chain);
+      proposal = !chain.empty();
+    }
   }
 }
 
@@ -107,10 +112,9 @@ const std::vector<const plan::Bucket*>& GpuDeviceRounds::chain(int64_t verify_to
   return it->second;
 }
 
-void GpuDeviceRounds::begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining, int64_t build,
+void GpuDeviceRounds::begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining,
                             const RoundSampling& sampling) {
-  max_budget_ = std::max(budget, build);
-  build_ = build;
+  max_budget_ = budget;
   if (budget < 1 || max_budget_ > max_tokens_ - 1)
     throw Error("device rounds: a budget of " + std::to_string(max_budget_) + " nodes does not fit the verify bucket of " +
                 std::to_string(max_tokens_) + " tokens");
@@ -134,7 +138,6 @@ void GpuDeviceRounds::begin(int32_t bonus, int64_t budget, bool single_path, int
   words_[kMaxDepth] = static_cast<int32_t>(exec_.plan().draft->block_size - 1);
   words_[kRemaining] = static_cast<int32_t>(std::min<int64_t>(remaining, INT32_MAX));
   words_[kMaxContext] = static_cast<int32_t>(target_.max_context());
-  words_[kBuild] = static_cast<int32_t>(build);
   exec_.write_slot(state_->slot, state_->offset, words_.data(), words_.size() * 4);
 }
 
@@ -154,25 +157,21 @@ RoundYield GpuDeviceRounds::round(int64_t budget) {
   return finish(*c[3]);
 }
 
-std::vector<double> GpuDeviceRounds::propose() {
-  const int64_t build = std::max(build_, max_budget_);
-  const std::vector<const plan::Bucket*>& c = chain(build + 1, Part::kPropose);
-  set_word(kBudget, static_cast<int32_t>(build));
-  set_word(kBuild, static_cast<int32_t>(build));
-  exec_.launch_chain(c);
-  const GpuExecutor::RawRead read[] = {{state_, 1, words_.data()}};
-  exec_.read_raw(read);  // the proposal's wait: the tree's path log-probabilities
-  const int64_t scored = words_[kScored];
-  if (scored < 0 || scored > largest_ - 1)
-    throw Error(exec_.model().source() + ": a device round's proposal returned " + std::to_string(scored) + " nodes");
-  std::vector<double> path_log_probs(1, 0.0);
-  const int32_t* scores = words_.data() + kYield + largest_ + 1;
-  for (int64_t i = 0; i < scored; ++i) {
-    float f;
-    std::memcpy(&f, scores + i, 4);
-    path_log_probs.push_back(f);
+DepthCandidates GpuDeviceRounds::propose() {
+  const std::vector<const plan::Bucket*>& c = chain(max_tokens_, Part::kPropose);
+  const plan::StepOutput *ids = nullptr, *log_probs = nullptr;
+  for (const plan::StepOutput& o : c[1]->outputs) {
+    if (o.kind == plan::OutputKind::TopIds) ids = &o;
+    if (o.kind == plan::OutputKind::TopLogProbs) log_probs = &o;
   }
-  return path_log_probs;
+  if (!ids || !log_probs || ids->rows != log_probs->rows || ids->cols != log_probs->cols)
+    throw Error(exec_.model().source() + ": invalid plan: @draft returns no candidates for a device round");
+  exec_.launch_chain(c);
+  std::vector<int32_t> id_rows(static_cast<size_t>(ids->rows * ids->cols));
+  std::vector<float> lp_rows(id_rows.size());
+  const GpuExecutor::RawRead read[] = {{ids, ids->rows, id_rows.data()}, {log_probs, log_probs->rows, lp_rows.data()}};
+  exec_.read_raw(read);  // the proposal's wait
+  return leading_candidates(id_rows, lp_rows, ids->rows, ids->cols, 0, ids->cols);
 }
 
 RoundYield GpuDeviceRounds::verify(int64_t budget) {
@@ -180,9 +179,7 @@ RoundYield GpuDeviceRounds::verify(int64_t budget) {
     throw Error("device rounds: a verify of " + std::to_string(budget) + " nodes past the " + std::to_string(max_budget_) +
                 " the rounds began with");
   const std::vector<const plan::Bucket*>& c = chain(budget + 1, Part::kVerify);
-  // The tree of the budget alone (its first nodes: the same best-first pops), not rebuilt whole.
   set_word(kBudget, static_cast<int32_t>(budget));
-  set_word(kBuild, 0);
   exec_.launch_chain(c);
   return finish(*c[1]);
 }

@@ -6,9 +6,9 @@
 //   [-> round_sample/T at temperature > 0] -> round_walk/T -> @target_commit + @draft_commit,
 // so the only host work in a round is one graph launch and one read of the round's state (its
 // yield: the accepted tokens and the next bonus, for EOS and streaming). --budget auto splits a
-// round in two graphs at the tree: the proposal (draft, the tree built to the largest budget)
-// and, once the host has chosen the budget from that tree's path probabilities, the verify
-// (the tree of that budget rebuilt into bucket T's inputs, verify, walk, commits). The rounds
+// round in two graphs: the proposal (@draft's block inputs and @draft; the host reads back its
+// candidates and builds the tree at the largest budget to choose on) and the verify (round_tree
+// builds the chosen budget's tree into bucket T's inputs, verify, walk, commits). The rounds
 // are the host's rounds (runtime/ddtree/spec_decode.cc) step for step: the same trees, picks,
 // walks and commits.
 #include <cstdint>
@@ -34,11 +34,11 @@ class GpuDeviceRounds final : public DeviceRounds {
   // load), so no timed round captures one.
   static void prepare_all(GpuTargetModel& target);
 
-  void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining, int64_t build = 0,
+  void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining,
              const RoundSampling& sampling = {}) override;
   // A budget other than the last round's is written into the state before the launch (no wait).
   RoundYield round(int64_t budget) override;
-  std::vector<double> propose() override;
+  DepthCandidates propose() override;
   RoundYield verify(int64_t budget) override;
 
  private:
@@ -57,8 +57,7 @@ class GpuDeviceRounds final : public DeviceRounds {
   bool sampled_ = false;                      // begin's rounds sample (temperature > 0)
   int64_t max_tokens_ = 0;                    // the largest verify bucket these rounds use
   int64_t largest_ = 0;                       // the plan's largest round bucket (the state's layout)
-  int64_t max_budget_ = 0;                    // begin's larger of budget and build
-  int64_t build_ = 0;                         // begin's build
+  int64_t max_budget_ = 0;                    // begin's budget
   std::vector<int32_t> words_;
   std::function<void(int64_t)> on_commit_;
 };

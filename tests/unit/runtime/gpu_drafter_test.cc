@@ -125,8 +125,8 @@ TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
 // the host-driven round: the same tokens, rounds, tree nodes and acceptance histogram, for trees
 // and for the chain, greedy and sampled (temperature 0.7 and 1.5: round_sample draws the host
 // sampler's draws), and with the context nearly full (the device shrinks the tree as the host
-// does); --budget auto (two graphs a round) emits the same tokens. A sampling processor (top-p)
-// takes the host round.
+// does); --budget auto (two graphs a round: the proposal, then the chosen tree's verify) emits the
+// same tokens. A sampling processor (top-p) takes the host round.
 TEST(GpuDrafter, DeviceRoundsAreTheHostRounds) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
