@@ -100,6 +100,12 @@ struct RoundSampling {
   uint64_t next_draw = 0;  // the sampler's next draw index when the rounds begin
 };
 
+// A device round's proposal: each depth's candidate log-probabilities [rows, width], best first.
+struct ProposedCandidates {
+  int64_t rows = 0, width = 0;
+  std::vector<float> log_probs;
+};
+
 class DeviceRounds {
  public:
   virtual ~DeviceRounds() = default;
@@ -111,11 +117,11 @@ class DeviceRounds {
   // caches hold its accepted path afterwards.
   virtual RoundYield round(int64_t budget) = 0;
   // A round in two launches, for a budget chosen from the round's own tree (--budget auto):
-  // propose() drafts from the bonus and returns each depth's candidates (all the drafter's rows,
-  // its k per row), from which the host builds the tree to choose on; verify(budget) builds that
-  // tree's first 1 + budget nodes on the device (the same best-first pops), verifies, walks and
-  // commits.
-  virtual DepthCandidates propose() = 0;
+  // propose() drafts from the bonus and returns each depth's candidate log-probabilities (all the
+  // drafter's rows, its k per row), from which the host scores the tree to choose on
+  // (draft_tree_scores); verify(budget) builds that tree's first 1 + budget nodes on the device
+  // (the same best-first pops), verifies, walks and commits.
+  virtual ProposedCandidates propose() = 0;
   virtual RoundYield verify(int64_t budget) = 0;
 };
 

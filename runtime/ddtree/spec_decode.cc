@@ -83,26 +83,24 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
     t0 = seconds_now();
     RoundYield y;
     if (chooser) {
-      // The tree the device would build at the largest budget, built here from the drafter's
-      // candidates to choose on (the host loop's tree below); the device builds the chosen prefix.
-      const DepthCandidates draft = device->propose();
+      // The tree the device would build at the largest budget, scored here from the drafter's
+      // candidates to choose on (the same pops); the device builds the chosen prefix.
+      const ProposedCandidates draft = device->propose();
       const double proposed = seconds_now();
       TreeShape shape;
-      shape.max_depth = std::min({drafter.max_depth(), sink.remaining() - 1, room - 1, draft.depth});
+      shape.max_depth = std::min({drafter.max_depth(), sink.remaining() - 1, room - 1, draft.rows});
       shape.budget = std::min(largest, room - 1);
-      const DraftTree tree = shape.max_depth > 0 && shape.budget > 0
-                                 ? build_draft_tree(bonus, leading_candidates(draft.ids, draft.log_probs, draft.depth, draft.k,
-                                                                              shape.max_depth, std::min(shape.budget, draft.k)),
-                                                    shape)
-                                 : DraftTree{};
-      const int64_t budget = tree.size() > 1 ? chooser->choose(tree) : 1;
+      const std::vector<double> scores =
+          shape.max_depth > 0 && shape.budget > 0 ? draft_tree_scores(draft.log_probs, draft.width, shape) : std::vector<double>{0.0};
+      const int64_t budget = scores.size() > 1 ? chooser->choose(scores) : 1;
       const double chosen = seconds_now();
       stats.seconds.draft += proposed - t0;
       stats.seconds.tree_build += chosen - proposed;
       y = device->verify(budget);
       stats.seconds.verify += seconds_now() - chosen;
-      if (tree.size() > 1)
-        chooser->observe(truncate_tree(tree, budget), static_cast<int64_t>(y.tokens.size()) - 1, proposed - t0);
+      if (scores.size() > 1)
+        chooser->observe(std::span<const double>(scores.data(), std::min(scores.size(), static_cast<size_t>(budget) + 1)),
+                         static_cast<int64_t>(y.tokens.size()) - 1, proposed - t0);
     } else {
       y = device->round(largest);
       stats.seconds.verify += seconds_now() - t0;  // the whole round: one graph

@@ -157,21 +157,20 @@ RoundYield GpuDeviceRounds::round(int64_t budget) {
   return finish(*c[3]);
 }
 
-DepthCandidates GpuDeviceRounds::propose() {
+ProposedCandidates GpuDeviceRounds::propose() {
   const std::vector<const plan::Bucket*>& c = chain(max_tokens_, Part::kPropose);
-  const plan::StepOutput *ids = nullptr, *log_probs = nullptr;
-  for (const plan::StepOutput& o : c[1]->outputs) {
-    if (o.kind == plan::OutputKind::TopIds) ids = &o;
+  const plan::StepOutput* log_probs = nullptr;
+  for (const plan::StepOutput& o : c[1]->outputs)
     if (o.kind == plan::OutputKind::TopLogProbs) log_probs = &o;
-  }
-  if (!ids || !log_probs || ids->rows != log_probs->rows || ids->cols != log_probs->cols)
-    throw Error(exec_.model().source() + ": invalid plan: @draft returns no candidates for a device round");
+  if (!log_probs) throw Error(exec_.model().source() + ": invalid plan: @draft returns no candidates for a device round");
   exec_.launch_chain(c);
-  std::vector<int32_t> id_rows(static_cast<size_t>(ids->rows * ids->cols));
-  std::vector<float> lp_rows(id_rows.size());
-  const GpuExecutor::RawRead read[] = {{ids, ids->rows, id_rows.data()}, {log_probs, log_probs->rows, lp_rows.data()}};
+  ProposedCandidates p;
+  p.rows = log_probs->rows;
+  p.width = log_probs->cols;
+  p.log_probs.resize(static_cast<size_t>(p.rows * p.width));
+  const GpuExecutor::RawRead read[] = {{log_probs, p.rows, p.log_probs.data()}};
   exec_.read_raw(read);  // the proposal's wait
-  return leading_candidates(id_rows, lp_rows, ids->rows, ids->cols, 0, ids->cols);
+  return p;
 }
 
 RoundYield GpuDeviceRounds::verify(int64_t budget) {

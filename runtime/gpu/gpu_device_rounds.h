@@ -7,7 +7,7 @@
 // so the only host work in a round is one graph launch and one read of the round's state (its
 // yield: the accepted tokens and the next bonus, for EOS and streaming). --budget auto splits a
 // round in two graphs: the proposal (@draft's block inputs and @draft; the host reads back its
-// candidates and builds the tree at the largest budget to choose on) and the verify (round_tree
+// candidates' log-probabilities and scores the tree at the largest budget to choose on) and the verify (round_tree
 // builds the chosen budget's tree into bucket T's inputs, verify, walk, commits). The rounds
 // are the host's rounds (runtime/ddtree/spec_decode.cc) step for step: the same trees, picks,
 // walks and commits.
@@ -38,7 +38,7 @@ class GpuDeviceRounds final : public DeviceRounds {
              const RoundSampling& sampling = {}) override;
   // A budget other than the last round's is written into the state before the launch (no wait).
   RoundYield round(int64_t budget) override;
-  DepthCandidates propose() override;
+  ProposedCandidates propose() override;
   RoundYield verify(int64_t budget) override;
 
  private:
