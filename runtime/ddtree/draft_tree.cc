@@ -1,6 +1,7 @@
 #include "runtime/ddtree/draft_tree.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <queue>
 
@@ -41,8 +42,8 @@ namespace {
 // log-probability at depth d (1-based). Popping a node pushes its next sibling (rank + 1 under the
 // same parent) and its best child (rank 0 one level deeper); both score no higher than the node,
 // so nodes pop in order of falling path log-probability and the first `budget` pops are the best.
-// `visit(parent, depth, rank, score)` is told each pop (node index = pops so far); it returns the
-// path log-probability of a node by index through `score_of`.
+// `visit(parent, depth, rank, score)` is told each pop (node index = pops so far) and returns
+// whether to go on; `score_of(node)` is a popped node's path log-probability.
 template <typename LogProb, typename Visit, typename ScoreOf>
 void best_first_pops(int64_t depth, int64_t k, int64_t budget, LogProb log_prob, Visit visit, ScoreOf score_of) {
   if (depth <= 0 || k <= 0 || budget <= 0) return;
@@ -53,7 +54,7 @@ void best_first_pops(int64_t depth, int64_t k, int64_t budget, LogProb log_prob,
     const Candidate n = heap.top();
     heap.pop();
     const int32_t index = static_cast<int32_t>(nodes++);
-    visit(n.parent, n.depth, n.rank, n.score);
+    if (!visit(n.parent, n.depth, n.rank, n.score)) return;
     if (n.rank + 1 < k) heap.push({score_of(n.parent) + log_prob(n.depth, n.rank + 1), n.parent, n.depth, n.rank + 1, order++});
     if (n.depth < depth) heap.push({n.score + log_prob(n.depth + 1, 0), index, n.depth + 1, 0, order++});
   }
@@ -84,13 +85,15 @@ DraftTree build_draft_tree(int32_t root_token, const DepthCandidates& c, const T
         tree.depths.push_back(d);
         tree.parents.push_back(parent);
         tree.path_log_probs.push_back(score);
+        return true;
       },
       [&](int32_t node) { return tree.path_log_probs[static_cast<size_t>(node)]; });
   tree.mask = ancestor_mask(tree.parents);
   return tree;
 }
 
-std::vector<double> draft_tree_scores(std::span<const float> log_probs, int64_t width, const TreeShape& shape) {
+std::vector<double> draft_tree_scores(std::span<const float> log_probs, int64_t width, const TreeShape& shape,
+                                      const std::function<bool(double)>& more) {
   if (shape.budget < 0) throw Error("tree: budget must not be negative");
   if (width < 1 || log_probs.size() % static_cast<size_t>(width) != 0)
     throw Error("tree: " + std::to_string(log_probs.size()) + " candidate log-probabilities are not rows of " + std::to_string(width));
@@ -103,7 +106,10 @@ std::vector<double> draft_tree_scores(std::span<const float> log_probs, int64_t 
   best_first_pops(
       depth, k, shape.budget,
       [&](int32_t d, int32_t rank) { return static_cast<double>(log_probs[static_cast<size_t>((d - 1) * width + rank)]); },
-      [&](int32_t, int32_t, int32_t, double score) { scores.push_back(score); },
+      [&](int32_t, int32_t, int32_t, double score) {
+        scores.push_back(score);
+        return !more || more(score);
+      },
       [&](int32_t node) { return scores[static_cast<size_t>(node)]; });
   return scores;
 }

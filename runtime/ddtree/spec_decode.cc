@@ -90,9 +90,13 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
       TreeShape shape;
       shape.max_depth = std::min({drafter.max_depth(), sink.remaining() - 1, room - 1, draft.rows});
       shape.budget = std::min(largest, room - 1);
+      // Scored only until no larger budget can win (BudgetSearch's bound).
+      BudgetSearch search(*chooser);
       const std::vector<double> scores =
-          shape.max_depth > 0 && shape.budget > 0 ? draft_tree_scores(draft.log_probs, draft.width, shape) : std::vector<double>{0.0};
-      const int64_t budget = scores.size() > 1 ? chooser->choose(scores) : 1;
+          shape.max_depth > 0 && shape.budget > 0
+              ? draft_tree_scores(draft.log_probs, draft.width, shape, [&](double s) { return search.push(s); })
+              : std::vector<double>{0.0};
+      const int64_t budget = search.best();
       const double chosen = seconds_now();
       stats.seconds.draft += proposed - t0;
       stats.seconds.tree_build += chosen - proposed;
