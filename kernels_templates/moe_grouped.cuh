@@ -20,9 +20,10 @@
 // a ballot, in increasing p) and, for each such chunk, streams its tile of the expert's rows
 // (ROWS rows per warp; gate/up: ROWS gate rows and the same ROWS up rows) over the reduction
 // dim in chunks of 1024 columns: the chunk's activations of the nt <= NT tokens are staged in
-// shared memory as f32 (16 KiB at NT 4), each lane loads its 32 columns of every row of the
-// warp's tile (INT4: one 16-byte load per row; bf16: four) before any math — ROWS (x2) loads in
-// flight per lane, several warps per SM — then applies each weight to the nt tokens. A pair
+// shared memory as f32 (4 KiB per pair), each lane loads its 32 columns of every row of the
+// warp's tile (INT4: one 16-byte load per row; bf16: four) before the chunk's activations are
+// staged and before any math — ROWS (x2) loads in flight per lane, several warps per SM, their
+// latency overlapping the staging — then applies each weight to the nt tokens. A pair
 // chunk past the first re-streams the tile: from L2 (just read by this block), not from HBM.
 // Why no repacked weight layout: the stacked checkpoint layout is already row-major per expert,
 // so a warp's row chunk is one coalesced 512-byte (INT4) or 2 KiB (bf16) run and a block's
@@ -186,22 +187,51 @@ __device__ __forceinline__ float moe_nibble(unsigned w) {
   return fmaf(__uint_as_float((w & (0xFu << (4 * J))) | 0x4B000000u), kScale, kBias);
 }
 
+// This lane's 16-byte loads of columns [c0, c0 + kMoeChunk) of NR rows (INT4: one per row, its
+// group's scale beside it; bf16: four per row; odd-length bf16 rows: none, read in the math).
+// Issued before the chunk's activations are staged, so the loads' latency overlaps the staging.
+template <int K, int W_FMT, int NR>
+struct MoeChunkWeights {
+  static constexpr int kLoads = W_FMT == 1 ? 1 : (K % 8 == 0 ? 4 : 0);
+  uint4 q[kLoads > 0 ? kLoads : 1][NR];
+  float sc[NR];
+};
+
+template <int K, int W_FMT, int NR>
+__device__ __forceinline__ void moe_chunk_load(const void* const (&w)[NR], const unsigned short* const (&s)[NR], int c0,
+                                               MoeChunkWeights<K, W_FMT, NR>& cw) {
+  const int lane = threadIdx.x % 32;
+  if constexpr (W_FMT == 1) {
+    const int gi = c0 / 32 + lane;  // this lane's group of 32 columns
+    if (gi >= K / 32) return;
+#pragma unroll
+    for (int r = 0; r < NR; ++r) cw.q[0][r] = __ldcs(static_cast<const uint4*>(w[r]) + gi);
+#pragma unroll
+    for (int r = 0; r < NR; ++r) cw.sc[r] = bf16_to_f32(__ldg(s[r] + gi));
+  } else if constexpr (K % 8 == 0) {
+    // Load m covers columns c0 + (32 m + lane) * 8 + [0, 8).
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int col = c0 + (32 * m + lane) * 8;
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+        cw.q[m][r] = col < K ? __ldcs(reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(w[r]) + col)) : uint4{0u, 0u, 0u, 0u};
+    }
+  }
+}
+
 // acc[r][t] += row r's columns [c0, c0 + kMoeChunk) . staged activation t, this lane's part.
-// w[r]: row r (INT4: int32 words; bf16: bf16), s[r]: its scales (INT4).
+// w[r]: row r (INT4: int32 words; bf16: bf16), cw: this lane's loads of them (moe_chunk_load).
 template <int K, int W_FMT, int NR, int NTC>
-__device__ __forceinline__ void moe_chunk_dot(const void* const (&w)[NR], const unsigned short* const (&s)[NR], int c0,
+__device__ __forceinline__ void moe_chunk_dot(const void* const (&w)[NR], const MoeChunkWeights<K, W_FMT, NR>& cw, int c0,
                                               const float4* xs, float (&acc)[NR][NTC]) {
   const int lane = threadIdx.x % 32;
   constexpr int F4 = kMoeChunk / 4;
   if constexpr (W_FMT == 1) {
-    const int gi = c0 / 32 + lane;  // this lane's group of 32 columns
+    const int gi = c0 / 32 + lane;
     if (gi >= K / 32) return;
-    uint4 q[NR];
-    float sc[NR];
-#pragma unroll
-    for (int r = 0; r < NR; ++r) q[r] = __ldcs(static_cast<const uint4*>(w[r]) + gi);
-#pragma unroll
-    for (int r = 0; r < NR; ++r) sc[r] = bf16_to_f32(__ldg(s[r] + gi));
+    const uint4 (&q)[NR] = cw.q[0];
+    const float (&sc)[NR] = cw.sc;
     float part[NR][NTC];
 #pragma unroll
     for (int r = 0; r < NR; ++r)
@@ -241,15 +271,7 @@ __device__ __forceinline__ void moe_chunk_dot(const void* const (&w)[NR], const 
 #pragma unroll
       for (int t = 0; t < NTC; ++t) acc[r][t] = fmaf(part[r][t], sc[r], acc[r][t]);
   } else if constexpr (K % 8 == 0) {
-    // Four 16-byte loads per row: load m covers columns c0 + (32 m + lane) * 8 + [0, 8).
-    uint4 q[4][NR];
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const int col = c0 + (32 * m + lane) * 8;
-#pragma unroll
-      for (int r = 0; r < NR; ++r)
-        q[m][r] = col < K ? __ldcs(reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(w[r]) + col)) : uint4{0u, 0u, 0u, 0u};
-    }
+    const uint4 (&q)[4][NR] = cw.q;  // zero words past K
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
       float4 a[NTC], b[NTC];
@@ -308,10 +330,12 @@ __device__ __forceinline__ void moe_rows_by_pairs(const void* const (&w)[NR], co
 #pragma unroll
     for (int t = 0; t < NTC; ++t) acc[r][t] = 0.f;
   for (int c0 = 0; c0 < K; c0 += kMoeChunk) {
+    MoeChunkWeights<K, W_FMT, NR> cw;
+    moe_chunk_load<K, W_FMT, NR>(w, s, c0, cw);  // in flight while the activations are staged
     __syncthreads();  // the previous chunk's activations are no longer read
     moe_stage<K, DT, W_FMT, NTC, THREADS>(xs, x, rows, c0);
     __syncthreads();
-    moe_chunk_dot<K, W_FMT, NR, NTC>(w, s, c0, xs, acc);
+    moe_chunk_dot<K, W_FMT, NR, NTC>(w, cw, c0, xs, acc);
   }
 #pragma unroll
   for (int r = 0; r < NR; ++r)
