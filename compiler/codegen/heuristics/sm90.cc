@@ -24,14 +24,14 @@ const TuningTable& sm90_tuning() {
       {"kv_compact", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
       {"moe_router", [](ParamValues& p) { set(p, "WARPS", 4); }},
       // Expert-grouped MoE (kernels_templates/moe_grouped.cuh; not yet measured on the device):
-      // 8 warps and NT x 4 KiB of staged activations per block; NT 3 (gate/up) and 2 (down) are
-      // the largest pair chunks ptxas keeps at 128 registers without spills at K2.6 width (NT 4:
-      // 186-188), so 2 blocks per SM. Loads in flight per lane: gate/up 2 x ROWS (4), down ROWS
+      // 8 warps and NT x 4 KiB of staged activations per block; NT 2 (gate/up) and 3 (down) are
+      // the largest pair chunks ptxas keeps at <= 128 registers without spills at K2.6 width on
+      // sm_90 and sm_120 (gate/up NT 3: 176, NT 4: 186; down NT 4: 188), so 2 blocks per SM. Loads in flight per lane: gate/up 2 x ROWS (4), down ROWS
       // (4), 16 B each: ~32 KiB per SM, above the ~13 KiB that 2.8 TB/s over 132 SMs at ~600 ns
       // needs. Row tiles of 16 (gate/up) / 32 (down) rows keep >= 1000 blocks busy at 1 token
       // (8 experts) on K2.6's I = 2048, H = 7168.
-      {"moe_grouped_gate_up", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 3); }},
-      {"moe_grouped_down", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 2); }},
+      {"moe_grouped_gate_up", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 2); }},
+      {"moe_grouped_down", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 3); }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},
       {"swiglu", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("I"))); }},
       {"add", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("D"))); }},

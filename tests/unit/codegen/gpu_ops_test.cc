@@ -649,7 +649,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   struct Variant {
     int64_t gu_rows, gu_nt, dn_rows, dn_nt;  // 0: the arch's heuristics
   };
-  for (const Variant v : {Variant{0, 0, 0, 0}, Variant{2, 2, 4, 1}, Variant{1, 4, 2, 4}, Variant{4, 2, 8, 2}}) {
+  for (const Variant v : {Variant{0, 0, 0, 0}, Variant{2, 3, 4, 2}, Variant{1, 4, 2, 4}, Variant{4, 2, 8, 2}}) {
     auto tuned = [&](ParamValues p, int64_t rows, int64_t nt) {
       if (rows) p["ROWS"] = rows, p["NT"] = nt;
       return p;
