@@ -62,7 +62,8 @@
 //
 // Template parameters: H (hidden), I (moe_intermediate_size), E (routed experts), TOPK, W_FMT
 // (0 bf16, 1 INT4), X_DT / Y_DT activation element types, ACC (combine: add into out), and the
-// tuning WARPS, ROWS (rows per warp), NT (pairs per chunk), THREADS (combine).
+// tuning WARPS, ROWS (rows per warp), NT (pairs per chunk), PF (1: the next column chunk's
+// weights are loaded before this chunk's math), THREADS (combine).
 #include "common.cuh"
 
 namespace kp {
@@ -322,20 +323,29 @@ __device__ __forceinline__ void moe_chunk_dot(const void* const (&w)[NR], const 
 
 // One chunk of NTC pairs through NR rows of every warp: acc[r][t] = w[r] . activation row t
 // (full sums, in every lane).
-template <int K, int DT, int W_FMT, int NR, int NTC, int THREADS>
+// PF 1: the next chunk's loads are issued before this chunk's math (two chunks in flight per
+// lane, more registers); PF 0: each chunk's loads before its activations are staged.
+template <int K, int DT, int W_FMT, int NR, int NTC, int THREADS, int PF>
 __device__ __forceinline__ void moe_rows_by_pairs(const void* const (&w)[NR], const unsigned short* const (&s)[NR],
                                                   const void* x, const i64* rows, float4* xs, float (&acc)[NR][NTC]) {
 #pragma unroll
   for (int r = 0; r < NR; ++r)
 #pragma unroll
     for (int t = 0; t < NTC; ++t) acc[r][t] = 0.f;
+  MoeChunkWeights<K, W_FMT, NR> cw;
+  if constexpr (PF == 1) moe_chunk_load<K, W_FMT, NR>(w, s, 0, cw);
   for (int c0 = 0; c0 < K; c0 += kMoeChunk) {
-    MoeChunkWeights<K, W_FMT, NR> cw;
-    moe_chunk_load<K, W_FMT, NR>(w, s, c0, cw);  // in flight while the activations are staged
+    MoeChunkWeights<K, W_FMT, NR> next;
+    if constexpr (PF == 1) {
+      if (c0 + kMoeChunk < K) moe_chunk_load<K, W_FMT, NR>(w, s, c0 + kMoeChunk, next);
+    } else {
+      moe_chunk_load<K, W_FMT, NR>(w, s, c0, cw);  // in flight while the activations are staged
+    }
     __syncthreads();  // the previous chunk's activations are no longer read
     moe_stage<K, DT, W_FMT, NTC, THREADS>(xs, x, rows, c0);
     __syncthreads();
     moe_chunk_dot<K, W_FMT, NR, NTC>(w, cw, c0, xs, acc);
+    if constexpr (PF == 1) cw = next;
   }
 #pragma unroll
   for (int r = 0; r < NR; ++r)
@@ -354,7 +364,7 @@ __device__ __forceinline__ const unsigned short* moe_row_scale(const void* s, i6
   return W_FMT == 1 ? static_cast<const unsigned short*>(s) + row * (K / 32) : nullptr;
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int NTC>
+template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTC>
 __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                   const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                   int x_row_stride, float4* xs, i64* rows) {
@@ -372,7 +382,7 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
   }
   if (threadIdx.x < NTC) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x] / TOPK) * x_row_stride;
   float acc[NR][NTC];
-  moe_rows_by_pairs<H, X_DT, W_FMT, NR, NTC, WARPS * 32>(w, s, x, rows, xs, acc);
+  moe_rows_by_pairs<H, X_DT, W_FMT, NR, NTC, WARPS * 32, PF>(w, s, x, rows, xs, acc);
   if (threadIdx.x % 32 == 0) {
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
@@ -383,7 +393,7 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
   }
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT>
+template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF>
 __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const void* w_gate, const void* w_gate_scale,
                                     const void* w_up, const void* w_up_scale, void* h, int n_tokens, int x_row_stride) {
   static_assert(NT >= 1 && NT <= 8, "NT pairs per chunk: 1..8");
@@ -400,7 +410,7 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
     const int nt = g.count;
     if (nt == 0) return;
 #define KP_MOE_GU(N) \
-  if (nt == N) moe_gate_up_chunk<H, I, E, TOPK, W_FMT, X_DT, WARPS, ROWS, NT, N>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xs, rows);
+  if (nt == N) moe_gate_up_chunk<H, I, E, TOPK, W_FMT, X_DT, WARPS, ROWS, NT, PF, N>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xs, rows);
     KP_MOE_GU(1)
     if constexpr (NT >= 2) { KP_MOE_GU(2) }
     if constexpr (NT >= 3) { KP_MOE_GU(3) }
@@ -413,7 +423,7 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
   }
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int NTC>
+template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int NTC>
 __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
                                                const void* w_down, const void* w_down_scale, void* partial, float4* xs, i64* rows) {
   const int j0 = (blockIdx.x * WARPS + threadIdx.x / 32) * ROWS;
@@ -427,7 +437,7 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
   }
   if (threadIdx.x < NTC) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x]) * I;
   float acc[ROWS][NTC];
-  moe_rows_by_pairs<I, F32, W_FMT, ROWS, NTC, WARPS * 32>(w, s, h, rows, xs, acc);
+  moe_rows_by_pairs<I, F32, W_FMT, ROWS, NTC, WARPS * 32, PF>(w, s, h, rows, xs, acc);
   if (threadIdx.x % 32 == 0) {
 #pragma unroll
     for (int t = 0; t < NTC; ++t) {
@@ -441,7 +451,7 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
   }
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT>
+template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
   static_assert(NT >= 1 && NT <= 8, "NT pairs per chunk: 1..8");
@@ -458,7 +468,7 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
     const int nt = g.count;
     if (nt == 0) return;
 #define KP_MOE_DN(N) \
-  if (nt == N) moe_down_chunk<H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, N>(g, h, topk_weights, w_down, w_down_scale, partial, xs, rows);
+  if (nt == N) moe_down_chunk<H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF, N>(g, h, topk_weights, w_down, w_down_scale, partial, xs, rows);
     KP_MOE_DN(1)
     if constexpr (NT >= 2) { KP_MOE_DN(2) }
     if constexpr (NT >= 3) { KP_MOE_DN(3) }

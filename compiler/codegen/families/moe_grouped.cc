@@ -14,6 +14,7 @@ void check_experts(const ParamValues& p, const char* family, int64_t k) {
   if (p.at("W_FMT") == 1) require(k % 32 == 0, family, "INT4 experts need a reduction dim that is a multiple of 32");
   require(p.at("ROWS") >= 1 && p.at("ROWS") <= 8, family, "ROWS must be 1..8");
   require(p.at("NT") >= 1 && p.at("NT") <= 8, family, "NT must be 1..8");
+  require(p.at("PF") == 0 || p.at("PF") == 1, family, "PF must be 0 or 1");
 }
 
 // grid (row tiles of `rows`, expert slots), one block of WARPS warps, ROWS rows per warp.
@@ -40,7 +41,8 @@ const Family& family() {
       .header = "moe_grouped.cuh",
       .function = "kp::moe_grouped_gate_up",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
-                 dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt")},
+                 dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
+                 tuning_param("PF", "pf")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -65,7 +67,8 @@ const Family& family() {
       .header = "moe_grouped.cuh",
       .function = "kp::moe_grouped_down",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
-                 tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt")},
+                 tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
+                 tuning_param("PF", "pf")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

@@ -639,7 +639,7 @@ TEST(GpuOps, MoeGroupedSharedExpertsOddTilesClampedIds) {
 // pairs choose among 16 experts (as a verify tree's tokens share experts), the others stay zero
 // bytes. Also prints each step's time and bandwidth over the bytes of the experts touched
 // (median of 20 runs of the three launches; target >= 65% of 4.3 TB/s), for the arch's tuning
-// and for a few other (ROWS, NT) choices of the two expert kernels (each checked too).
+// and for a few other (ROWS, NT, PF) choices of the two expert kernels (each checked too).
 TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   REQUIRE_GPU();
   const int64_t H = 7168, I = 2048, E = 384, K = 8;
@@ -647,17 +647,17 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   for (int32_t e = 0; e < 16; ++e) pool.push_back(e * 23 + 5);  // 16 experts spread over the stack
   const DeviceExperts d = make_experts(*gpu, E, H, I, true, pool);
   struct Variant {
-    int64_t gu_rows, gu_nt, dn_rows, dn_nt;  // 0: the arch's heuristics
+    int64_t gu_rows, gu_nt, gu_pf, dn_rows, dn_nt, dn_pf;  // rows 0: the arch's heuristics
   };
-  for (const Variant v : {Variant{0, 0, 0, 0}, Variant{2, 3, 4, 2}, Variant{1, 4, 2, 4}, Variant{4, 2, 8, 2}}) {
-    auto tuned = [&](ParamValues p, int64_t rows, int64_t nt) {
-      if (rows) p["ROWS"] = rows, p["NT"] = nt;
+  for (const Variant v : {Variant{0, 0, 0, 0, 0, 0}, Variant{2, 2, 0, 4, 3, 0}, Variant{2, 3, 0, 4, 2, 1}, Variant{4, 2, 1, 8, 2, 0}}) {
+    auto tuned = [&](ParamValues p, int64_t rows, int64_t nt, int64_t pf) {
+      if (rows) p["ROWS"] = rows, p["NT"] = nt, p["PF"] = pf;
       return p;
     };
     const GroupedKernels k{
-        instantiate(moe_grouped_gate_up::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}, {"X_DT", 0}}, v.gu_rows, v.gu_nt),
+        instantiate(moe_grouped_gate_up::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}, {"X_DT", 0}}, v.gu_rows, v.gu_nt, v.gu_pf),
                     gpu->arch()),
-        instantiate(moe_grouped_down::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}}, v.dn_rows, v.dn_nt), gpu->arch()),
+        instantiate(moe_grouped_down::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}}, v.dn_rows, v.dn_nt, v.dn_pf), gpu->arch()),
         moe_combine_kernel(H, K, F32, /*accumulate=*/true, gpu->arch())};
     for (int64_t T : {1, 8, 64}) {
       if (v.gu_rows && T == 64) continue;  // the variants' CPU checks at 1 and 8 tokens only

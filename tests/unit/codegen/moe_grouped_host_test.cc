@@ -83,24 +83,24 @@ struct ReadCounter {
 };
 
 // One MoE step of T tokens through the three kernels on the host; returns out = y0 + experts(x).
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
   std::vector<float> h(static_cast<size_t>(T) * K * I, NAN), partial(static_cast<size_t>(T) * K * H, NAN), out = y0;
   const unsigned slots = static_cast<unsigned>(std::min(E, T * K));
   cuda_host::launch((I + WARPS * ROWS - 1) / (WARPS * ROWS), slots, 32 * WARPS, [&] {
-    kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, ROWS, NT>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(), u.scale.data(),
+    kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, ROWS, NT, PF>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(), u.scale.data(),
                                                                          h.data(), T, H);
   });
   cuda_host::launch((H + WARPS * ROWS - 1) / (WARPS * ROWS), slots, 32 * WARPS, [&] {
-    kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, ROWS, NT>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(), partial.data(), T);
+    kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(), partial.data(), T);
   });
   cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), T, H); });
   return out;
 }
 
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF = 0>
 void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads = nullptr) {
   const int64_t T = static_cast<int64_t>(ids.size()) / K;
   const Stack g = make_stack(E, I, H, W_FMT, seed), u = make_stack(E, I, H, W_FMT, seed + 1), d = make_stack(E, H, I, W_FMT, seed + 2);
@@ -113,7 +113,7 @@ void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pa
   for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
   counter.E = E;
   cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
-  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, ROWS, NT>(g, u, d, x, ids, weights, y0);
+  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF>(g, u, d, x, ids, weights, y0);
   cuda_host::on_stream_load = nullptr;
   if (reads) *reads = counter.bytes;
 
@@ -165,11 +165,13 @@ TEST(MoeGroupedOnHost, PairsPastNtRestreamTheTile) {
 }
 
 // bf16 rows of odd length (the one-element path) with ragged tiles (9 rows per block over
-// I = 37, H = 75); bf16 16-byte rows and INT4 rows over two staged column chunks (H = 1040, 1056).
+// I = 37, H = 75); bf16 16-byte rows and INT4 rows over two staged column chunks (H = 1040, 1056),
+// with and without the next chunk's loads issued early (PF).
 TEST(MoeGroupedOnHost, OddShapesAndColumnChunksMatchTheCpuOp) {
   check_step<75, 37, 4, 2, 0, 1, 3, 3>({0, 2, 1, 3, 2, 0, 3, 3, -1, 2}, 11);  // 5 tokens x top-2
-  check_step<1040, 24, 2, 1, 0, 1, 8, 2>({0, 1, 1}, 12);
-  check_step<1056, 32, 2, 1, 1, 1, 8, 3>({1, 0, 1, 1}, 13);
+  check_step<1040, 24, 2, 1, 0, 1, 8, 2, 1>({0, 1, 1}, 12);
+  check_step<1056, 32, 2, 1, 1, 1, 8, 3, 0>({1, 0, 1, 1}, 13);
+  check_step<1056, 32, 2, 1, 1, 1, 8, 3, 1>({1, 0, 1, 1}, 14);
 }
 
 }  // namespace
