@@ -53,7 +53,7 @@
 //            partial (f32 [n_tokens * TOPK, H]), n_tokens.
 //   combine: partial, out (Y_DT, row t at t * out_row_stride), n_tokens, out_row_stride.
 // Expert weights are stacked per projection, experts contiguous:
-//   W_FMT 0 (bf16):  Wg, Wu [E, I, H];  Wd [E, H, I]; the *_scale arguments are unused (null)
+//   W_FMT 0 (bf16):  Wg, Wu [E, I, H];  Wd [E, H, I]; the *_scale arguments are not read
 //   W_FMT 1 (INT4, compressed-tensors pack-quantized, group 32, ir/support/int4.h):
 //                    Wg, Wu int32 [E, I, H/8] with scales bf16 [E, I, H/32];
 //                    Wd int32 [E, H, I/8] with scales bf16 [E, H, I/32]
