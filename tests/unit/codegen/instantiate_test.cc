@@ -130,7 +130,7 @@ TEST(CodegenInstantiate, Int4CheckpointsUseInt4Experts) {
   c.quant.enabled = true;
   bool int4_gate_up = false;
   for (const KernelSource& k : target_model_kernels(c, {})) {
-    if (k.family == "moe_gate_up") int4_gate_up = kernel_param(k, "W_FMT") == 1;
+    if (k.family == "moe_grouped_gate_up") int4_gate_up = kernel_param(k, "W_FMT") == 1;
   }
   EXPECT_TRUE(int4_gate_up);
 }
@@ -146,9 +146,17 @@ TEST(CodegenLaunchGeometry, GridsFollowTheTemplateDocs) {
   const KernelSource mla = mla_attention_kernel(4, 64, 16, ElemType::F32, ElemType::F32, ElemType::F32);
   d = launch_dims(mla, 32);
   EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{4, 32, 1}));
-  const KernelSource up = moe_gate_up_kernel(256, 128, 2, false, ElemType::F32);
+  // Grouped experts: 16 rows of I per block (8 warps x 2), one block row per expert slot:
+  // min(E, tokens * top_k) slots (5 tokens x top-2 over 8 experts: 8; 1 token: 2).
+  const KernelSource up = moe_grouped_gate_up_kernel(256, 136, 8, 2, false, ElemType::F32);
   d = launch_dims(up, 5);
-  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{32, 10, 1}));
+  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{9, 8, 1}));
+  EXPECT_EQ(d.block, (std::array<uint32_t, 3>{256, 1, 1}));
+  EXPECT_EQ(launch_dims(up, 1).grid, (std::array<uint32_t, 3>{9, 2, 1}));
+  const KernelSource down = moe_grouped_down_kernel(256, 136, 8, 2, false);
+  EXPECT_EQ(launch_dims(down, 3).grid, (std::array<uint32_t, 3>{8, 6, 1}));  // 32 rows of H per block
+  const KernelSource combine = moe_combine_kernel(256, 2, ElemType::F32, false);
+  EXPECT_EQ(launch_dims(combine, 3).grid, (std::array<uint32_t, 3>{1, 3, 1}));
   const KernelSource norm = rms_norm_kernel(256, ElemType::F32, ElemType::F32);
   d = launch_dims(norm, 7);
   EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{7, 1, 1}));
