@@ -24,6 +24,7 @@
 #include "runtime/ddtree/oracle_drafter.h"
 #include "runtime/ddtree/prefill.h"
 #include "runtime/ddtree/random_drafter.h"
+#include "runtime/gpu/gpu_device.h"
 #include "runtime/gpu/gpu_dflash_drafter.h"
 #include "runtime/gpu/gpu_target_model.h"
 #include "runtime/plan_cpu_target.h"
@@ -329,6 +330,9 @@ kplan_status kplan_model_info_get(const kplan_model* model, kplan_model_info* in
       i.device_weight_bytes = m.gpu->weight_bytes();
       for (const kplan::plan::Bucket& b : m.plan->buckets)
         if (b.program == "target") i.max_step_tokens = std::max<int64_t>(i.max_step_tokens, b.tokens);
+      uint64_t free_bytes = 0, total_bytes = 0;
+      kplan::gpu::device_memory(&free_bytes, &total_bytes);
+      i.device_memory_used = total_bytes - free_bytes;
     } else if (m.cpu_weights->tensors_read() > 0) {
       i.weight_uploads = 1;  // one fp32 copy in host memory, however many sessions read it
       i.weight_upload_bytes = m.cpu_weights->bytes_read();

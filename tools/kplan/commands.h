@@ -22,6 +22,7 @@ void register_inspect(CLI::App& app);
 void register_run(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_synth(CLI::App& app);
+void register_soak(CLI::App& app);     // cmd_soak.cc
 void register_version(CLI::App& app);  // cmd_version.cc
 void register_serve(CLI::App& app);    // cmd_version.cc: not built yet, says so (exit 2)
 

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   kplan::cli::register_run(app);
   kplan::cli::register_bench(app);
   kplan::cli::register_synth(app);
+  kplan::cli::register_soak(app);
   kplan::cli::register_version(app);
   kplan::cli::register_serve(app);
   try {

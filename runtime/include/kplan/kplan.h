@@ -157,6 +157,9 @@ typedef struct kplan_model_info {
   uint64_t device_weight_bytes;  /* weight bytes resident in device memory */
   int64_t max_step_tokens;       /* most tokens one step takes (GPU: the largest bucket); 0: any */
   double load_seconds;           /* create: modules and weight upload */
+  /* Appended: device memory in use on the model's GPU when asked (total less free, every
+   * process's: cuMemGetInfo), for leak checks (kplan soak); 0 on the CPU. */
+  uint64_t device_memory_used;
 } kplan_model_info;
 
 kplan_status kplan_model_info_get(const kplan_model* model, kplan_model_info* info);
