@@ -3,7 +3,7 @@
 // Dense matmul with bf16 weights, batched over heads (W_LAYOUT 0: [N, K]; 1: [K, N]).
 //
 // Template parameters (compile-time constants, template order):
-//   K, N, X_DT (dtype), Y_DT (dtype), W_LAYOUT, ACC, WARPS (tuning), TOK_TILE (tuning)
+//   K, N, X_DT (dtype), Y_DT (dtype), W_LAYOUT, ACC, WARPS, TOK_TILE, RPW, KSPLIT, UNROLL (the last five tuning)
 // See the template's doc block for their meaning and the launch geometry (families/matmul.cc).
 #include <cstdint>
 #include <string_view>

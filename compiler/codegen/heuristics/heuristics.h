@@ -32,5 +32,9 @@ int64_t round_up(int64_t v, int64_t m);
 int64_t threads_for(int64_t work);
 // Rows of length d: aim for <= 16 values per thread, which keeps rms_norm's row in registers.
 int64_t row_threads(int64_t d);
+// The dense matmul's tiling (kernels_templates/matmul.cuh) for a GPU of `sms` SMs that should
+// hold about `warps_per_sm` warps each: a function of N and K only (instances are chosen before
+// the token count is known: one instance serves every bucket, 1 to 64 tokens).
+void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
 
 }  // namespace kplan::codegen

@@ -8,6 +8,9 @@ namespace kplan::codegen {
 const TuningTable& sm120_tuning() {
   static const TuningTable table = [] {
     TuningTable t = sm90_tuning();
+    // 188 SMs of at most 48 resident warps (1536 threads): the same weight stream, sized for
+    // the wider grid; GDDR7's lower bandwidth needs fewer bytes in flight per SM.
+    t["matmul"] = [](ParamValues& p) { matmul_tiling(p, 188, 24); };
     return t;
   }();
   return table;

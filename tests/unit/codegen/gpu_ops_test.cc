@@ -135,6 +135,32 @@ class Gpu {
 
   void sync() { gpu::cuda_check(cu_, cu_.cuCtxSynchronize(), "kernel execution"); }
 
+  // Milliseconds per launch over `reps` back-to-back launches (CUDA events), after one warm-up.
+  double time_ms(const KernelSource& k, int64_t rows, const std::vector<Arg>& args, int reps, int64_t batch = 1) {
+    launch(k, rows, args, batch);
+    std::vector<void*> params;
+    for (const Arg& arg : args)
+      params.push_back(arg.kind == ArgKind::DevicePtr ? const_cast<uint64_t*>(&arg.u)
+                       : arg.kind == ArgKind::I32   ? static_cast<void*>(const_cast<int32_t*>(&arg.i))
+                                                    : static_cast<void*>(const_cast<float*>(&arg.f)));
+    const LaunchDims d = launch_dims(k, rows, batch);
+    CUevent e0, e1;
+    gpu::cuda_check(cu_, cu_.cuEventCreate(&e0, 0), "cuEventCreate");
+    gpu::cuda_check(cu_, cu_.cuEventCreate(&e1, 0), "cuEventCreate");
+    gpu::cuda_check(cu_, cu_.cuEventRecord(e0, nullptr), "cuEventRecord");
+    for (int r = 0; r < reps; ++r)
+      gpu::cuda_check(cu_, cu_.cuLaunchKernel(function(k), d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1], d.block[2],
+                                              d.smem_bytes, nullptr, params.data(), nullptr),
+                      "launch " + k.id);
+    gpu::cuda_check(cu_, cu_.cuEventRecord(e1, nullptr), "cuEventRecord");
+    gpu::cuda_check(cu_, cu_.cuEventSynchronize(e1), "cuEventSynchronize");
+    float ms = 0;
+    gpu::cuda_check(cu_, cu_.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
+    cu_.cuEventDestroy(e0);
+    cu_.cuEventDestroy(e1);
+    return ms / reps;
+  }
+
   // One launch of a lowered plan; `address` resolves its pointer arguments.
   void launch_planned(const KernelSource& k, const plan::Launch& l, const std::function<uint64_t(const plan::LaunchArg&)>& address) {
     std::vector<uint64_t> storage(l.args.size());
@@ -267,8 +293,13 @@ struct MatmulCase {
 
 TEST(GpuOps, MatmulTokenTilesOddWidthsAccumulate) {
   REQUIRE_GPU();
+  // Beyond the small shapes: split-K (K 4096 / 2056 at N 40 / 37, with ACC), 4 rows per warp
+  // (N 17000), K not a multiple of 8 (the scalar path), bf16 x, 1 / 7 / 17 / 64 tokens.
   for (const MatmulCase& c : {MatmulCase{256, 1030, 17, F32, false}, MatmulCase{333, 20, 3, F32, true},
-                              MatmulCase{64, 48, 1, BF16, false}, MatmulCase{96, 8, 8, F32, true}}) {
+                              MatmulCase{64, 48, 1, BF16, false}, MatmulCase{96, 8, 8, F32, true},
+                              MatmulCase{4096, 40, 64, F32, true}, MatmulCase{2056, 37, 7, BF16, false},
+                              MatmulCase{264, 17000, 17, F32, true}, MatmulCase{7168, 576, 1, F32, false},
+                              MatmulCase{1000, 33, 64, BF16, true}}) {
     const std::vector<float> x = random_values(c.tokens * c.k, 4, 1.f, c.x_t == BF16);
     const std::vector<float> w = random_values(c.n * c.k, 5, 0.2f, true);
     const std::vector<float> y0 = random_values(c.tokens * c.n, 6);
@@ -280,6 +311,66 @@ TEST(GpuOps, MatmulTokenTilesOddWidthsAccumulate) {
     for (int64_t t = 0; t < c.tokens; ++t) cpu::matvec(x.data() + t * c.k, w.data(), c.n, c.k, want.data() + t * c.n);
     if (c.acc) for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
     EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id;
+  }
+}
+
+// The weight stream's other entry paths: x rows that are not 16-byte aligned (scalar x loads)
+// and a weight view that is not (the scalar weight path), each at 9 tokens (two token tiles).
+TEST(GpuOps, MatmulUnalignedViews) {
+  REQUIRE_GPU();
+  const int64_t K = 512, N = 300, T = 9, x_stride = K + 3;
+  const std::vector<float> x = random_values(T * x_stride, 21);
+  const std::vector<float> w = random_values((N * K) + 8, 22, 0.1f, true);
+  for (const int64_t w_offset : {int64_t{0}, int64_t{1}}) {
+    DevBuf d_x = gpu->upload(x), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->alloc(T * N * 4);
+    const KernelSource k = matmul_kernel(K, N, F32, F32);
+    gpu->launch(k, T, {Gpu::ptr(d_x, 4), Gpu::ptr(d_w, 2 * w_offset), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(x_stride), Gpu::i32(0),
+                       Gpu::i32(N), Gpu::i32(0), Gpu::i32(0)});
+    std::vector<float> want(T * N);
+    for (int64_t t = 0; t < T; ++t) cpu::matvec(x.data() + t * x_stride + 1, w.data() + w_offset, N, K, want.data() + t * N);
+    EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id << " w offset " << w_offset;
+  }
+}
+
+// lm_head at Kimi K2.6 width (163840 x 7168 bf16, 2.35 GB): the CPU op's values at 1 and 3
+// tokens, then the time of a 1-, 8- and 64-token launch and the bandwidth over the weight bytes
+// (printed, for bench/RESULTS.md; the floor is the HBM's ~4.3 TB/s on an H200).
+TEST(GpuOps, MatmulAtLmHeadWidth) {
+  REQUIRE_GPU();
+  const int64_t K = 7168, N = 163840, T = 64;
+  const std::vector<float> x = random_values(T * K, 23);
+  std::vector<uint16_t> w_bits(static_cast<size_t>(N * K));
+  {
+    const std::vector<float> w = random_values(static_cast<size_t>(N * K), 24, 0.02f, true);
+    for (size_t i = 0; i < w.size(); ++i) w_bits[i] = float_to_bf16(w[i]);
+  }
+  DevBuf d_x = gpu->upload(x), d_w = gpu->upload(w_bits), d_y = gpu->alloc(T * N * 4);
+  const KernelSource k = matmul_kernel(K, N, F32, F32);
+  auto args = [&](int64_t t) {
+    return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(K), Gpu::i32(0),
+                                 Gpu::i32(N), Gpu::i32(0), Gpu::i32(0)};
+  };
+  for (const int64_t t : {int64_t{1}, int64_t{3}}) {
+    gpu->launch(k, t, args(t));
+    const std::vector<float> got = gpu->download<float>(d_y, t * N);
+    std::vector<float> wf(static_cast<size_t>(K));
+    double worst = 0, largest = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t j = 0; j < K; ++j) wf[j] = bf16_to_float(w_bits[n * K + j]);
+      for (int64_t r = 0; r < t; ++r) {
+        float want = 0;
+        cpu::matvec(x.data() + r * K, wf.data(), 1, K, &want);
+        worst = std::max(worst, std::fabs(static_cast<double>(got[r * N + n]) - want));
+        largest = std::max(largest, std::fabs(static_cast<double>(want)));
+      }
+    }
+    EXPECT_LT(worst / largest, 1e-4) << k.id << " at " << t << " tokens";
+  }
+  for (const int64_t t : {int64_t{1}, int64_t{8}, int64_t{64}}) {
+    const double ms = gpu->time_ms(k, t, args(t), 20);
+    const double bytes = 2.0 * N * K + 4.0 * t * (K + N);
+    std::printf("[ lm_head ] %s tokens %lld: %.4f ms, %.1f GB/s (%.1f%% of 4.3 TB/s)\n", k.id.c_str(), static_cast<long long>(t), ms,
+                bytes / (ms * 1e-3) / 1e9, 100.0 * bytes / (ms * 1e-3) / 4.3e12);
   }
 }
 
