@@ -43,6 +43,23 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
   set("WARPS", std::max<int64_t>(4, ksplit));
 }
 
+void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
+  auto set = [&](const char* name, int64_t v) { p.try_emplace(name, v); };
+  // 32 dequantised products per group and token: 4 tokens a tile, 2 rows a warp keep the
+  // accumulators and per-group partial sums (2 * RPW * TOK_TILE) in registers.
+  set("TOK_TILE", 4);
+  const int64_t n = p.at("N"), groups = p.at("K") / 32;
+  const int64_t want = sms * warps_per_sm;
+  const int64_t rpw = n >= 2 * want ? 2 : 1;
+  set("RPW", rpw);
+  const int64_t unroll = 4;  // 4 groups = 64 bytes of packed weights in flight per lane and row
+  set("UNROLL", unroll);
+  int64_t ksplit = 1;
+  while (ksplit < 8 && (n + rpw - 1) / rpw * ksplit < want && groups / (2 * ksplit) >= 16 * unroll) ksplit *= 2;
+  set("KSPLIT", ksplit);
+  set("WARPS", std::max<int64_t>(4, ksplit));
+}
+
 const TuningTable& tuning_for(std::string_view arch) {
   int major = 0;
   if (arch.size() > 3 && arch.substr(0, 3) == "sm_") {

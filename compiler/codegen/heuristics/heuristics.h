@@ -36,5 +36,7 @@ int64_t row_threads(int64_t d);
 // hold about `warps_per_sm` warps each: a function of N and K only (instances are chosen before
 // the token count is known: one instance serves every bucket, 1 to 64 tokens).
 void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
+// The same weight stream over INT4 g32 rows (kernels_templates/matmul_int4.cuh).
+void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
 
 }  // namespace kplan::codegen

@@ -134,6 +134,7 @@ class Gpu {
   }
 
   void sync() { gpu::cuda_check(cu_, cu_.cuCtxSynchronize(), "kernel execution"); }
+  const std::string& arch() const { return arch_; }
 
   // Milliseconds per launch over `reps` back-to-back launches (CUDA events), after one warm-up.
   double time_ms(const KernelSource& k, int64_t rows, const std::vector<Arg>& args, int reps, int64_t batch = 1) {
@@ -374,6 +375,56 @@ TEST(GpuOps, MatmulAtLmHeadWidth) {
   }
 }
 
+// The variants of the weight stream at Kimi K2.6's dense shapes, measured in one run: each
+// tiling (rows per warp, loads in flight, split-K, warps) against the heuristics' choice (marked
+// *), the same values up to summation order, and a table of ms / GB/s over the weight bytes at
+// 1, 8 and 64 tokens: what heuristics/sm90.cc's matmul_tiling should pick (bench/RESULTS.md).
+TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
+  REQUIRE_GPU();
+  struct Shape {
+    const char* name;
+    int64_t k, n;
+  };
+  const Shape shapes[] = {{"lm_head", 7168, 163840}, {"q_a", 7168, 1536}, {"kv_a", 7168, 576}, {"q_b", 1536, 12288},
+                          {"o_proj", 8192, 7168},    {"mlp_up", 7168, 18432}, {"mlp_down", 18432, 7168}, {"shared", 7168, 2048}};
+  struct Tiling {
+    int64_t rpw, unroll, ksplit, warps;
+  };
+  const Tiling tilings[] = {{1, 4, 1, 4}, {1, 8, 1, 4}, {2, 4, 1, 4}, {2, 8, 1, 4}, {4, 4, 1, 4}, {4, 2, 1, 8},
+                            {1, 8, 2, 4}, {1, 8, 4, 4}, {1, 8, 8, 8}, {2, 8, 4, 8}};
+  const int64_t T = 64;
+  std::printf("%-9s %-62s %9s %9s %9s %8s\n", "shape", "kernel", "ms t=1", "ms t=8", "ms t=64", "GB/s t=1");
+  for (const Shape& sh : shapes) {
+    const std::vector<float> x = random_values(T * sh.k, 31);
+    std::vector<uint16_t> w_bits(static_cast<size_t>(sh.n * sh.k));
+    for (size_t i = 0; i < w_bits.size(); ++i) w_bits[i] = float_to_bf16(static_cast<float>(static_cast<int64_t>(i * 2654435761u % 2001) - 1000) * 1e-5f);
+    DevBuf d_x = gpu->upload(x), d_w = gpu->upload(w_bits), d_y = gpu->alloc(T * sh.n * 4);
+    auto args = [&](int64_t t) {
+      return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(sh.k), Gpu::i32(0),
+                                   Gpu::i32(sh.n), Gpu::i32(0), Gpu::i32(0)};
+    };
+    const KernelSource chosen = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch());
+    gpu->launch(chosen, T, args(T));
+    const std::vector<float> want = gpu->download<float>(d_y, T * sh.n);
+    std::vector<KernelSource> variants = {chosen};
+    for (const Tiling& tl : tilings) {
+      const ParamValues p = {{"K", sh.k}, {"N", sh.n}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"WARPS", tl.warps},
+                             {"TOK_TILE", 8}, {"RPW", tl.rpw}, {"KSPLIT", tl.ksplit}, {"UNROLL", tl.unroll}};
+      const KernelSource v = instantiate(matmul::family(), p, gpu->arch());
+      if (v.id != chosen.id) variants.push_back(v);
+    }
+    for (const KernelSource& v : variants) {
+      gpu->launch(v, T, args(T));
+      EXPECT_LT(relative_error(gpu->download<float>(d_y, T * sh.n), want), 1e-4) << v.id;
+      double ms[3];
+      const int64_t tokens[3] = {1, 8, 64};
+      for (int i = 0; i < 3; ++i) ms[i] = gpu->time_ms(v, tokens[i], args(tokens[i]), sh.n * sh.k > 100000000 ? 10 : 50);
+      std::printf("%-9s %-62s %9.4f %9.4f %9.4f %8.1f%s\n", sh.name, v.id.c_str(), ms[0], ms[1], ms[2],
+                  2.0 * sh.n * sh.k / (ms[0] * 1e-3) / 1e9, v.id == chosen.id ? " *" : "");
+    }
+  }
+}
+
 // The absorbed MLA projections as head_matmul launches over views of kv_b_proj: W_UK transposed
 // (W_LAYOUT 1) on the q_nope slices of q, and W_UV (W_LAYOUT 0) at an offset into kv_b.
 TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
@@ -406,16 +457,27 @@ TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
 
 TEST(GpuOps, MatmulInt4MatchesDequantisedWeights) {
   REQUIRE_GPU();
-  const int64_t K = 256, N = 40, T = 9;
-  const PackedInt4 p = pack_int4(random_values(N * K, 10, 0.5f), N, K, 32);
-  const std::vector<float> w = unpack_int4(p);
-  const std::vector<float> x = random_values(T * K, 11);
-  DevBuf d_x = gpu->upload(x), d_p = gpu->upload(p.packed), d_s = gpu->upload(p.scale), d_y = gpu->alloc(T * N * 4);
-  const KernelSource k = matmul_int4_kernel(K, N, F32, F32);
-  gpu->launch(k, T, {Gpu::ptr(d_x), Gpu::ptr(d_p), Gpu::ptr(d_s), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(K), Gpu::i32(N)});
-  std::vector<float> want(T * N);
-  for (int64_t t = 0; t < T; ++t) cpu::matvec(x.data() + t * K, w.data(), N, K, want.data() + t * N);
-  EXPECT_LT(relative_error(gpu->download<float>(d_y, T * N), want), 1e-4) << k.id;
+  // The INT4 stream's tilings: 1 row a warp, split-K 2 (K 4096), 2 rows a warp (N 9000), 3
+  // groups a row at 64 tokens, bf16 x with ACC.
+  struct Case {
+    int64_t k, n, t;
+    ElemType x_t;
+    bool acc;
+  };
+  for (const Case& c : {Case{256, 40, 9, F32, false}, Case{4096, 24, 17, F32, false}, Case{2048, 9000, 5, F32, true},
+                        Case{96, 70, 64, F32, false}, Case{7168, 300, 3, BF16, true}}) {
+    const PackedInt4 p = pack_int4(random_values(c.n * c.k, 10, 0.5f), c.n, c.k, 32);
+    const std::vector<float> w = unpack_int4(p);
+    const std::vector<float> x = random_values(c.t * c.k, 11, 1.f, c.x_t == BF16);
+    const std::vector<float> y0 = random_values(c.t * c.n, 12);
+    DevBuf d_x = gpu->upload_as(x, c.x_t), d_p = gpu->upload(p.packed), d_s = gpu->upload(p.scale), d_y = gpu->upload(y0);
+    const KernelSource k = matmul_int4_kernel(c.k, c.n, c.x_t, F32, c.acc);
+    gpu->launch(k, c.t, {Gpu::ptr(d_x), Gpu::ptr(d_p), Gpu::ptr(d_s), Gpu::ptr(d_y), Gpu::i32(c.t), Gpu::i32(c.k), Gpu::i32(c.n)});
+    std::vector<float> want(c.t * c.n);
+    for (int64_t t = 0; t < c.t; ++t) cpu::matvec(x.data() + t * c.k, w.data(), c.n, c.k, want.data() + t * c.n);
+    if (c.acc) for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
+    EXPECT_LT(relative_error(gpu->download<float>(d_y, c.t * c.n), want), 1e-4) << k.id;
+  }
 }
 
 TEST(GpuOps, RopeYarnInterleavedAndRotateHalf) {

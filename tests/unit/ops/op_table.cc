@@ -237,6 +237,20 @@ std::vector<OpCase> make_table() {
          c.output(c.b().matmul_int4(c.input(256), p, s, 32));
          return std::nullopt;
        }},
+      // The INT4 stream's split-K (K 4096: 128 groups over 2 warps) at 17 tokens (5 tiles of 4),
+      // and 3 groups a row (a partial round of loads) at 64 tokens.
+      {"matmul_int4/splitk2_k4096_n24_t17", 17, 0, 0, Mask::None, {}, 1e-4, true,
+       [](CaseBuilder& c) -> Expect {
+         auto [p, s] = c.weight_int4(24, 4096, 0.1f);
+         c.output(c.b().matmul_int4(c.input(4096), p, s, 32));
+         return std::nullopt;
+       }},
+      {"matmul_int4/k96_n70_t64", 64, 0, 0, Mask::None, {}, 1e-4, true,
+       [](CaseBuilder& c) -> Expect {
+         auto [p, s] = c.weight_int4(70, 96, 0.5f);
+         c.output(c.b().matmul_int4(c.input(96), p, s, 32));
+         return std::nullopt;
+       }},
       {"head_matmul/h4_k32_n48", 3, 0, 0, Mask::None, {}, 1e-4, true,
        [](CaseBuilder& c) -> Expect { c.output(c.b().head_matmul(heads(c, c.input(4 * 32), 4, 32), c.weight_bf16({4, 48, 32}, 0.3f))); return std::nullopt; }},
       // The absorbed W_UK: a transposed weight view, read as [K, N] without a copy.
