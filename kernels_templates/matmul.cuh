@@ -108,11 +108,95 @@ __device__ __forceinline__ void matmul_rows(const unsigned short* const (&wrow)[
   }
 }
 
-template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL>
+// Eight bf16 weights from w (16-byte aligned when VEC) as one 16-byte word.
+template <bool VEC>
+__device__ __forceinline__ uint4 load_w8(const unsigned short* w) {
+  if constexpr (VEC) {
+    return ldg_stream16(w);
+  } else {
+    uint4 v;
+    v.x = w[0] | (static_cast<unsigned>(w[1]) << 16);
+    v.y = w[2] | (static_cast<unsigned>(w[3]) << 16);
+    v.z = w[4] | (static_cast<unsigned>(w[5]) << 16);
+    v.w = w[6] | (static_cast<unsigned>(w[7]) << 16);
+    return v;
+  }
+}
+
+// The tensor-core share of one warp (MMA instances): rows n0 .. n0 + RPW of W (RPW / 8 n-tiles
+// of mma.m16n8k16, the rows as its N) against TOK_TILE tokens (TOK_TILE / 16 m-tiles, the tokens
+// as its M), over the 32-wide k-chunks slice, slice + KSPLIT, ... Lane (g = lane / 4, q = lane %
+// 4) loads the 16 bytes W[row 8j + g][32c + 8q .. + 8) and x[token][32c + 8q .. + 8); the
+// reduction's order inside a chunk is free, so the fragments' k = (2q, 2q + 1, 2q + 8, 2q + 9) of
+// the two k-steps are these 8 weights in order, for W (B) and x (A) alike: no shuffles, 16-byte
+// loads. f32 x is split into bf16 hi + lo (two MMAs; products exact, x kept to 2^-16 of itself),
+// bf16 x is exact in one. Tokens past nt read the last token's row (their results are dropped);
+// lanes past K read zeros. c[m][j] is the mma D fragment: tokens 16m + g (+ 8), rows 8j + 2q (+ 1).
+template <int K, int N, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, bool WVEC, bool XVEC>
+__device__ __forceinline__ void matmul_rows_mma(const unsigned short* wb, int n0, const void* x, int x_row_stride, int nt,
+                                                int slice, float (&c)[TOK_TILE / 16][RPW / 8][4]) {
+  constexpr int MT = TOK_TILE / 16, NT = RPW / 8;
+  constexpr int CH = (K + 31) / 32;
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const unsigned short* wrow[NT];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) wrow[j] = wb + static_cast<i64>(min(n0 + 8 * j + g, N - 1)) * K;
+  i64 xoff[MT][2];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    xoff[m][0] = static_cast<i64>(min(16 * m + g, nt - 1)) * x_row_stride;
+    xoff[m][1] = static_cast<i64>(min(16 * m + g + 8, nt - 1)) * x_row_stride;
+  }
+  for (int c0 = slice; c0 < CH; c0 += KSPLIT * UNROLL) {
+    uint4 wq[NT][UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int k = 32 * (c0 + u * KSPLIT) + 8 * q;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) wq[j][u] = c0 + u * KSPLIT < CH && k < K ? load_w8<WVEC>(wrow[j] + k) : zero_uint4();
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      if (c0 + u * KSPLIT < CH) {  // uniform over the warp: the mma needs every lane
+        const int k = 32 * (c0 + u * KSPLIT) + 8 * q;
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          float xa[8], xb[8];
+          if (k < K) {
+            load8_x<X_DT, XVEC>(x, xoff[m][0] + k, xa);
+            load8_x<X_DT, XVEC>(x, xoff[m][1] + k, xb);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) xa[e] = xb[e] = 0.f;
+          }
+#pragma unroll
+          for (int st = 0; st < 2; ++st) {
+            const unsigned a[4] = {pack_bf16x2(xa[4 * st], xa[4 * st + 1]), pack_bf16x2(xb[4 * st], xb[4 * st + 1]),
+                                   pack_bf16x2(xa[4 * st + 2], xa[4 * st + 3]), pack_bf16x2(xb[4 * st + 2], xb[4 * st + 3])};
+#pragma unroll
+            for (int j = 0; j < NT; ++j) mma_bf16_16816(c[m][j], a, st == 0 ? wq[j][u].x : wq[j][u].z, st == 0 ? wq[j][u].y : wq[j][u].w);
+            if constexpr (X_DT == F32) {
+              const unsigned lo[4] = {pack_bf16x2(bf16_residual(xa[4 * st]), bf16_residual(xa[4 * st + 1])),
+                                      pack_bf16x2(bf16_residual(xb[4 * st]), bf16_residual(xb[4 * st + 1])),
+                                      pack_bf16x2(bf16_residual(xa[4 * st + 2]), bf16_residual(xa[4 * st + 3])),
+                                      pack_bf16x2(bf16_residual(xb[4 * st + 2]), bf16_residual(xb[4 * st + 3]))};
+#pragma unroll
+              for (int j = 0; j < NT; ++j)
+                mma_bf16_16816(c[m][j], lo, st == 0 ? wq[j][u].x : wq[j][u].z, st == 0 ? wq[j][u].y : wq[j][u].w);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int MMA>
 __device__ void matmul(const void* x, const void* w, void* y, int n_tokens, int x_row_stride,
                        int x_batch_stride, int y_row_stride, int y_batch_stride, int w_batch_stride) {
   static_assert(WARPS % KSPLIT == 0, "KSPLIT must divide WARPS");
-  static_assert(W_LAYOUT == 0 || (RPW == 1 && KSPLIT == 1 && UNROLL == 1), "W_LAYOUT 1 has no row tiling");
+  static_assert(W_LAYOUT == 0 || (RPW == 1 && KSPLIT == 1 && UNROLL == 1 && MMA == 0), "W_LAYOUT 1 has no row tiling");
+  static_assert(MMA == 0 || (RPW % 8 == 0 && TOK_TILE % 16 == 0 && K % 8 == 0), "MMA tiles: rows by 8, tokens by 16");
   const int b = blockIdx.z;
   const int t0 = blockIdx.x * TOK_TILE;
   const int nt = min(TOK_TILE, n_tokens - t0);
@@ -126,50 +210,74 @@ __device__ void matmul(const void* x, const void* w, void* y, int n_tokens, int 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int group = warp / KSPLIT, slice = warp % KSPLIT;
     const int n0 = (blockIdx.y * GROUPS + group) * RPW;
-    const unsigned short* wrow[RPW];
-#pragma unroll
-    for (int r = 0; r < RPW; ++r) wrow[r] = wb + static_cast<i64>(min(n0 + r, N - 1)) * K;
-    float acc[RPW][TOK_TILE];
-#pragma unroll
-    for (int r = 0; r < RPW; ++r)
-#pragma unroll
-      for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = 0.f;
+    // The KSPLIT partial sums of each (row, token) meet here and are added in slice order (KSPLIT
+    // 1 too: the stores then need no accumulator registers, which keeps the ACC epilogue from
+    // spilling).
+    __shared__ float partial[WARPS][RPW * TOK_TILE];
     // Uniform per launch: whole weights are 16-byte aligned rows when K % 8 == 0 (a sliced view
     // may not be); x vector loads need x and its row stride aligned too.
     const bool wvec = K % 8 == 0 && (reinterpret_cast<unsigned long long>(wb) & 15u) == 0;
     const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (X_DT == F32 ? 4 : 8) == 0;
-    if (wvec && xvec) {
-      matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wrow, xb, x_row_stride, nt, slice, acc);
-    } else if (wvec) {
-      matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wrow, xb, x_row_stride, nt, slice, acc);
+    if constexpr (MMA != 0) {
+      float c[TOK_TILE / 16][RPW / 8][4];
+#pragma unroll
+      for (int m = 0; m < TOK_TILE / 16; ++m)
+#pragma unroll
+        for (int j = 0; j < RPW / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) c[m][j][e] = 0.f;
+      if (wvec && xvec) {
+        matmul_rows_mma<K, N, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wb, n0, xb, x_row_stride, nt, slice, c);
+      } else if (wvec) {
+        matmul_rows_mma<K, N, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wb, n0, xb, x_row_stride, nt, slice, c);
+      } else {
+        matmul_rows_mma<K, N, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wb, n0, xb, x_row_stride, nt, slice, c);
+      }
+      const int g = lane / 4, q = lane % 4;
+#pragma unroll
+      for (int m = 0; m < TOK_TILE / 16; ++m)
+#pragma unroll
+        for (int j = 0; j < RPW / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            partial[warp][(8 * j + 2 * q + (e & 1)) * TOK_TILE + 16 * m + g + (e >= 2 ? 8 : 0)] = c[m][j][e];
     } else {
-      matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wrow, xb, x_row_stride, nt, slice, acc);
-    }
+      const unsigned short* wrow[RPW];
 #pragma unroll
-    for (int r = 0; r < RPW; ++r)
+      for (int r = 0; r < RPW; ++r) wrow[r] = wb + static_cast<i64>(min(n0 + r, N - 1)) * K;
+      float acc[RPW][TOK_TILE];
 #pragma unroll
-      for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = warp_sum(acc[r][t]);
-    {
-      // The KSPLIT partial sums of each (row, token), added in slice order (KSPLIT 1 too: the
-      // stores then need no accumulator registers, which keeps the ACC epilogue from spilling).
-      __shared__ float partial[WARPS][RPW * TOK_TILE];
+      for (int r = 0; r < RPW; ++r)
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = 0.f;
+      if (wvec && xvec) {
+        matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wrow, xb, x_row_stride, nt, slice, acc);
+      } else if (wvec) {
+        matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wrow, xb, x_row_stride, nt, slice, acc);
+      } else {
+        matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wrow, xb, x_row_stride, nt, slice, acc);
+      }
+#pragma unroll
+      for (int r = 0; r < RPW; ++r)
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = warp_sum(acc[r][t]);
       if (lane == 0) {
 #pragma unroll
         for (int r = 0; r < RPW; ++r)
 #pragma unroll
           for (int t = 0; t < TOK_TILE; ++t) partial[warp][r * TOK_TILE + t] = acc[r][t];
       }
-      __syncthreads();
-      for (int i = threadIdx.x; i < GROUPS * RPW * TOK_TILE; i += 32 * WARPS) {
-        const int g = i / (RPW * TOK_TILE), r = i / TOK_TILE % RPW, t = i % TOK_TILE;
-        const int n = (blockIdx.y * GROUPS + g) * RPW + r;
-        if (t < nt && n < N) {
-          float s = 0.f;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < GROUPS * RPW * TOK_TILE; i += 32 * WARPS) {
+      const int g = i / (RPW * TOK_TILE), r = i / TOK_TILE % RPW, t = i % TOK_TILE;
+      const int n = (blockIdx.y * GROUPS + g) * RPW + r;
+      if (t < nt && n < N) {
+        float s = 0.f;
 #pragma unroll
-          for (int q = 0; q < KSPLIT; ++q) s += partial[g * KSPLIT + q][r * TOK_TILE + t];
-          const i64 o = yb + static_cast<i64>(t) * y_row_stride + n;
-          store<Y_DT>(y, o, ACC ? load<Y_DT>(y, o) + s : s);
-        }
+        for (int q = 0; q < KSPLIT; ++q) s += partial[g * KSPLIT + q][r * TOK_TILE + t];
+        const i64 o = yb + static_cast<i64>(t) * y_row_stride + n;
+        store<Y_DT>(y, o, ACC ? load<Y_DT>(y, o) + s : s);
       }
     }
   } else {

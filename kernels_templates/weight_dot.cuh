@@ -55,6 +55,22 @@ __device__ __forceinline__ void load8_x(const void* x, i64 i, float out[8]) {
   }
 }
 
+// Two f32 as a bf16x2 word (a in the low half), rounded to nearest even.
+__device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
+  return static_cast<unsigned>(f32_to_bf16(a)) | (static_cast<unsigned>(f32_to_bf16(b)) << 16);
+}
+
+// The residual of f32 v after rounding to bf16: v == hi + lo up to 2^-16 of |v|.
+__device__ __forceinline__ float bf16_residual(float v) { return v - bf16_to_f32(f32_to_bf16(v)); }
+
+// d += a * b on the tensor cores: A 16x16 bf16 (row), B 16x8 bf16 (col), D 16x8 f32 (sm_80+).
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // bf16 weight row. When K % 8 == 0 and the row is 16-byte aligned (always, for whole weights;
 // a sliced view may not be) each lane loads 8 weights at once.
 template <int K, int X_DT, int NT>

@@ -6,13 +6,20 @@ namespace kplan::codegen::matmul {
 namespace {
 
 void check(const ParamValues& p) {
-  const int64_t warps = p.at("WARPS"), ksplit = p.at("KSPLIT");
-  require(p.at("RPW") >= 1 && ksplit >= 1 && p.at("UNROLL") >= 1 && p.at("TOK_TILE") >= 1, "matmul",
-          "RPW, KSPLIT, UNROLL and TOK_TILE must be positive");
+  const int64_t warps = p.at("WARPS"), ksplit = p.at("KSPLIT"), rpw = p.at("RPW"), tok = p.at("TOK_TILE"), mma = p.at("MMA");
+  require(rpw >= 1 && ksplit >= 1 && p.at("UNROLL") >= 1 && tok >= 1, "matmul", "RPW, KSPLIT, UNROLL and TOK_TILE must be positive");
   require(warps % ksplit == 0, "matmul", "KSPLIT (" + std::to_string(ksplit) + ") must divide WARPS (" + std::to_string(warps) + ")");
-  require(p.at("W_LAYOUT") == 0 || (p.at("RPW") == 1 && ksplit == 1 && p.at("UNROLL") == 1), "matmul",
-          "W_LAYOUT 1 takes RPW = KSPLIT = UNROLL = 1");
-  require(p.at("RPW") * p.at("TOK_TILE") <= 64, "matmul", "RPW * TOK_TILE accumulators above 64 would spill");
+  require(p.at("W_LAYOUT") == 0 || (rpw == 1 && ksplit == 1 && p.at("UNROLL") == 1 && mma == 0), "matmul",
+          "W_LAYOUT 1 takes RPW = KSPLIT = UNROLL = 1 and MMA = 0");
+  require(mma == 0 || mma == 1, "matmul", "MMA must be 0 (CUDA cores) or 1 (tensor cores)");
+  if (mma == 0) {
+    require(rpw * tok <= 64, "matmul", "RPW * TOK_TILE accumulators above 64 would spill");
+  } else {
+    require(rpw % 8 == 0 && tok % 16 == 0 && tok <= 64, "matmul", "MMA tiles take RPW a multiple of 8 and TOK_TILE 16, 32, 48 or 64");
+    require(p.at("K") % 8 == 0, "matmul", "MMA needs K a multiple of 8");
+    require(rpw * tok <= 2048, "matmul", "RPW * TOK_TILE / 32 accumulators per lane above 64 would spill");
+  }
+  require(warps * rpw * tok * 4 <= 48 * 1024, "matmul", "the partial sums (WARPS * RPW * TOK_TILE f32) exceed 48 KiB of shared memory");
 }
 
 LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
@@ -36,7 +43,7 @@ const Family& family() {
       .header = "matmul.cuh",
       .function = "kp::matmul",
       .params = {dim_param("K", "k"), dim_param("N", "n"), dtype_param("X_DT", "x"), dtype_param("Y_DT", "y"), dim_param("W_LAYOUT", "wl"), dim_param("ACC", "acc"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"),
-                 tuning_param("RPW", "r"), tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u")},
+                 tuning_param("RPW", "r"), tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u"), tuning_param("MMA", "mma")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -50,9 +57,14 @@ const Family& family() {
 namespace kplan::codegen {
 
 KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn, bool accumulate,
-                           std::string_view arch) {
-  return instantiate(matmul::family(), {{"K", k}, {"N", n}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)},
-                                        {"W_LAYOUT", weight_kn ? 1 : 0}, {"ACC", accumulate ? 1 : 0}}, arch);
+                           std::string_view arch, int64_t mma_tokens) {
+  ParamValues p = {{"K", k}, {"N", n}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}, {"W_LAYOUT", weight_kn ? 1 : 0},
+                   {"ACC", accumulate ? 1 : 0}};
+  if (mma_tokens > 0) {
+    p["MMA"] = 1;
+    p["TOK_TILE"] = mma_tokens;
+  }
+  return instantiate(matmul::family(), p, arch);
 }
 
 }  // namespace kplan::codegen

@@ -10,7 +10,7 @@ const TuningTable& sm120_tuning() {
     TuningTable t = sm90_tuning();
     // 188 SMs of at most 48 resident warps (1536 threads): the same weight stream, sized for
     // the wider grid; GDDR7's lower bandwidth needs fewer bytes in flight per SM.
-    t["matmul"] = [](ParamValues& p) { matmul_tiling(p, 188, 24); };
+    t["matmul"] = [](ParamValues& p) { matmul_tiling(p, 188, 24, 4); };
     t["matmul_int4"] = [](ParamValues& p) { matmul_int4_tiling(p, 188, 24); };
     return t;
   }();

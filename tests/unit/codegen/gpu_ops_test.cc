@@ -304,14 +304,20 @@ TEST(GpuOps, MatmulTokenTilesOddWidthsAccumulate) {
     const std::vector<float> x = random_values(c.tokens * c.k, 4, 1.f, c.x_t == BF16);
     const std::vector<float> w = random_values(c.n * c.k, 5, 0.2f, true);
     const std::vector<float> y0 = random_values(c.tokens * c.n, 6);
-    DevBuf d_x = gpu->upload_as(x, c.x_t), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->upload(y0);
-    const KernelSource k = matmul_kernel(c.k, c.n, c.x_t, F32, false, c.acc);
-    gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
-                              Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0)});
     std::vector<float> want(c.tokens * c.n);
     for (int64_t t = 0; t < c.tokens; ++t) cpu::matvec(x.data() + t * c.k, w.data(), c.n, c.k, want.data() + t * c.n);
     if (c.acc) for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
-    EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id;
+    // The CUDA-core stream and the tensor-core instances (tiles of 16 and 64 tokens: any step
+    // size runs on them, padded tokens dropped) where K allows them.
+    std::vector<KernelSource> kernels = {matmul_kernel(c.k, c.n, c.x_t, F32, false, c.acc, gpu->arch())};
+    if (c.k % 8 == 0)
+      for (int64_t tile : {16, 64}) kernels.push_back(matmul_kernel(c.k, c.n, c.x_t, F32, false, c.acc, gpu->arch(), tile));
+    for (const KernelSource& k : kernels) {
+      DevBuf d_x = gpu->upload_as(x, c.x_t), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->upload(y0);
+      gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
+                                Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0)});
+      EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id;
+    }
   }
 }
 
@@ -323,13 +329,15 @@ TEST(GpuOps, MatmulUnalignedViews) {
   const std::vector<float> x = random_values(T * x_stride, 21);
   const std::vector<float> w = random_values((N * K) + 8, 22, 0.1f, true);
   for (const int64_t w_offset : {int64_t{0}, int64_t{1}}) {
-    DevBuf d_x = gpu->upload(x), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->alloc(T * N * 4);
-    const KernelSource k = matmul_kernel(K, N, F32, F32);
-    gpu->launch(k, T, {Gpu::ptr(d_x, 4), Gpu::ptr(d_w, 2 * w_offset), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(x_stride), Gpu::i32(0),
-                       Gpu::i32(N), Gpu::i32(0), Gpu::i32(0)});
     std::vector<float> want(T * N);
     for (int64_t t = 0; t < T; ++t) cpu::matvec(x.data() + t * x_stride + 1, w.data() + w_offset, N, K, want.data() + t * N);
-    EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id << " w offset " << w_offset;
+    for (const int64_t mma : {int64_t{0}, int64_t{16}}) {
+      DevBuf d_x = gpu->upload(x), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->alloc(T * N * 4);
+      const KernelSource k = matmul_kernel(K, N, F32, F32, false, false, gpu->arch(), mma);
+      gpu->launch(k, T, {Gpu::ptr(d_x, 4), Gpu::ptr(d_w, 2 * w_offset), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(x_stride), Gpu::i32(0),
+                         Gpu::i32(N), Gpu::i32(0), Gpu::i32(0)});
+      EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id << " w offset " << w_offset;
+    }
   }
 }
 
@@ -367,18 +375,34 @@ TEST(GpuOps, MatmulAtLmHeadWidth) {
     }
     EXPECT_LT(worst / largest, 1e-4) << k.id << " at " << t << " tokens";
   }
-  for (const int64_t t : {int64_t{1}, int64_t{8}, int64_t{64}}) {
-    const double ms = gpu->time_ms(k, t, args(t), 20);
-    const double bytes = 2.0 * N * K + 4.0 * t * (K + N);
-    std::printf("[ lm_head ] %s tokens %lld: %.4f ms, %.1f GB/s (%.1f%% of 4.3 TB/s)\n", k.id.c_str(), static_cast<long long>(t), ms,
-                bytes / (ms * 1e-3) / 1e9, 100.0 * bytes / (ms * 1e-3) / 4.3e12);
+  // The tensor-core instances against the CUDA-core one at 17 and 64 tokens (GPU against GPU).
+  const KernelSource mma16 = matmul_kernel(K, N, F32, F32, false, false, gpu->arch(), 16);
+  const KernelSource mma64 = matmul_kernel(K, N, F32, F32, false, false, gpu->arch(), 64);
+  for (const int64_t t : {int64_t{17}, int64_t{64}}) {
+    gpu->launch(k, t, args(t));
+    const std::vector<float> want = gpu->download<float>(d_y, t * N);
+    for (const KernelSource* m : {&mma16, &mma64}) {
+      gpu->launch(*m, t, args(t));
+      EXPECT_LT(relative_error(gpu->download<float>(d_y, t * N), want), 1e-4) << m->id << " at " << t << " tokens";
+    }
+  }
+  struct Timed {
+    const KernelSource* k;
+    int64_t t;
+  };
+  for (const Timed& run : {Timed{&k, 1}, Timed{&k, 8}, Timed{&k, 16}, Timed{&mma16, 16}, Timed{&k, 64}, Timed{&mma16, 64}, Timed{&mma64, 64}}) {
+    const double ms = gpu->time_ms(*run.k, run.t, args(run.t), 20);
+    const double bytes = 2.0 * N * K + 4.0 * run.t * (K + N);
+    std::printf("[ lm_head ] %s tokens %lld: %.4f ms, %.1f GB/s (%.1f%% of 4.3 TB/s)\n", run.k->id.c_str(), static_cast<long long>(run.t),
+                ms, bytes / (ms * 1e-3) / 1e9, 100.0 * bytes / (ms * 1e-3) / 4.3e12);
   }
 }
 
 // The variants of the weight stream at Kimi K2.6's dense shapes, measured in one run: each
 // tiling (rows per warp, loads in flight, split-K, warps) against the heuristics' choice (marked
 // *), the same values up to summation order, and a table of ms / GB/s over the weight bytes at
-// 1, 8 and 64 tokens: what heuristics/sm90.cc's matmul_tiling should pick (bench/RESULTS.md).
+// 1, 8, 16 and 64 tokens, CUDA-core and tensor-core (mma1) instances alike: what
+// heuristics.cc's matmul_tiling and matmul_mma_min_tokens should pick (bench/RESULTS.md).
 TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
   REQUIRE_GPU();
   struct Shape {
@@ -388,12 +412,14 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
   const Shape shapes[] = {{"lm_head", 7168, 163840}, {"q_a", 7168, 1536}, {"kv_a", 7168, 576}, {"q_b", 1536, 12288},
                           {"o_proj", 8192, 7168},    {"mlp_up", 7168, 18432}, {"mlp_down", 18432, 7168}, {"shared", 7168, 2048}};
   struct Tiling {
-    int64_t rpw, unroll, ksplit, warps;
+    int64_t rpw, unroll, ksplit, warps, mma = 0, tok_tile = 8;
   };
-  const Tiling tilings[] = {{1, 4, 1, 4}, {1, 8, 1, 4}, {2, 4, 1, 4}, {2, 8, 1, 4}, {4, 4, 1, 4}, {4, 2, 1, 8},
-                            {1, 8, 2, 4}, {1, 8, 4, 4}, {1, 8, 8, 8}, {2, 8, 4, 8}};
+  const Tiling tilings[] = {{1, 4, 1, 4},        {1, 8, 1, 4},        {2, 4, 1, 4},         {2, 8, 1, 4},        {4, 4, 1, 4},
+                            {4, 2, 1, 8},        {1, 8, 2, 4},        {1, 8, 4, 4},         {1, 8, 8, 8},        {2, 8, 4, 8},
+                            {16, 2, 1, 4, 1, 16}, {16, 4, 1, 4, 1, 16}, {8, 4, 1, 4, 1, 16},  {32, 2, 1, 4, 1, 16}, {16, 2, 4, 4, 1, 16},
+                            {16, 2, 8, 8, 1, 16}, {16, 2, 1, 4, 1, 64}, {16, 4, 1, 4, 1, 64}, {8, 4, 1, 8, 1, 64},  {16, 2, 4, 4, 1, 64}};
   const int64_t T = 64;
-  std::printf("%-9s %-62s %9s %9s %9s %8s\n", "shape", "kernel", "ms t=1", "ms t=8", "ms t=64", "GB/s t=1");
+  std::printf("%-9s %-66s %9s %9s %9s %9s %8s\n", "shape", "kernel", "ms t=1", "ms t=8", "ms t=16", "ms t=64", "GB/s t=1");
   for (const Shape& sh : shapes) {
     const std::vector<float> x = random_values(T * sh.k, 31);
     std::vector<uint16_t> w_bits(static_cast<size_t>(sh.n * sh.k));
@@ -404,23 +430,27 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
                                    Gpu::i32(sh.n), Gpu::i32(0), Gpu::i32(0)};
     };
     const KernelSource chosen = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch());
+    const KernelSource chosen16 = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch(), 16);
+    const KernelSource chosen64 = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch(), 64);
     gpu->launch(chosen, T, args(T));
     const std::vector<float> want = gpu->download<float>(d_y, T * sh.n);
-    std::vector<KernelSource> variants = {chosen};
+    std::vector<KernelSource> variants = {chosen, chosen16, chosen64};
     for (const Tiling& tl : tilings) {
-      const ParamValues p = {{"K", sh.k}, {"N", sh.n}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"WARPS", tl.warps},
-                             {"TOK_TILE", 8}, {"RPW", tl.rpw}, {"KSPLIT", tl.ksplit}, {"UNROLL", tl.unroll}};
+      const ParamValues p = {{"K", sh.k},         {"N", sh.n},          {"X_DT", 0},         {"Y_DT", 0},
+                             {"W_LAYOUT", 0},     {"ACC", 0},           {"WARPS", tl.warps}, {"TOK_TILE", tl.tok_tile},
+                             {"RPW", tl.rpw},     {"KSPLIT", tl.ksplit}, {"UNROLL", tl.unroll}, {"MMA", tl.mma}};
       const KernelSource v = instantiate(matmul::family(), p, gpu->arch());
-      if (v.id != chosen.id) variants.push_back(v);
+      if (v.id != chosen.id && v.id != chosen16.id && v.id != chosen64.id) variants.push_back(v);
     }
     for (const KernelSource& v : variants) {
       gpu->launch(v, T, args(T));
       EXPECT_LT(relative_error(gpu->download<float>(d_y, T * sh.n), want), 1e-4) << v.id;
-      double ms[3];
-      const int64_t tokens[3] = {1, 8, 64};
-      for (int i = 0; i < 3; ++i) ms[i] = gpu->time_ms(v, tokens[i], args(tokens[i]), sh.n * sh.k > 100000000 ? 10 : 50);
-      std::printf("%-9s %-62s %9.4f %9.4f %9.4f %8.1f%s\n", sh.name, v.id.c_str(), ms[0], ms[1], ms[2],
-                  2.0 * sh.n * sh.k / (ms[0] * 1e-3) / 1e9, v.id == chosen.id ? " *" : "");
+      double ms[4];
+      const int64_t tokens[4] = {1, 8, 16, 64};
+      for (int i = 0; i < 4; ++i) ms[i] = gpu->time_ms(v, tokens[i], args(tokens[i]), sh.n * sh.k > 100000000 ? 10 : 50);
+      const bool is_chosen = v.id == chosen.id || v.id == chosen16.id || v.id == chosen64.id;
+      std::printf("%-9s %-66s %9.4f %9.4f %9.4f %9.4f %8.1f%s\n", sh.name, v.id.c_str(), ms[0], ms[1], ms[2], ms[3],
+                  2.0 * sh.n * sh.k / (ms[0] * 1e-3) / 1e9, is_chosen ? " *" : "");
     }
   }
 }

@@ -56,7 +56,7 @@ TEST(CodegenInstantiate, TuningParametersCanBeGiven) {
   const KernelSource b = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0},
                                                 {"WARPS", 8}, {"TOK_TILE", 2}, {"RPW", 2}, {"KSPLIT", 4}, {"UNROLL", 3}});
   EXPECT_NE(a.id, b.id);
-  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_w8_tt2_r2_ks4_u3");
+  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_w8_tt2_r2_ks4_u3_mma0");
   EXPECT_EQ(b.block_threads, 256);
 }
 
@@ -76,6 +76,16 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   EXPECT_EQ(tiling(7168, 2112, "sm_120"), (std::vector<int64_t>{4, 1, 4, 8}));   // 188 SMs: more split
   EXPECT_EQ(tiling(64, 32, "sm_90"), (std::vector<int64_t>{4, 1, 1, 8}));        // too short to split
   EXPECT_EQ(tiling(128, 512, "sm_90", true), (std::vector<int64_t>{4, 1, 1, 1}));  // W_UK, [K, N]
+  // The tensor-core instances (steps of 16+ tokens): 16 rows a warp, K split for narrow N.
+  auto mma = [](int64_t k, int64_t n, int64_t tokens, std::string_view arch) {
+    const KernelSource s = matmul_kernel(k, n, ElemType::F32, ElemType::F32, false, false, arch, tokens);
+    return std::vector<int64_t>{kernel_param(s, "MMA"), kernel_param(s, "TOK_TILE"), kernel_param(s, "WARPS"), kernel_param(s, "RPW"),
+                                kernel_param(s, "KSPLIT"), kernel_param(s, "UNROLL")};
+  };
+  EXPECT_EQ(mma(7168, 163840, 64, "sm_90"), (std::vector<int64_t>{1, 64, 4, 16, 1, 2}));
+  EXPECT_EQ(mma(7168, 576, 16, "sm_90"), (std::vector<int64_t>{1, 16, 8, 16, 8, 2}));
+  EXPECT_EQ(mma(7168, 576, 16, "sm_120"), (std::vector<int64_t>{1, 16, 8, 16, 8, 4}));
+  EXPECT_EQ(matmul_mma_min_tokens("sm_90"), 16);
   auto message = [](const ParamValues& p) {
     try {
       instantiate("matmul", p);
@@ -90,6 +100,12 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   EXPECT_NE(message(p).find("W_LAYOUT 1 takes RPW = KSPLIT = UNROLL = 1"), std::string::npos) << message(p);
   p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"RPW", 16}, {"TOK_TILE", 8}};
   EXPECT_NE(message(p).find("would spill"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"MMA", 1}, {"RPW", 12}, {"TOK_TILE", 16}};
+  EXPECT_NE(message(p).find("MMA tiles take RPW a multiple of 8"), std::string::npos) << message(p);
+  p = {{"K", 60}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"MMA", 1}, {"TOK_TILE", 16}};
+  EXPECT_NE(message(p).find("MMA needs K a multiple of 8"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"MMA", 1}};
+  EXPECT_NE(message(p).find("W_LAYOUT 1 takes"), std::string::npos) << message(p);
 }
 
 TEST(CodegenInstantiate, BadParametersAreClearErrors) {
