@@ -21,8 +21,13 @@
 //   - Token tiles are blockIdx.x, the fastest-varying grid index: the tiles of one row block run
 //     side by side, so a step of up to 64 tokens reads each weight row from HBM about once (the
 //     tiles after the first find it in L2).
-//   - Tensor cores (mma.sync m16n8k16 with x split into bf16 hi + lo for f32 accuracy) are the
-//     next step for >= 16 tokens, where this path becomes FMA- and L1-bound; not built yet.
+//   - MMA 1 (the instances the op rule takes for steps of 16+ tokens, where the CUDA-core path
+//     becomes FMA- and L1-bound): the same rows, K split and epilogue on the tensor cores,
+//     mma.sync m16n8k16 with the rows as its N (8 per n-tile, RPW / 8 of them) and TOK_TILE
+//     tokens as its M (16 per m-tile), f32 x split into bf16 hi + lo (two MMAs, so results stay
+//     within f32 summation-order differences of the CPU op); see kp::matmul_rows_mma. Not yet:
+//     x staged once per block in shared memory (today every row group of a block reads it
+//     through L1), cp.async / TMA weight pipelines, wgmma on sm_90.
 // Rows past N are clamped for the loads (no predicated loads) and never stored. K not a multiple
 // of 8, or a weight view that is not 16-byte aligned, takes a scalar path with the same split.
 //
@@ -37,6 +42,8 @@
 //   RPW       W_LAYOUT 0: rows per warp (each x load reused RPW times); 1 for W_LAYOUT 1
 //   KSPLIT    W_LAYOUT 0: warps of a block sharing rows, splitting K (divides WARPS); 1 for W_LAYOUT 1
 //   UNROLL    W_LAYOUT 0: 16-byte weight loads in flight per lane and row; 1 for W_LAYOUT 1
+//   MMA       W_LAYOUT 0: 1 = tensor cores (RPW a multiple of 8, TOK_TILE of 16 .. 64, K % 8 == 0),
+//             0 = CUDA cores; 0 for W_LAYOUT 1
 // Launch (compiler/codegen/families/matmul.cc):
 //   W_LAYOUT 0: grid (ceil(n_tokens / TOK_TILE), ceil(N / (RPW * WARPS / KSPLIT)), batch), block (32 * WARPS)
 //   W_LAYOUT 1: grid (ceil(n_tokens / TOK_TILE), ceil(N / (32 * WARPS)), batch), block (32 * WARPS)
@@ -141,11 +148,11 @@ __device__ __forceinline__ void matmul_rows_mma(const unsigned short* wb, int n0
   const unsigned short* wrow[NT];
 #pragma unroll
   for (int j = 0; j < NT; ++j) wrow[j] = wb + static_cast<i64>(min(n0 + 8 * j + g, N - 1)) * K;
-  i64 xoff[MT][2];
+  int xoff[MT][2];  // element offsets of this lane's token rows (< 64 rows of an int stride)
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
-    xoff[m][0] = static_cast<i64>(min(16 * m + g, nt - 1)) * x_row_stride;
-    xoff[m][1] = static_cast<i64>(min(16 * m + g + 8, nt - 1)) * x_row_stride;
+    xoff[m][0] = min(16 * m + g, nt - 1) * x_row_stride;
+    xoff[m][1] = min(16 * m + g + 8, nt - 1) * x_row_stride;
   }
   for (int c0 = slice; c0 < CH; c0 += KSPLIT * UNROLL) {
     uint4 wq[NT][UNROLL];
