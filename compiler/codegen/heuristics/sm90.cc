@@ -13,7 +13,8 @@ const TuningTable& sm90_tuning() {
   static const TuningTable table = {
       {"embedding", [](ParamValues& p) { set(p, "THREADS", 128); }},
       {"rms_norm", [](ParamValues& p) { set(p, "THREADS", row_threads(p.at("D"))); }},
-      // A weight stream: 132 SMs holding ~32 warps each (matmul_tiling: rows per warp, split-K).
+      // A weight stream: 132 SMs holding ~32 warps each (matmul_tiling: rows per warp, split-K;
+      // the tensor-core instances of 16+ token steps keep 2 k-chunks in flight per lane and row).
       {"matmul", [](ParamValues& p) { matmul_tiling(p, 132, 32, 2); }},
       // The same stream over INT4 groups (matmul_int4_tiling: 4 tokens a tile, rows per warp, split-K).
       {"matmul_int4", [](ParamValues& p) { matmul_int4_tiling(p, 132, 32); }},
