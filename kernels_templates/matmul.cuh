@@ -2,10 +2,34 @@
 // Dense matmul with bf16 weights, f32 accumulation, for the small token counts of decode and
 // tree verify (and prefill chunks, by tiling tokens):
 //   y[b, t, n] = (ACC ? y[b, t, n] : 0) + sum_k x[b, t, k] * W[b](n, k)
-// W_LAYOUT 0: W[b] is bf16 [N, K] row-major (nn.Linear's weight); one warp per output n.
+// W_LAYOUT 0: W[b] is bf16 [N, K] row-major (nn.Linear's weight): the bandwidth path below.
 // W_LAYOUT 1: W[b] is bf16 [K, N] row-major (e.g. absorbed MLA W_UK per head); one thread per n.
 // Batches (heads of OPS head_matmul) sit w_batch_stride elements apart in W; with W_LAYOUT 1 a
 // transposed weight view (the absorbed W_UK) needs no copy.
+//
+// The W_LAYOUT 0 path is a weight stream: at 1..8 tokens a step does 1..8 FMAs per weight byte
+// pair, so the kernel is bound by how many bytes of W it keeps in flight. Design:
+//   - A warp owns RPW consecutive rows and a 1/KSPLIT share of K; each lane issues RPW * UNROLL
+//     16-byte weight loads (ld.global.nc.L1::no_allocate: W is read once, it must not evict x
+//     from L1) before any math, so 32 * RPW * UNROLL * 16 bytes per warp are in flight.
+//   - KSPLIT warps of a block share the same rows and split K between them (interleaved by
+//     16-byte chunk); their partial sums meet in shared memory and are added in warp order (the
+//     result is deterministic). This is the split-K of small N (kv_a's 576 rows at K 7168 are
+//     576 warps without it, too few for 132 SMs); no second launch is needed.
+//   - x is read through L1 (vector loads when x and its row stride are 16-byte aligned) and each
+//     x value feeds RPW rows from registers; a TOK_TILE of tokens shares every weight load.
+//   - Token tiles are blockIdx.x, the fastest-varying grid index: the tiles of one row block run
+//     side by side, so a step of up to 64 tokens reads each weight row from HBM about once (the
+//     tiles after the first find it in L2).
+//   - MMA 1 (the instances the op rule takes for steps of 16+ tokens, where the CUDA-core path
+//     becomes FMA- and L1-bound): the same rows, K split and epilogue on the tensor cores,
+//     mma.sync m16n8k16 with the rows as its N (8 per n-tile, RPW / 8 of them) and TOK_TILE
+//     tokens as its M (16 per m-tile), f32 x split into bf16 hi + lo (two MMAs, so results stay
+//     within f32 summation-order differences of the CPU op); see kp::matmul_rows_mma. Not yet:
+//     x staged once per block in shared memory (today every row group of a block reads it
+//     through L1), cp.async / TMA weight pipelines, wgmma on sm_90.
+// Rows past N are clamped for the loads (no predicated loads) and never stored. K not a multiple
+// of 8, or a weight view that is not 16-byte aligned, takes a scalar path with the same split.
 //
 // Template parameters:
 //   K, N      reduction and output dims
@@ -15,9 +39,14 @@
 //   ACC       1: add into y (fused residual add); 0: overwrite y
 //   WARPS     warps per block
 //   TOK_TILE  tokens handled per block (each weight load is reused TOK_TILE times)
+//   RPW       W_LAYOUT 0: rows per warp (each x load reused RPW times); 1 for W_LAYOUT 1
+//   KSPLIT    W_LAYOUT 0: warps of a block sharing rows, splitting K (divides WARPS); 1 for W_LAYOUT 1
+//   UNROLL    W_LAYOUT 0: 16-byte weight loads in flight per lane and row; 1 for W_LAYOUT 1
+//   MMA       W_LAYOUT 0: 1 = tensor cores (RPW a multiple of 8, TOK_TILE of 16 .. 64, K % 8 == 0),
+//             0 = CUDA cores; 0 for W_LAYOUT 1
 // Launch (compiler/codegen/families/matmul.cc):
-//   W_LAYOUT 0: grid (ceil(N / WARPS), ceil(n_tokens / TOK_TILE), batch), block (32 * WARPS)
-//   W_LAYOUT 1: grid (ceil(N / (32 * WARPS)), ceil(n_tokens / TOK_TILE), batch), block (32 * WARPS)
+//   W_LAYOUT 0: grid (ceil(n_tokens / TOK_TILE), ceil(N / (RPW * WARPS / KSPLIT)), batch), block (32 * WARPS)
+//   W_LAYOUT 1: grid (ceil(n_tokens / TOK_TILE), ceil(N / (32 * WARPS)), batch), block (32 * WARPS)
 // Arguments:
 //   x               X_DT; element (b, t, k) at b * x_batch_stride + t * x_row_stride + k
 //   w               bf16, batch b at b * w_batch_stride
@@ -28,36 +57,242 @@
 
 namespace kp {
 
-template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int WARPS, int TOK_TILE>
+// One warp's share of the W_LAYOUT 0 path: partial sums acc[r][t] (this lane's) of rows
+// row[0..RPW) over its k-slice, for tokens t < nt. VEC: 16-byte weight (and x) loads.
+template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, bool VEC, bool XVEC>
+__device__ __forceinline__ void matmul_rows(const unsigned short* const (&wrow)[RPW], const void* x, int x_row_stride, int nt,
+                                            int slice, float (&acc)[RPW][TOK_TILE]) {
+  const int lane = threadIdx.x % 32;
+  if constexpr (VEC) {
+    constexpr int CH = K / 8;            // 16-byte chunks per row
+    constexpr int STEP = 32 * KSPLIT;    // chunk distance between a lane's loads
+    for (int c0 = lane + 32 * slice; c0 < CH; c0 += STEP * UNROLL) {
+      uint4 wv[RPW][UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const int c = c0 + u * STEP;
+#pragma unroll
+        for (int r = 0; r < RPW; ++r) wv[r][u] = c < CH ? ldg_stream16(wrow[r] + 8 * c) : zero_uint4();
+      }
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const int c = c0 + u * STEP;
+        if (c < CH) {
+          float wf[RPW][8];
+#pragma unroll
+          for (int r = 0; r < RPW; ++r) unpack8_bf16(wv[r][u], wf[r]);
+#pragma unroll
+          for (int t = 0; t < TOK_TILE; ++t) {
+            if (t < nt) {
+              float xv[8];
+              load8_x<X_DT, XVEC>(x, static_cast<i64>(t) * x_row_stride + 8 * c, xv);
+#pragma unroll
+              for (int r = 0; r < RPW; ++r) {
+                float s = acc[r][t];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) s = fmaf(wf[r][j], xv[j], s);
+                acc[r][t] = s;
+              }
+            }
+          }
+        }
+      }
+    }
+  } else {
+    for (int k = lane + 32 * slice; k < K; k += 32 * KSPLIT) {
+      float wf[RPW];
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) wf[r] = load<BF16>(wrow[r], k);
+#pragma unroll
+      for (int t = 0; t < TOK_TILE; ++t) {
+        if (t < nt) {
+          const float xv = load<X_DT>(x, static_cast<i64>(t) * x_row_stride + k);
+#pragma unroll
+          for (int r = 0; r < RPW; ++r) acc[r][t] = fmaf(wf[r], xv, acc[r][t]);
+        }
+      }
+    }
+  }
+}
+
+// Eight bf16 weights from w (16-byte aligned when VEC) as one 16-byte word.
+template <bool VEC>
+__device__ __forceinline__ uint4 load_w8(const unsigned short* w) {
+  if constexpr (VEC) {
+    return ldg_stream16(w);
+  } else {
+    uint4 v;
+    v.x = w[0] | (static_cast<unsigned>(w[1]) << 16);
+    v.y = w[2] | (static_cast<unsigned>(w[3]) << 16);
+    v.z = w[4] | (static_cast<unsigned>(w[5]) << 16);
+    v.w = w[6] | (static_cast<unsigned>(w[7]) << 16);
+    return v;
+  }
+}
+
+// The tensor-core share of one warp (MMA instances): rows n0 .. n0 + RPW of W (RPW / 8 n-tiles
+// of mma.m16n8k16, the rows as its N) against TOK_TILE tokens (TOK_TILE / 16 m-tiles, the tokens
+// as its M), over the 32-wide k-chunks slice, slice + KSPLIT, ... Lane (g = lane / 4, q = lane %
+// 4) loads the 16 bytes W[row 8j + g][32c + 8q .. + 8) and x[token][32c + 8q .. + 8); the
+// reduction's order inside a chunk is free, so the fragments' k = (2q, 2q + 1, 2q + 8, 2q + 9) of
+// the two k-steps are these 8 weights in order, for W (B) and x (A) alike: no shuffles, 16-byte
+// loads. f32 x is split into bf16 hi + lo (two MMAs; products exact, x kept to 2^-16 of itself),
+// bf16 x is exact in one. Tokens past nt read the last token's row (their results are dropped);
+// lanes past K read zeros. c[m][j] is the mma D fragment: tokens 16m + g (+ 8), rows 8j + 2q (+ 1).
+template <int K, int N, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, bool WVEC, bool XVEC>
+__device__ __forceinline__ void matmul_rows_mma(const unsigned short* wb, int n0, const void* x, int x_row_stride, int nt,
+                                                int slice, float (&c)[TOK_TILE / 16][RPW / 8][4]) {
+  constexpr int MT = TOK_TILE / 16, NT = RPW / 8;
+  constexpr int CH = (K + 31) / 32;
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const unsigned short* wrow[NT];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) wrow[j] = wb + static_cast<i64>(min(n0 + 8 * j + g, N - 1)) * K;
+  int xoff[MT][2];  // element offsets of this lane's token rows (< 64 rows of an int stride)
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    xoff[m][0] = min(16 * m + g, nt - 1) * x_row_stride;
+    xoff[m][1] = min(16 * m + g + 8, nt - 1) * x_row_stride;
+  }
+  for (int c0 = slice; c0 < CH; c0 += KSPLIT * UNROLL) {
+    uint4 wq[NT][UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int k = 32 * (c0 + u * KSPLIT) + 8 * q;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) wq[j][u] = c0 + u * KSPLIT < CH && k < K ? load_w8<WVEC>(wrow[j] + k) : zero_uint4();
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      if (c0 + u * KSPLIT < CH) {  // uniform over the warp: the mma needs every lane
+        const int k = 32 * (c0 + u * KSPLIT) + 8 * q;
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          float xa[8], xb[8];
+          if (k < K) {
+            load8_x<X_DT, XVEC>(x, xoff[m][0] + k, xa);
+            load8_x<X_DT, XVEC>(x, xoff[m][1] + k, xb);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) xa[e] = xb[e] = 0.f;
+          }
+#pragma unroll
+          for (int st = 0; st < 2; ++st) {
+            const unsigned a[4] = {pack_bf16x2(xa[4 * st], xa[4 * st + 1]), pack_bf16x2(xb[4 * st], xb[4 * st + 1]),
+                                   pack_bf16x2(xa[4 * st + 2], xa[4 * st + 3]), pack_bf16x2(xb[4 * st + 2], xb[4 * st + 3])};
+#pragma unroll
+            for (int j = 0; j < NT; ++j) mma_bf16_16816(c[m][j], a, st == 0 ? wq[j][u].x : wq[j][u].z, st == 0 ? wq[j][u].y : wq[j][u].w);
+            if constexpr (X_DT == F32) {
+              const unsigned lo[4] = {pack_bf16x2(bf16_residual(xa[4 * st]), bf16_residual(xa[4 * st + 1])),
+                                      pack_bf16x2(bf16_residual(xb[4 * st]), bf16_residual(xb[4 * st + 1])),
+                                      pack_bf16x2(bf16_residual(xa[4 * st + 2]), bf16_residual(xa[4 * st + 3])),
+                                      pack_bf16x2(bf16_residual(xb[4 * st + 2]), bf16_residual(xb[4 * st + 3]))};
+#pragma unroll
+              for (int j = 0; j < NT; ++j)
+                mma_bf16_16816(c[m][j], lo, st == 0 ? wq[j][u].x : wq[j][u].z, st == 0 ? wq[j][u].y : wq[j][u].w);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int MMA>
 __device__ void matmul(const void* x, const void* w, void* y, int n_tokens, int x_row_stride,
                        int x_batch_stride, int y_row_stride, int y_batch_stride, int w_batch_stride) {
+  static_assert(WARPS % KSPLIT == 0, "KSPLIT must divide WARPS");
+  static_assert(W_LAYOUT == 0 || (RPW == 1 && KSPLIT == 1 && UNROLL == 1 && MMA == 0), "W_LAYOUT 1 has no row tiling");
+  static_assert(MMA == 0 || (RPW % 8 == 0 && TOK_TILE % 16 == 0 && K % 8 == 0), "MMA tiles: rows by 8, tokens by 16");
   const int b = blockIdx.z;
-  const int t0 = blockIdx.y * TOK_TILE;
+  const int t0 = blockIdx.x * TOK_TILE;
   const int nt = min(TOK_TILE, n_tokens - t0);
   if (nt <= 0) return;
   const void* xb = offset<X_DT>(x, static_cast<i64>(b) * x_batch_stride + static_cast<i64>(t0) * x_row_stride);
   const i64 yb = static_cast<i64>(b) * y_batch_stride + static_cast<i64>(t0) * y_row_stride;
   const unsigned short* wb = static_cast<const unsigned short*>(w) + static_cast<i64>(b) * w_batch_stride;
-  float acc[TOK_TILE];
-#pragma unroll
-  for (int r = 0; r < TOK_TILE; ++r) acc[r] = 0.f;
 
   if constexpr (W_LAYOUT == 0) {
-    const int n = blockIdx.x * WARPS + threadIdx.x / 32;
-    if (n >= N) return;
-    dot_bf16<K, X_DT, TOK_TILE>(wb + static_cast<i64>(n) * K, xb, x_row_stride, nt, acc);
-    const int lane = threadIdx.x % 32;
+    constexpr int GROUPS = WARPS / KSPLIT;  // row groups per block
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int group = warp / KSPLIT, slice = warp % KSPLIT;
+    const int n0 = (blockIdx.y * GROUPS + group) * RPW;
+    // The KSPLIT partial sums of each (row, token) meet here and are added in slice order (KSPLIT
+    // 1 too: the stores then need no accumulator registers, which keeps the ACC epilogue from
+    // spilling).
+    __shared__ float partial[WARPS][RPW * TOK_TILE];
+    // Uniform per launch: whole weights are 16-byte aligned rows when K % 8 == 0 (a sliced view
+    // may not be); x vector loads need x and its row stride aligned too.
+    const bool wvec = K % 8 == 0 && (reinterpret_cast<unsigned long long>(wb) & 15u) == 0;
+    const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (X_DT == F32 ? 4 : 8) == 0;
+    if constexpr (MMA != 0) {
+      float c[TOK_TILE / 16][RPW / 8][4];
 #pragma unroll
-    for (int r = 0; r < TOK_TILE; ++r) {
-      const float s = warp_sum(acc[r]);
-      if (r < nt && lane == r % 32) {
-        const i64 o = yb + static_cast<i64>(r) * y_row_stride + n;
+      for (int m = 0; m < TOK_TILE / 16; ++m)
+#pragma unroll
+        for (int j = 0; j < RPW / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) c[m][j][e] = 0.f;
+      if (wvec && xvec) {
+        matmul_rows_mma<K, N, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wb, n0, xb, x_row_stride, nt, slice, c);
+      } else if (wvec) {
+        matmul_rows_mma<K, N, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wb, n0, xb, x_row_stride, nt, slice, c);
+      } else {
+        matmul_rows_mma<K, N, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wb, n0, xb, x_row_stride, nt, slice, c);
+      }
+      const int g = lane / 4, q = lane % 4;
+#pragma unroll
+      for (int m = 0; m < TOK_TILE / 16; ++m)
+#pragma unroll
+        for (int j = 0; j < RPW / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            partial[warp][(8 * j + 2 * q + (e & 1)) * TOK_TILE + 16 * m + g + (e >= 2 ? 8 : 0)] = c[m][j][e];
+    } else {
+      const unsigned short* wrow[RPW];
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) wrow[r] = wb + static_cast<i64>(min(n0 + r, N - 1)) * K;
+      float acc[RPW][TOK_TILE];
+#pragma unroll
+      for (int r = 0; r < RPW; ++r)
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = 0.f;
+      if (wvec && xvec) {
+        matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wrow, xb, x_row_stride, nt, slice, acc);
+      } else if (wvec) {
+        matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wrow, xb, x_row_stride, nt, slice, acc);
+      } else {
+        matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wrow, xb, x_row_stride, nt, slice, acc);
+      }
+#pragma unroll
+      for (int r = 0; r < RPW; ++r)
+#pragma unroll
+        for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = warp_sum(acc[r][t]);
+      if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < RPW; ++r)
+#pragma unroll
+          for (int t = 0; t < TOK_TILE; ++t) partial[warp][r * TOK_TILE + t] = acc[r][t];
+      }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < GROUPS * RPW * TOK_TILE; i += 32 * WARPS) {
+      const int g = i / (RPW * TOK_TILE), r = i / TOK_TILE % RPW, t = i % TOK_TILE;
+      const int n = (blockIdx.y * GROUPS + g) * RPW + r;
+      if (t < nt && n < N) {
+        float s = 0.f;
+#pragma unroll
+        for (int q = 0; q < KSPLIT; ++q) s += partial[g * KSPLIT + q][r * TOK_TILE + t];
+        const i64 o = yb + static_cast<i64>(t) * y_row_stride + n;
         store<Y_DT>(y, o, ACC ? load<Y_DT>(y, o) + s : s);
       }
     }
   } else {
-    const int n = blockIdx.x * (32 * WARPS) + threadIdx.x;
+    const int n = blockIdx.y * (32 * WARPS) + threadIdx.x;
     if (n >= N) return;
+    float acc[TOK_TILE];
+#pragma unroll
+    for (int r = 0; r < TOK_TILE; ++r) acc[r] = 0.f;
     for (int k = 0; k < K; ++k) {
       const float wv = bf16_to_f32(wb[static_cast<i64>(k) * N + n]);
 #pragma unroll

@@ -1,7 +1,8 @@
 #pragma once
-// Warp-cooperative dot products of ONE weight row with up to NT activation rows; shared by the
-// dense, INT4 and MoE matmul templates. Each lane accumulates a partial sum into acc[0..NT-1];
-// the caller reduces across the warp (kp::warp_sum).
+// Weight-streaming helpers of the dense matmul (16-byte loads that bypass L1, bf16 unpacking,
+// activation vectors), then warp-cooperative dot products of ONE weight row with up to NT
+// activation rows, shared by the INT4 and MoE matmul templates. Each lane accumulates a partial
+// sum into acc[0..NT-1]; the caller reduces across the warp (kp::warp_sum).
 //
 //   K       row length (the reduction dim), compile-time
 //   X_DT    activation element type (kp::F32 / kp::BF16)
@@ -11,6 +12,64 @@
 #include "common.cuh"
 
 namespace kp {
+
+// A 16-byte load of weights read once per step: through the non-coherent path, not allocated in
+// L1 (which keeps the activations the same warp reads again). p must be 16-byte aligned.
+__device__ __forceinline__ uint4 ldg_stream16(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint4 zero_uint4() {
+  uint4 v;
+  v.x = v.y = v.z = v.w = 0u;
+  return v;
+}
+
+// The eight bf16 values of a 16-byte word, as f32 (element 0 in the low half of v.x).
+__device__ __forceinline__ void unpack8_bf16(const uint4 v, float out[8]) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(w[i] << 16);
+    out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+// Activations x[i .. i + 8) as f32: VEC, 16-byte loads (x + i 16-byte aligned), else one by one.
+template <int X_DT, bool VEC>
+__device__ __forceinline__ void load8_x(const void* x, i64 i, float out[8]) {
+  if constexpr (VEC && X_DT == F32) {
+    const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + i);
+    const float4 b = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + i + 4);
+    out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
+    out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
+  } else if constexpr (VEC) {
+    unpack8_bf16(*reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(x) + i), out);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = load<X_DT>(x, i + j);
+  }
+}
+
+// Two f32 as a bf16x2 word (a in the low half), rounded to nearest even.
+__device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
+  return static_cast<unsigned>(f32_to_bf16(a)) | (static_cast<unsigned>(f32_to_bf16(b)) << 16);
+}
+
+// The residual of f32 v after rounding to bf16: v == hi + lo up to 2^-16 of |v|.
+__device__ __forceinline__ float bf16_residual(float v) { return v - bf16_to_f32(f32_to_bf16(v)); }
+
+// d += a * b on the tensor cores: A 16x16 bf16 (row), B 16x8 bf16 (col), D 16x8 f32 (sm_80+).
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
 // bf16 weight row. When K % 8 == 0 and the row is 16-byte aligned (always, for whole weights;
 // a sliced view may not be) each lane loads 8 weights at once.

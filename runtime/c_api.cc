@@ -693,6 +693,39 @@ int32_t kplan_plan_buckets_get(const kplan_plan* plan, int32_t* tokens, int32_t 
   return static_cast<int32_t>(t.size());
 }
 
+}  // extern "C"
+
+namespace {
+
+// A bench step's setup: the bucket of exactly `tokens` target tokens, the KV cache filled to
+// `context` positions by a real prefill (token ids cycle the vocab), one real step that writes
+// the step inputs (each timed replay then runs the same positions again).
+const kplan::plan::Bucket& prepare_bench_step(kplan::gpu::GpuTargetModel& m, const kplan::plan::Plan& p, int32_t tokens,
+                                              int64_t context) {
+  if (context + tokens > m.max_context())
+    throw kplan::Error("bench context " + std::to_string(context) + " leaves no room for a " + std::to_string(tokens) +
+                       "-token step in the plan's " + std::to_string(m.max_context()) + " positions");
+  const kplan::plan::Bucket* bucket = p.bucket_for("target", tokens);
+  if (!bucket || static_cast<int32_t>(bucket->tokens) != tokens)
+    throw kplan::Error("the plan has no target bucket of exactly " + std::to_string(tokens) + " tokens");
+  m.reset();
+  const int64_t vocab = p.model.vocab_size;
+  std::vector<int32_t> fill(static_cast<size_t>(context));
+  for (int64_t i = 0; i < context; ++i) fill[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7 % vocab);
+  if (context > 0) kplan::prefill(m, fill, true);
+  kplan::StepInput in;
+  for (int32_t i = 0; i < tokens; ++i) {
+    in.tokens.push_back(static_cast<int32_t>((1 + 13 * i) % vocab));
+    in.positions.push_back(static_cast<int32_t>(context + i));
+  }
+  m.executor().run(*bucket, m.step_inputs_for(in, *bucket));
+  return *bucket;
+}
+
+}  // namespace
+
+extern "C" {
+
 kplan_status kplan_session_bench_decode(kplan_session* session, int32_t steps, int64_t context,
                                         kplan_bench_result* out) {
   return kplan_session_bench_step(session, 1, steps, context, out);
@@ -706,29 +739,11 @@ kplan_status kplan_session_bench_step(kplan_session* session, int32_t tokens, in
   return guarded([&] {
     kplan::gpu::GpuTargetModel& m = *session->gpu;
     const kplan::plan::Plan& p = *session->model->plan;
-    if (context + tokens > m.max_context())
-      throw kplan::Error("bench context " + std::to_string(context) + " leaves no room for a " + std::to_string(tokens) +
-                         "-token step in the plan's " + std::to_string(m.max_context()) + " positions");
-    const kplan::plan::Bucket* bucket = p.bucket_for("target", tokens);
-    if (!bucket || static_cast<int32_t>(bucket->tokens) != tokens)
-      throw kplan::Error("the plan has no target bucket of exactly " + std::to_string(tokens) + " tokens");
-    m.reset();
-    // Fill the KV cache to `context` positions with a real prefill (token ids cycle the vocab).
-    const int64_t vocab = p.model.vocab_size;
-    std::vector<int32_t> fill(static_cast<size_t>(context));
-    for (int64_t i = 0; i < context; ++i) fill[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7 % vocab);
-    if (context > 0) kplan::prefill(m, fill, true);
-    kplan::StepInput in;
-    for (int32_t i = 0; i < tokens; ++i) {
-      in.tokens.push_back(static_cast<int32_t>((1 + 13 * i) % vocab));
-      in.positions.push_back(static_cast<int32_t>(context + i));
-    }
-    // One real step writes the inputs; each replay then runs the same positions again.
-    m.executor().run(*bucket, m.step_inputs_for(in, *bucket));
-    std::vector<float> ms = m.executor().time_bucket(*bucket, 10, steps);
+    const kplan::plan::Bucket& bucket = prepare_bench_step(m, p, tokens, context);
+    std::vector<float> ms = m.executor().time_bucket(bucket, 10, steps);
     std::sort(ms.begin(), ms.end());
     // The same step once more, launch by launch: the experts its tokens route to.
-    const std::vector<int64_t> experts = m.executor().distinct_routed_experts(*bucket, tokens);
+    const std::vector<int64_t> experts = m.executor().distinct_routed_experts(bucket, tokens);
     kplan::PlanTraffic t = kplan::plan_traffic(p, p.model);
     std::memset(out, 0, sizeof *out);
     out->tokens = tokens;
@@ -744,6 +759,42 @@ kplan_status kplan_session_bench_step(kplan_session* session, int32_t tokens, in
     for (int64_t e : experts) {
       out->routed_experts_mean += static_cast<double>(e) / static_cast<double>(experts.size());
       out->routed_experts_max = std::max(out->routed_experts_max, static_cast<int32_t>(e));
+    }
+    m.reset();
+  });
+}
+
+kplan_status kplan_session_bench_kernels(kplan_session* session, int32_t tokens, int32_t steps, int64_t context,
+                                         kplan_kernel_time* out, int32_t capacity, int32_t* n_launches) {
+  if (!session || !n_launches || steps <= 0 || context < 0 || tokens <= 0 || capacity < 0 || (capacity > 0 && !out))
+    return fail(KPLAN_STATUS_ERROR, "kplan_session_bench_kernels: bad arguments");
+  if (!session->gpu) return fail(KPLAN_STATUS_NO_GPU, "no GPU: benchmarks time the GPU runtime");
+  return guarded([&] {
+    kplan::gpu::GpuTargetModel& m = *session->gpu;
+    const kplan::plan::Plan& p = *session->model->plan;
+    const kplan::plan::Bucket& bucket = prepare_bench_step(m, p, tokens, context);
+    const std::vector<float> ms = m.executor().time_launches(bucket, steps);
+    // The experts the step's tokens chose: the share of each routed-expert weight it reads.
+    const std::vector<int64_t> experts = m.executor().distinct_routed_experts(bucket, tokens);
+    double share = -1;
+    if (!experts.empty() && p.model.n_routed_experts > 0) {
+      share = 0;
+      for (int64_t e : experts) share += static_cast<double>(e) / static_cast<double>(experts.size());
+      share /= static_cast<double>(p.model.n_routed_experts);
+    }
+    const std::vector<kplan::LaunchTraffic> traffic = kplan::launch_traffic(p, bucket, context, share);
+    *n_launches = static_cast<int32_t>(bucket.launches.size());
+    for (int32_t i = 0; i < capacity && i < *n_launches; ++i) {
+      const kplan::plan::Launch& l = bucket.launches[static_cast<size_t>(i)];
+      const kplan::plan::Kernel& k = p.kernels[l.kernel];
+      kplan_kernel_time& o = out[i];
+      o.launch = i;
+      o.kernel = k.id.c_str();
+      o.family = k.family.c_str();
+      o.note = l.note.c_str();
+      o.ms_median = ms[static_cast<size_t>(i)];
+      o.weight_bytes = traffic[static_cast<size_t>(i)].weight_bytes;
+      o.activation_bytes = traffic[static_cast<size_t>(i)].activation_bytes;
     }
     m.reset();
   });

@@ -1,6 +1,9 @@
 #include "runtime/plan_stats.h"
 
+#include <algorithm>
 #include <cmath>
+#include <set>
+#include <utility>
 #include <string>
 
 namespace kplan {
@@ -32,6 +35,84 @@ PlanTraffic plan_traffic(const plan::Plan& plan, const ModelConfig& config) {
   t.decode_weight_bytes = static_cast<uint64_t>(t.step_weight_bytes(1));
   for (const plan::KvCache& kv : plan.kv_caches) t.kv_bytes_per_token += kv.row_bytes;
   return t;
+}
+
+namespace {
+
+int64_t constant(const plan::Kernel& k, const char* name, int64_t fallback = 0) {
+  for (const plan::KernelConstant& c : k.constants)
+    if (c.name == name) return c.value;
+  return fallback;
+}
+
+// The I32 argument named `name`, else `fallback`.
+int64_t i32_arg(const plan::Kernel& k, const plan::Launch& l, const char* name, int64_t fallback) {
+  for (size_t a = 0; a < k.param_names.size() && a < l.args.size(); ++a)
+    if (k.param_names[a] == name && l.args[a].kind == plan::ArgKind::I32) return l.args[a].ival;
+  return fallback;
+}
+
+double elem_bytes(int64_t dtype_code) { return dtype_code == 0 ? 4.0 : 2.0; }  // kp::F32 / kp::BF16
+
+}  // namespace
+
+std::vector<LaunchTraffic> launch_traffic(const plan::Plan& plan, const plan::Bucket& bucket, int64_t context,
+                                          double expert_share) {
+  const double tokens = static_cast<double>(bucket.tokens);
+  if (expert_share < 0) {
+    const ModelConfig& c = plan.model;
+    const double pick = c.n_routed_experts > 0 ? static_cast<double>(c.num_experts_per_tok) / static_cast<double>(c.n_routed_experts) : 1.0;
+    expert_share = 1.0 - std::pow(1.0 - pick, tokens);
+  }
+  uint32_t max_tokens = 1;
+  for (const plan::Bucket& b : plan.buckets)
+    if (b.program == bucket.program) max_tokens = std::max(max_tokens, b.tokens);
+  const double slot_share = std::min(1.0, tokens / static_cast<double>(max_tokens));
+  std::vector<const plan::KvCache*> kv_of_slot(plan.buffers.slots.size(), nullptr);
+  for (const plan::KvCache& kv : plan.kv_caches)
+    if (kv.slot < kv_of_slot.size()) kv_of_slot[kv.slot] = &kv;
+
+  std::vector<LaunchTraffic> out;
+  out.reserve(bucket.launches.size());
+  std::set<uint32_t> charged;  // weights a launch of the step has been charged for
+  for (const plan::Launch& l : bucket.launches) {
+    const plan::Kernel& k = plan.kernels.at(l.kernel);
+    LaunchTraffic t;
+    const double n_tokens = static_cast<double>(i32_arg(k, l, "n_tokens", bucket.tokens));
+    bool weights_done = false, activations_done = false;
+    if (k.family == "matmul" || k.family == "matmul_int4") {
+      const double K = static_cast<double>(constant(k, "K")), N = static_cast<double>(constant(k, "N"));
+      const double batch = static_cast<double>(l.grid[2]);
+      t.weight_bytes = k.family == "matmul" ? batch * K * N * 2.0 : N * K / 2.0 + N * (K / 32.0) * 2.0;
+      t.activation_bytes = batch * n_tokens *
+                           (K * elem_bytes(constant(k, "X_DT")) + N * elem_bytes(constant(k, "Y_DT")) * (constant(k, "ACC") ? 2.0 : 1.0));
+      weights_done = activations_done = true;
+    } else if (k.family == "embedding") {
+      const double H = static_cast<double>(constant(k, "H"));
+      t.weight_bytes = n_tokens * H * 2.0;
+      t.activation_bytes = n_tokens * (4.0 + H * elem_bytes(constant(k, "OUT_DT")));
+      weights_done = activations_done = true;
+    }
+    std::set<uint32_t> weights;
+    std::set<std::pair<uint32_t, uint64_t>> slots;
+    for (const plan::LaunchArg& a : l.args) {
+      if (a.kind == plan::ArgKind::Weight && !weights_done && weights.insert(a.index).second && charged.insert(a.index).second) {
+        const plan::Weight& w = plan.weights.at(a.index);
+        const double size = static_cast<double>(w.size ? w.size : w.data().size());
+        t.weight_bytes += w.name.find(".mlp.experts.") != std::string::npos ? size * expert_share : size;
+      } else if (a.kind == plan::ArgKind::Buffer && !activations_done && slots.insert({a.index, a.offset}).second) {
+        const plan::BufferSlot& s = plan.buffers.slots.at(a.index);
+        if (const plan::KvCache* kv = kv_of_slot[a.index]) {
+          const double rows = std::min(static_cast<double>(kv->rows), static_cast<double>(context) + tokens);
+          t.activation_bytes += static_cast<double>(kv->row_bytes) * rows;
+        } else {
+          t.activation_bytes += static_cast<double>(s.size - std::min(s.size, a.offset)) * slot_share;
+        }
+      }
+    }
+    out.push_back(t);
+  }
+  return out;
 }
 
 }  // namespace kplan

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "compiler/codegen/families/all.h"
+#include "compiler/codegen/heuristics/heuristics.h"
 #include "compiler/codegen/rope_args.h"
 #include "ir/support/error.h"
 
@@ -52,6 +53,21 @@ const View& bf16_weight(const RuleContext& ctx, const ir::Op& op, const Value* v
 }
 
 LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
+
+// The [N, K] bf16 matmul of a step of `rows` tokens: instance 0 streams W on the CUDA cores
+// (every step below the arch's tensor-core threshold); from that threshold on instance 1 (token
+// tiles of 16: steps of 16 to 63 tokens, tiles side by side) or 2 (tiles of 64) use the tensor
+// cores. All three are chosen once, at select-kernels; each bucket picks by its token count.
+KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows) {
+  const int64_t mma_min = k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch) : 0;
+  const KernelSource cuda_cores = instance(ctx, 0, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch); });
+  if (mma_min <= 0) return cuda_cores;
+  const KernelSource mma16 = instance(ctx, 1, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 16); });
+  const KernelSource mma64 = instance(ctx, 2, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 64); });
+  return rows < std::max<int64_t>(mma_min, 16) ? cuda_cores : rows < 64 ? mma16 : mma64;
+}
+
+
 
 }  // namespace
 
@@ -164,7 +180,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const View& w = bf16_weight(ctx, op, op.operand(1));
       if (!is_contiguous(w) || w.shape.size() != 2 || w.shape[1] != x.width) throw Error("codegen: matmul weight layout (" + ctx.where(op) + ")");
       const int64_t n = w.shape[0];
-      const KernelSource k = instance(ctx, 0, [&] { return matmul_kernel(x.width, n, kF32, kF32, false, false, arch); });
+      const KernelSource k = dense_matmul_instance(ctx, x.width, n, x.rows);
       launch(ctx, k, x.rows,
              matmul::Args{.x = P(operand(0)), .w = P(w), .y = P(result()), .n_tokens = x.rows, .x_row_stride = x.stride,
                           .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0});
@@ -193,7 +209,8 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       } else {
         throw Error("codegen: head_matmul weight view has strides no kernel reads (" + ctx.where(op) + ")");
       }
-      const KernelSource k = instance(ctx, 0, [&] { return matmul_kernel(kdim, n, kF32, kF32, kn, false, arch); });
+      const KernelSource k = kn ? instance(ctx, 0, [&] { return matmul_kernel(kdim, n, kF32, kF32, kn, false, arch); })
+                                : dense_matmul_instance(ctx, kdim, n, x.shape[0]);
       launch(ctx, k, x.shape[0],
              matmul::Args{.x = P(x), .w = P(w), .y = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
                           .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n, .w_batch_stride = w.strides[0]},

@@ -478,6 +478,36 @@ std::vector<float> GpuExecutor::time_bucket(const plan::Bucket& bucket, int warm
   return ms;
 }
 
+std::vector<float> GpuExecutor::time_launches(const plan::Bucket& bucket, int reps) {
+  if (reps <= 0) throw Error("time_launches: reps must be positive");
+  model_->make_current();
+  CUstream stream = static_cast<CUstream>(stream_);
+  const size_t n = bucket.launches.size();
+  for (size_t i = 0; i < n; ++i) enqueue_launch(bucket, i);  // warm-up: modules, clocks, TLBs
+  std::vector<CUevent> events(n + 1, nullptr);
+  for (CUevent& e : events) cuda_check(*cu_, cu_->cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+  std::vector<std::vector<float>> ms(n, std::vector<float>(static_cast<size_t>(reps), 0.0f));
+  CUresult status = CUDA_SUCCESS;
+  for (int r = 0; r < reps && status == CUDA_SUCCESS; ++r) {
+    status = cu_->cuEventRecord(events[0], stream);
+    for (size_t i = 0; i < n && status == CUDA_SUCCESS; ++i) {
+      enqueue_launch(bucket, i);
+      status = cu_->cuEventRecord(events[i + 1], stream);
+    }
+    if (status == CUDA_SUCCESS) status = cu_->cuEventSynchronize(events[n]);
+    for (size_t i = 0; i < n && status == CUDA_SUCCESS; ++i)
+      status = cu_->cuEventElapsedTime(&ms[i][static_cast<size_t>(r)], events[i], events[i + 1]);
+  }
+  for (CUevent e : events) cu_->cuEventDestroy(e);
+  cuda_check(*cu_, status, source_ + ": timed launches failed");
+  std::vector<float> median(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) {
+    std::sort(ms[i].begin(), ms[i].end());
+    median[i] = ms[i][ms[i].size() / 2];
+  }
+  return median;
+}
+
 void GpuExecutor::clear_arena() {
   model_->make_current();
   CUstream stream = static_cast<CUstream>(stream_);

@@ -90,6 +90,12 @@ class GpuExecutor {
   // Replays the bucket `reps` times after `warmup` replays, with the current step inputs, and
   // returns each replay's GPU time in milliseconds (CUDA events).
   std::vector<float> time_bucket(const plan::Bucket& bucket, int warmup, int reps);
+  // Runs the bucket `reps` times as plain launches (after one warm-up run) with an event between
+  // every two launches, and returns each launch's GPU time in milliseconds, the median over the
+  // runs (kplan bench --kernels). Each launch runs where it runs in the step, behind the ones
+  // before it, so it finds the caches as the step leaves them (a launch replayed alone would find
+  // its weights in L2); the events cost the step its programmatic dependent launch overlap.
+  std::vector<float> time_launches(const plan::Bucket& bucket, int reps);
   // Runs the bucket once on the current step inputs, launch by launch, and returns for each MoE
   // layer how many distinct routed experts its router chose for the first `rows` tokens (read
   // back from the device right after each router ran): the experts a step of that many tokens

@@ -1,7 +1,9 @@
 // kplan bench: the GPU runtime's measured speed on a plan: plan load time, and the AR decode step
 // (graph replay of the 1-token bucket, GPU time by CUDA events, median of --steps replays) with
 // the bandwidth it achieves against the bytes the step must read (weights + KV cache).
-// `--acceptance PROMPTS` measures the drafter instead (cmd_bench_acceptance.cc).
+// `--kernels` adds each launch's time of an AR step and a verify step (--kernel-tokens), grouped by
+// kernel instance and family, with the bytes each reads and its share of --hbm-gbps
+// (kernel_table.h). `--acceptance PROMPTS` measures the drafter instead (cmd_bench_acceptance.cc).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +19,8 @@
 #include "tools/kplan/api_handles.h"
 #include "tools/kplan/bench_acceptance.h"
 #include "tools/kplan/commands.h"
+#include "tools/kplan/kernel_table.h"
+#include "tools/kplan/number_list.h"
 
 namespace kplan::cli {
 
@@ -34,16 +38,38 @@ struct BenchArgs {
   int64_t context = 128;
   bool no_graphs = false;
   bool all_buckets = false;
+  bool kernels = false;
+  std::string kernel_tokens = "1,16";
+  double hbm_gbps = 4300;
 };
+
+// The token counts --kernels times: each a target bucket of the plan, else an error naming it.
+std::vector<int32_t> kernel_steps(const BenchArgs& a, kplan_plan* plan) {
+  const std::vector<int64_t> asked =
+      parse_integer_list(a.kernel_tokens, {"--kernel-tokens", "a token count", "1,16"});
+  if (asked.empty()) throw Error("--kernel-tokens: no token count given (give a list like 1,16)");
+  int32_t buckets[64];
+  const int32_t n = std::min(kplan_plan_buckets_get(plan, buckets, 64), 64);
+  std::string have;
+  for (int32_t i = 0; i < n; ++i) have += (i ? "," : "") + std::to_string(buckets[i]);
+  std::vector<int32_t> out;
+  for (int64_t t : asked) {
+    if (std::find(buckets, buckets + n, t) == buckets + n)
+      throw Error("--kernel-tokens: the plan has no target bucket of " + std::to_string(t) + " tokens (its buckets: " + have + ")");
+    out.push_back(static_cast<int32_t>(t));
+  }
+  return out;
+}
 
 void run_bench(const BenchArgs& a) {
   if (a.steps <= 0) throw Error("--steps must be positive");
-  kplan_device_info dev{};
-  api_check(kplan_device_probe(&dev));
-
+  if (!(a.hbm_gbps > 0)) throw Error("--hbm-gbps must be a positive bandwidth in GB/s (1e9 bytes), not " + std::to_string(a.hbm_gbps));
   auto t0 = std::chrono::steady_clock::now();
   PlanPtr plan = open_plan(a.plan.c_str(), true);
   double open_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::vector<int32_t> kernel_tokens = a.kernels ? kernel_steps(a, plan.get()) : std::vector<int32_t>{};
+  kplan_device_info dev{};
+  api_check(kplan_device_probe(&dev));
   kplan_plan_info info{};
   info.struct_size = sizeof info;
   api_check(kplan_plan_info_get(plan.get(), &info));
@@ -102,6 +128,20 @@ void run_bench(const BenchArgs& a) {
     }
   }
 
+  // Each launch of the step on its own (events between launches): which kernels miss the floor.
+  nlohmann::json kernel_steps_json = nlohmann::json::array();
+  for (int32_t t : kernel_tokens) {
+    const int64_t ctx = std::max<int64_t>(0, std::min<int64_t>(context, max_context - t));
+    int32_t n = 0;
+    std::vector<kplan_kernel_time> launches(4096);
+    api_check(kplan_session_bench_kernels(session, t, a.steps, ctx, launches.data(), static_cast<int32_t>(launches.size()), &n));
+    launches.resize(static_cast<size_t>(std::min<int32_t>(n, static_cast<int32_t>(launches.size()))));
+    std::printf("\n%s", kernel_table(t, launches, a.hbm_gbps).c_str());
+    nlohmann::json j = kernel_json(t, launches, a.hbm_gbps);
+    j["context"] = ctx;
+    kernel_steps_json.push_back(j);
+  }
+
   if (!a.json_out.empty()) {
     nlohmann::json j = {{"plan", a.plan},
                         {"device", dev.name},
@@ -120,6 +160,7 @@ void run_bench(const BenchArgs& a) {
                         {"achieved_gb_per_s", r.achieved_gbps},
                         {"weight_bytes", info.weight_bytes},
                         {"buckets", buckets}};
+    if (a.kernels) j["kernel_steps"] = kernel_steps_json;
     std::ofstream out(a.json_out);
     if (!out) throw Error("cannot write " + a.json_out);
     out << j.dump(2) << "\n";
@@ -143,6 +184,13 @@ void register_bench(CLI::App& app) {
       cmd->add_flag("--no-graphs", args->no_graphs, "plain launches instead of CUDA graph replay"),
       cmd->add_flag("--all-buckets", args->all_buckets,
                     "also time a step of every target bucket (tree verify / prefill sizes)"),
+      cmd->add_flag("--kernels", args->kernels,
+                    "also time each launch of the --kernel-tokens steps (events between launches): per kernel and "
+                    "family, ms, bytes read, GB/s and % of --hbm-gbps"),
+      cmd->add_option("--kernel-tokens", args->kernel_tokens, "with --kernels: the steps to time (target buckets)")
+          ->capture_default_str(),
+      cmd->add_option("--hbm-gbps", args->hbm_gbps, "with --kernels: the floor bandwidth in GB/s (1e9 bytes)")
+          ->capture_default_str(),
   };
   cmd->add_option("--json", args->json_out, "also write the figures as JSON to this file");
   const AcceptanceOptions acceptance = add_acceptance_options(cmd, gpu_only);

@@ -1,13 +1,37 @@
 #include "compiler/codegen/families/matmul.h"
 
+#include <string>
+
 namespace kplan::codegen::matmul {
 namespace {
 
+void check(const ParamValues& p) {
+  const int64_t warps = p.at("WARPS"), ksplit = p.at("KSPLIT"), rpw = p.at("RPW"), tok = p.at("TOK_TILE"), mma = p.at("MMA");
+  require(rpw >= 1 && ksplit >= 1 && p.at("UNROLL") >= 1 && tok >= 1, "matmul", "RPW, KSPLIT, UNROLL and TOK_TILE must be positive");
+  require(warps % ksplit == 0, "matmul", "KSPLIT (" + std::to_string(ksplit) + ") must divide WARPS (" + std::to_string(warps) + ")");
+  require(p.at("W_LAYOUT") == 0 || (rpw == 1 && ksplit == 1 && p.at("UNROLL") == 1 && mma == 0), "matmul",
+          "W_LAYOUT 1 takes RPW = KSPLIT = UNROLL = 1 and MMA = 0");
+  require(mma == 0 || mma == 1, "matmul", "MMA must be 0 (CUDA cores) or 1 (tensor cores)");
+  if (mma == 0) {
+    require(rpw * tok <= 64, "matmul", "RPW * TOK_TILE accumulators above 64 would spill");
+  } else {
+    require(rpw % 8 == 0 && tok % 16 == 0 && tok <= 64, "matmul", "MMA tiles take RPW a multiple of 8 and TOK_TILE 16, 32, 48 or 64");
+    require(p.at("K") % 8 == 0, "matmul", "MMA needs K a multiple of 8");
+    require(rpw * tok <= 2048, "matmul", "RPW * TOK_TILE / 32 accumulators per lane above 64 would spill");
+  }
+  require(warps * rpw * tok * 4 <= 48 * 1024, "matmul", "the partial sums (WARPS * RPW * TOK_TILE f32) exceed 48 KiB of shared memory");
+}
+
 LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
-  // W_LAYOUT 0: one warp per output n; 1: one thread per n. z: the batch (heads).
-  const int64_t per_block = kernel_param(k, "W_LAYOUT") == 0 ? kernel_param(k, "WARPS") : 32 * kernel_param(k, "WARPS");
+  // x: token tiles (fastest, so the tiles of one row block share its weight reads in L2);
+  // y: row blocks (W_LAYOUT 0: RPW rows per group of KSPLIT warps; 1: one thread per n);
+  // z: the batch (heads).
+  const int64_t warps = kernel_param(k, "WARPS");
+  const int64_t per_block = kernel_param(k, "W_LAYOUT") == 0 ? kernel_param(k, "RPW") * (warps / kernel_param(k, "KSPLIT")) : 32 * warps;
+  const uint32_t row_blocks = ceil_div(kernel_param(k, "N"), per_block);
+  require(row_blocks <= 65535, "matmul", k.id + ": " + std::to_string(row_blocks) + " row blocks exceed grid.y's 65535");
   LaunchDims d = block_of(k);
-  d.grid = {ceil_div(kernel_param(k, "N"), per_block), ceil_div(s.rows, kernel_param(k, "TOK_TILE")), static_cast<uint32_t>(s.batch)};
+  d.grid = {ceil_div(s.rows, kernel_param(k, "TOK_TILE")), row_blocks, static_cast<uint32_t>(s.batch)};
   return d;
 }
 
@@ -18,10 +42,11 @@ const Family& family() {
       .name = "matmul",
       .header = "matmul.cuh",
       .function = "kp::matmul",
-      .params = {dim_param("K", "k"), dim_param("N", "n"), dtype_param("X_DT", "x"), dtype_param("Y_DT", "y"), dim_param("W_LAYOUT", "wl"), dim_param("ACC", "acc"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt")},
+      .params = {dim_param("K", "k"), dim_param("N", "n"), dtype_param("X_DT", "x"), dtype_param("Y_DT", "y"), dim_param("W_LAYOUT", "wl"), dim_param("ACC", "acc"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"),
+                 tuning_param("RPW", "r"), tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u"), tuning_param("MMA", "mma")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
-      .check = nullptr,
+      .check = check,
       .geometry = geometry,
   };
   return f;
@@ -32,9 +57,14 @@ const Family& family() {
 namespace kplan::codegen {
 
 KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn, bool accumulate,
-                           std::string_view arch) {
-  return instantiate(matmul::family(), {{"K", k}, {"N", n}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)},
-                                        {"W_LAYOUT", weight_kn ? 1 : 0}, {"ACC", accumulate ? 1 : 0}}, arch);
+                           std::string_view arch, int64_t mma_tokens) {
+  ParamValues p = {{"K", k}, {"N", n}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}, {"W_LAYOUT", weight_kn ? 1 : 0},
+                   {"ACC", accumulate ? 1 : 0}};
+  if (mma_tokens > 0) {
+    p["MMA"] = 1;
+    p["TOK_TILE"] = mma_tokens;
+  }
+  return instantiate(matmul::family(), p, arch);
 }
 
 }  // namespace kplan::codegen

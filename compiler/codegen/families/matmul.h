@@ -3,7 +3,7 @@
 // Dense matmul with bf16 weights, batched over heads (W_LAYOUT 0: [N, K]; 1: [K, N]).
 //
 // Template parameters (compile-time constants, template order):
-//   K, N, X_DT (dtype), Y_DT (dtype), W_LAYOUT, ACC, WARPS (tuning), TOK_TILE (tuning)
+//   K, N, X_DT (dtype), Y_DT (dtype), W_LAYOUT, ACC, WARPS, TOK_TILE, RPW, KSPLIT, UNROLL, MMA (the last six tuning)
 // See the template's doc block for their meaning and the launch geometry (families/matmul.cc).
 #include <cstdint>
 #include <string_view>
@@ -31,8 +31,9 @@ const Family& family();
 
 namespace kplan::codegen {
 
-// The instance for these problem constants (tuning from heuristics/<arch>.cc).
+// The instance for these problem constants (tuning from heuristics/<arch>.cc). mma_tokens > 0:
+// the tensor-core instance ([N, K] weights only) with token tiles of mma_tokens (16 .. 64).
 KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn = false, bool accumulate = false,
-                           std::string_view arch = kDefaultArch);
+                           std::string_view arch = kDefaultArch, int64_t mma_tokens = 0);
 
 }  // namespace kplan::codegen

@@ -3,7 +3,7 @@
 // Matmul with compressed-tensors pack-quantized INT4 weights (group 32), dequantised in registers.
 //
 // Template parameters (compile-time constants, template order):
-//   K, N, X_DT (dtype), Y_DT (dtype), ACC, WARPS (tuning), TOK_TILE (tuning)
+//   K, N, X_DT (dtype), Y_DT (dtype), ACC, WARPS, TOK_TILE, RPW, KSPLIT, UNROLL (the last five tuning)
 // See the template's doc block for their meaning and the launch geometry (families/matmul_int4.cc).
 #include <cstdint>
 #include <string_view>

@@ -11,6 +11,79 @@ int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 int64_t threads_for(int64_t work) { return std::clamp<int64_t>(round_up(work, 32), 32, 256); }
 int64_t row_threads(int64_t d) { return std::clamp<int64_t>(round_up((d + 15) / 16, 32), 128, 1024); }
 
+void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mma_unroll) {
+  auto set = [&](const char* name, int64_t v) { p.try_emplace(name, v); };
+  set("MMA", 0);
+  if (p.at("MMA") == 1) {
+    // Tensor cores (asked for by the op rule for steps of 16+ tokens, with their TOK_TILE): 16
+    // rows a warp (2 n-tiles; x's loads reused twice from registers, by the other row groups of
+    // the block from L1), split K until the grid holds `want` warps while each warp keeps 2
+    // rounds of loads.
+    const int64_t n = p.at("N"), chunks = (p.at("K") + 31) / 32, want = sms * warps_per_sm;
+    set("RPW", 16);
+    set("UNROLL", mma_unroll);
+    int64_t ksplit = 1;
+    while (ksplit < 8 && (n + 15) / 16 * ksplit < want && chunks / (2 * ksplit) >= 2 * mma_unroll) ksplit *= 2;
+    set("KSPLIT", ksplit);
+    set("WARPS", std::max<int64_t>(4, ksplit));
+    set("TOK_TILE", 16);
+    return;
+  }
+  set("TOK_TILE", 8);  // 8 tokens share each weight load; 64 tokens are 8 tiles side by side
+  if (p.at("W_LAYOUT") != 0) {
+    // [K, N] (the absorbed W_UK, a few MiB a step): one thread per n, coalesced along N.
+    set("WARPS", 4);
+    set("RPW", 1);
+    set("KSPLIT", 1);
+    set("UNROLL", 1);
+    return;
+  }
+  const int64_t n = p.at("N"), k = p.at("K");
+  // Rows per warp: each x value read from L1 feeds RPW rows (at 8 tokens x's L1 traffic is
+  // 16 / RPW bytes per weight byte), but fewer warps cover N; 4 rows * 8 tokens = 32
+  // accumulators + 4 * UNROLL 16-byte loads stay in registers.
+  const int64_t want = sms * warps_per_sm;
+  const int64_t rpw = n >= 4 * want ? 4 : n >= 2 * want ? 2 : 1;
+  set("RPW", rpw);
+  // 16-byte loads in flight per lane and row: 4 (4 rows), 8 (2 rows, 1 row): 128-256 bytes per
+  // lane, 4-8 KiB per warp, before the first FMA.
+  const int64_t unroll = rpw == 4 ? 4 : 8;
+  set("UNROLL", unroll);
+  // Split K across the warps of a block until the grid holds `want` warps, while each warp's
+  // slice keeps at least half a round of loads (16 lanes * UNROLL chunks of 8 weights).
+  const int64_t chunks = k / 8;
+  int64_t ksplit = 1;
+  while (ksplit < 8 && (n + rpw - 1) / rpw * ksplit < want && chunks / (2 * ksplit) >= 16 * unroll) ksplit *= 2;
+  set("KSPLIT", ksplit);
+  // 4 warps a block (finer blocks fill SMs whose registers hold 2-3 of them), 8 with KSPLIT 8.
+  set("WARPS", std::max<int64_t>(4, ksplit));
+}
+
+int64_t matmul_mma_min_tokens(std::string_view arch) {
+  // Below 16 tokens an m16 tile would be mostly padding and the CUDA-core stream is at the floor;
+  // from 16 on its FMAs (8 per weight per token tile, every tile) and x's L1 traffic bind
+  // (kernels_templates/matmul.cuh). Set to 0 to keep every step on the CUDA cores.
+  (void)tuning_for(arch);  // refuses an arch with no table
+  return 16;
+}
+
+void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
+  auto set = [&](const char* name, int64_t v) { p.try_emplace(name, v); };
+  // 32 dequantised products per group and token: 4 tokens a tile, 2 rows a warp keep the
+  // accumulators and per-group partial sums (2 * RPW * TOK_TILE) in registers.
+  set("TOK_TILE", 4);
+  const int64_t n = p.at("N"), groups = p.at("K") / 32;
+  const int64_t want = sms * warps_per_sm;
+  const int64_t rpw = n >= 2 * want ? 2 : 1;
+  set("RPW", rpw);
+  const int64_t unroll = 4;  // 4 groups = 64 bytes of packed weights in flight per lane and row
+  set("UNROLL", unroll);
+  int64_t ksplit = 1;
+  while (ksplit < 8 && (n + rpw - 1) / rpw * ksplit < want && groups / (2 * ksplit) >= 16 * unroll) ksplit *= 2;
+  set("KSPLIT", ksplit);
+  set("WARPS", std::max<int64_t>(4, ksplit));
+}
+
 const TuningTable& tuning_for(std::string_view arch) {
   int major = 0;
   if (arch.size() > 3 && arch.substr(0, 3) == "sm_") {

@@ -32,5 +32,15 @@ int64_t round_up(int64_t v, int64_t m);
 int64_t threads_for(int64_t work);
 // Rows of length d: aim for <= 16 values per thread, which keeps rms_norm's row in registers.
 int64_t row_threads(int64_t d);
+// The dense matmul's tiling (kernels_templates/matmul.cuh) for a GPU of `sms` SMs that should
+// hold about `warps_per_sm` warps each: a function of N and K only (instances are chosen before
+// the token count is known: one instance serves every bucket, 1 to 64 tokens). With MMA 1 (the
+// tensor-core instance the op rule adds for steps of 16+ tokens) `mma_unroll` k-chunks of 32 are
+// in flight per lane and row.
+void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mma_unroll);
+// Steps of at least this many tokens take the tensor-core matmul (0: never), per arch.
+int64_t matmul_mma_min_tokens(std::string_view arch);
+// The same weight stream over INT4 g32 rows (kernels_templates/matmul_int4.cuh).
+void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
 
 }  // namespace kplan::codegen

@@ -12,6 +12,10 @@ const TuningTable& sm120_tuning() {
     // per block fits sm_120's 100 KiB per SM many times over, and 64 K registers per SM are the same;
     // with 188 SMs at ~1.8 TB/s the bytes in flight per SM that Hopper's values give are ample,
     // and 1 token still makes ~5 gate/up blocks per SM (K2.6: 128 row tiles x 8 experts).
+    // 188 SMs of at most 48 resident warps (1536 threads): the same weight stream, sized for
+    // the wider grid; GDDR7's lower bandwidth needs fewer bytes in flight per SM.
+    t["matmul"] = [](ParamValues& p) { matmul_tiling(p, 188, 24, 4); };
+    t["matmul_int4"] = [](ParamValues& p) { matmul_int4_tiling(p, 188, 24); };
     return t;
   }();
   return table;

@@ -13,10 +13,11 @@ const TuningTable& sm90_tuning() {
   static const TuningTable table = {
       {"embedding", [](ParamValues& p) { set(p, "THREADS", 128); }},
       {"rms_norm", [](ParamValues& p) { set(p, "THREADS", row_threads(p.at("D"))); }},
-      // One warp per output row (4 per block); 8 tokens share each weight load.
-      {"matmul", [](ParamValues& p) { set(p, "WARPS", 4); set(p, "TOK_TILE", 8); }},
-      // 32 dequantised weights per lane are live at once: 4 tokens keep it in registers.
-      {"matmul_int4", [](ParamValues& p) { set(p, "WARPS", 4); set(p, "TOK_TILE", 4); }},
+      // A weight stream: 132 SMs holding ~32 warps each (matmul_tiling: rows per warp, split-K;
+      // the tensor-core instances of 16+ token steps keep 2 k-chunks in flight per lane and row).
+      {"matmul", [](ParamValues& p) { matmul_tiling(p, 132, 32, 2); }},
+      // The same stream over INT4 groups (matmul_int4_tiling: 4 tokens a tile, rows per warp, split-K).
+      {"matmul_int4", [](ParamValues& p) { matmul_int4_tiling(p, 132, 32); }},
       {"rope", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("HEADS") * p.at("ROPE_DIM") / 2)); }},
       {"mla_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},
       {"gqa_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},

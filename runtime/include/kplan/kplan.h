@@ -347,6 +347,24 @@ kplan_status kplan_session_bench_decode(kplan_session* session, int32_t steps, i
 /* The same for the bucket of `tokens` tokens (a tree verify or prefill step: causal mask). */
 kplan_status kplan_session_bench_step(kplan_session* session, int32_t tokens, int32_t steps, int64_t context,
                                       kplan_bench_result* out);
+/* One launch of a timed step (kplan_session_bench_kernels). The strings live as long as the model. */
+typedef struct kplan_kernel_time {
+  int32_t launch;           /* index in the bucket's launch sequence */
+  const char* kernel;       /* the kernel instance's readable id */
+  const char* family;       /* its kernel family */
+  const char* note;         /* the IR op(s) it implements */
+  double ms_median;         /* GPU time between the events around it, median over the runs */
+  double weight_bytes;      /* weights it reads: the matmul families' exactly, routed experts by the share
+                               the step's tokens chose (counted on the device), others whole */
+  double activation_bytes;  /* activations it reads and writes, KV cache rows up to context + tokens */
+} kplan_kernel_time;
+
+/* Times each launch of the `tokens`-token target bucket on its own: `steps` runs of the step as
+ * plain launches with an event between every two (after prefilling `context` positions); each
+ * launch's median time and bytes go to out[0 .. min(capacity, launches)), the bucket's launch
+ * count to *n_launches (capacity 0 asks for the count only, after the timed runs). */
+kplan_status kplan_session_bench_kernels(kplan_session* session, int32_t tokens, int32_t steps, int64_t context,
+                                         kplan_kernel_time* out, int32_t capacity, int32_t* n_launches);
 /* The token counts of the plan's target buckets, ascending; returns how many (at most `capacity`
  * written). */
 int32_t kplan_plan_buckets_get(const kplan_plan* plan, int32_t* tokens, int32_t capacity);

@@ -114,6 +114,12 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
                                                ElemType::BF16));
   sources.push_back(moe_grouped_down_kernel(c.hidden_size, c.moe_intermediate_size, c.n_routed_experts, c.num_experts_per_tok, false));
   sources.push_back(matmul_kernel(c.qk_nope_head_dim, c.kv_lora_rank, ElemType::BF16, ElemType::BF16, true));
+  // The dense matmul's tensor-core instances (steps of 16+ tokens): lm_head width, f32 and bf16
+  // x, tiles of 16 and 64 tokens, split-K (kv_a), ACC.
+  sources.push_back(matmul_kernel(c.hidden_size, c.vocab_size, ElemType::F32, ElemType::F32, false, false, kDefaultArch, 64));
+  sources.push_back(matmul_kernel(c.hidden_size, c.vocab_size, ElemType::BF16, ElemType::F32, false, false, kDefaultArch, 16));
+  sources.push_back(matmul_kernel(c.hidden_size, c.kv_lora_rank + c.qk_rope_head_dim, ElemType::F32, ElemType::F32, false, true,
+                                  kDefaultArch, 16));
   // A device round at the K2.6 drafter's block (16, mask 163838) and the largest verify bucket.
   sources.push_back(round_draft_inputs_kernel(16, 163838));
   sources.push_back(round_tree_kernel(128, 127, 15, 128));

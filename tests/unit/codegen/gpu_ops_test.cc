@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "compiler/codegen/compile_kernels.h"
 #include "compiler/passes/lower_to_launches.h"
@@ -154,6 +155,53 @@ class Gpu {
   const std::string& arch() const { return arch_; }
 
   void sync() { gpu::cuda_check(cu_, cu_.cuCtxSynchronize(), "kernel execution"); }
+  const std::string& arch() const { return arch_; }
+  // Compiles and loads many instances at once (NVRTC on every core), for sweeps.
+  void precompile(const std::vector<KernelSource>& kernels) {
+    std::vector<KernelSource> todo;
+    for (const KernelSource& k : kernels)
+      if (!functions_.count(k.id)) todo.push_back(k);
+    if (todo.empty()) return;
+    CompileOptions o;
+    o.archs = {arch_};
+    o.threads = std::max(2u, std::thread::hardware_concurrency());
+    o.progress = [](const std::string&) {};
+    const std::vector<KernelInstance> inst = compile_kernels(todo, o);
+    for (size_t i = 0; i < todo.size(); ++i) {
+      CUmodule module;
+      gpu::cuda_check(cu_, cu_.cuModuleLoadData(&module, inst[i].cubin.data()), "load " + todo[i].id);
+      CUfunction f;
+      gpu::cuda_check(cu_, cu_.cuModuleGetFunction(&f, module, todo[i].entry.c_str()), "entry " + todo[i].entry);
+      functions_[todo[i].id] = f;
+    }
+  }
+
+
+  // Milliseconds per launch over `reps` back-to-back launches (CUDA events), after one warm-up.
+  double time_ms(const KernelSource& k, int64_t rows, const std::vector<Arg>& args, int reps, int64_t batch = 1) {
+    launch(k, rows, args, batch);
+    std::vector<void*> params;
+    for (const Arg& arg : args)
+      params.push_back(arg.kind == ArgKind::DevicePtr ? const_cast<uint64_t*>(&arg.u)
+                       : arg.kind == ArgKind::I32   ? static_cast<void*>(const_cast<int32_t*>(&arg.i))
+                                                    : static_cast<void*>(const_cast<float*>(&arg.f)));
+    const LaunchDims d = launch_dims(k, rows, batch);
+    CUevent e0, e1;
+    gpu::cuda_check(cu_, cu_.cuEventCreate(&e0, 0), "cuEventCreate");
+    gpu::cuda_check(cu_, cu_.cuEventCreate(&e1, 0), "cuEventCreate");
+    gpu::cuda_check(cu_, cu_.cuEventRecord(e0, nullptr), "cuEventRecord");
+    for (int r = 0; r < reps; ++r)
+      gpu::cuda_check(cu_, cu_.cuLaunchKernel(function(k), d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1], d.block[2],
+                                              d.smem_bytes, nullptr, params.data(), nullptr),
+                      "launch " + k.id);
+    gpu::cuda_check(cu_, cu_.cuEventRecord(e1, nullptr), "cuEventRecord");
+    gpu::cuda_check(cu_, cu_.cuEventSynchronize(e1), "cuEventSynchronize");
+    float ms = 0;
+    gpu::cuda_check(cu_, cu_.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime");
+    cu_.cuEventDestroy(e0);
+    cu_.cuEventDestroy(e1);
+    return ms / reps;
+  }
 
   // One launch of a lowered plan; `address` resolves its pointer arguments.
   void launch_planned(const KernelSource& k, const plan::Launch& l, const std::function<uint64_t(const plan::LaunchArg&)>& address) {
@@ -288,19 +336,163 @@ struct MatmulCase {
 
 TEST(GpuOps, MatmulTokenTilesOddWidthsAccumulate) {
   REQUIRE_GPU();
+  // Beyond the small shapes: split-K (K 4096 / 2056 at N 40 / 37, with ACC), 4 rows per warp
+  // (N 17000), K not a multiple of 8 (the scalar path), bf16 x, 1 / 7 / 17 / 64 tokens.
   for (const MatmulCase& c : {MatmulCase{256, 1030, 17, F32, false}, MatmulCase{333, 20, 3, F32, true},
-                              MatmulCase{64, 48, 1, BF16, false}, MatmulCase{96, 8, 8, F32, true}}) {
+                              MatmulCase{64, 48, 1, BF16, false}, MatmulCase{96, 8, 8, F32, true},
+                              MatmulCase{4096, 40, 64, F32, true}, MatmulCase{2056, 37, 7, BF16, false},
+                              MatmulCase{264, 17000, 17, F32, true}, MatmulCase{7168, 576, 1, F32, false},
+                              MatmulCase{1000, 33, 64, BF16, true}}) {
     const std::vector<float> x = random_values(c.tokens * c.k, 4, 1.f, c.x_t == BF16);
     const std::vector<float> w = random_values(c.n * c.k, 5, 0.2f, true);
     const std::vector<float> y0 = random_values(c.tokens * c.n, 6);
-    DevBuf d_x = gpu->upload_as(x, c.x_t), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->upload(y0);
-    const KernelSource k = matmul_kernel(c.k, c.n, c.x_t, F32, false, c.acc);
-    gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
-                              Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0)});
     std::vector<float> want(c.tokens * c.n);
     for (int64_t t = 0; t < c.tokens; ++t) cpu::matvec(x.data() + t * c.k, w.data(), c.n, c.k, want.data() + t * c.n);
     if (c.acc) for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
-    EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id;
+    // The CUDA-core stream and the tensor-core instances (tiles of 16 and 64 tokens: any step
+    // size runs on them, padded tokens dropped) where K allows them.
+    std::vector<KernelSource> kernels = {matmul_kernel(c.k, c.n, c.x_t, F32, false, c.acc, gpu->arch())};
+    if (c.k % 8 == 0)
+      for (int64_t tile : {16, 64}) kernels.push_back(matmul_kernel(c.k, c.n, c.x_t, F32, false, c.acc, gpu->arch(), tile));
+    for (const KernelSource& k : kernels) {
+      DevBuf d_x = gpu->upload_as(x, c.x_t), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->upload(y0);
+      gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
+                                Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0)});
+      EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id;
+    }
+  }
+}
+
+// The weight stream's other entry paths: x rows that are not 16-byte aligned (scalar x loads)
+// and a weight view that is not (the scalar weight path), each at 9 tokens (two token tiles).
+TEST(GpuOps, MatmulUnalignedViews) {
+  REQUIRE_GPU();
+  const int64_t K = 512, N = 300, T = 9, x_stride = K + 3;
+  const std::vector<float> x = random_values(T * x_stride, 21);
+  const std::vector<float> w = random_values((N * K) + 8, 22, 0.1f, true);
+  for (const int64_t w_offset : {int64_t{0}, int64_t{1}}) {
+    std::vector<float> want(T * N);
+    for (int64_t t = 0; t < T; ++t) cpu::matvec(x.data() + t * x_stride + 1, w.data() + w_offset, N, K, want.data() + t * N);
+    for (const int64_t mma : {int64_t{0}, int64_t{16}}) {
+      DevBuf d_x = gpu->upload(x), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->alloc(T * N * 4);
+      const KernelSource k = matmul_kernel(K, N, F32, F32, false, false, gpu->arch(), mma);
+      gpu->launch(k, T, {Gpu::ptr(d_x, 4), Gpu::ptr(d_w, 2 * w_offset), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(x_stride), Gpu::i32(0),
+                         Gpu::i32(N), Gpu::i32(0), Gpu::i32(0)});
+      EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id << " w offset " << w_offset;
+    }
+  }
+}
+
+// lm_head at Kimi K2.6 width (163840 x 7168 bf16, 2.35 GB): the CPU op's values at 1 and 3
+// tokens, then the time of a 1-, 8- and 64-token launch and the bandwidth over the weight bytes
+// (printed, for bench/RESULTS.md; the floor is the HBM's ~4.3 TB/s on an H200).
+TEST(GpuOps, MatmulAtLmHeadWidth) {
+  REQUIRE_GPU();
+  const int64_t K = 7168, N = 163840, T = 64;
+  const std::vector<float> x = random_values(T * K, 23);
+  std::vector<uint16_t> w_bits(static_cast<size_t>(N * K));
+  {
+    const std::vector<float> w = random_values(static_cast<size_t>(N * K), 24, 0.02f, true);
+    for (size_t i = 0; i < w.size(); ++i) w_bits[i] = float_to_bf16(w[i]);
+  }
+  DevBuf d_x = gpu->upload(x), d_w = gpu->upload(w_bits), d_y = gpu->alloc(T * N * 4);
+  const KernelSource k = matmul_kernel(K, N, F32, F32);
+  auto args = [&](int64_t t) {
+    return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(K), Gpu::i32(0),
+                                 Gpu::i32(N), Gpu::i32(0), Gpu::i32(0)};
+  };
+  for (const int64_t t : {int64_t{1}, int64_t{3}}) {
+    gpu->launch(k, t, args(t));
+    const std::vector<float> got = gpu->download<float>(d_y, t * N);
+    std::vector<float> wf(static_cast<size_t>(K));
+    double worst = 0, largest = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t j = 0; j < K; ++j) wf[j] = bf16_to_float(w_bits[n * K + j]);
+      for (int64_t r = 0; r < t; ++r) {
+        float want = 0;
+        cpu::matvec(x.data() + r * K, wf.data(), 1, K, &want);
+        worst = std::max(worst, std::fabs(static_cast<double>(got[r * N + n]) - want));
+        largest = std::max(largest, std::fabs(static_cast<double>(want)));
+      }
+    }
+    EXPECT_LT(worst / largest, 1e-4) << k.id << " at " << t << " tokens";
+  }
+  // The tensor-core instances against the CUDA-core one at 17 and 64 tokens (GPU against GPU).
+  const KernelSource mma16 = matmul_kernel(K, N, F32, F32, false, false, gpu->arch(), 16);
+  const KernelSource mma64 = matmul_kernel(K, N, F32, F32, false, false, gpu->arch(), 64);
+  for (const int64_t t : {int64_t{17}, int64_t{64}}) {
+    gpu->launch(k, t, args(t));
+    const std::vector<float> want = gpu->download<float>(d_y, t * N);
+    for (const KernelSource* m : {&mma16, &mma64}) {
+      gpu->launch(*m, t, args(t));
+      EXPECT_LT(relative_error(gpu->download<float>(d_y, t * N), want), 1e-4) << m->id << " at " << t << " tokens";
+    }
+  }
+  struct Timed {
+    const KernelSource* k;
+    int64_t t;
+  };
+  for (const Timed& run : {Timed{&k, 1}, Timed{&k, 8}, Timed{&k, 16}, Timed{&mma16, 16}, Timed{&k, 64}, Timed{&mma16, 64}, Timed{&mma64, 64}}) {
+    const double ms = gpu->time_ms(*run.k, run.t, args(run.t), 20);
+    const double bytes = 2.0 * N * K + 4.0 * run.t * (K + N);
+    std::printf("[ lm_head ] %s tokens %lld: %.4f ms, %.1f GB/s (%.1f%% of 4.3 TB/s)\n", run.k->id.c_str(), static_cast<long long>(run.t),
+                ms, bytes / (ms * 1e-3) / 1e9, 100.0 * bytes / (ms * 1e-3) / 4.3e12);
+  }
+}
+
+// The variants of the weight stream at Kimi K2.6's dense shapes, measured in one run: each
+// tiling (rows per warp, loads in flight, split-K, warps) against the heuristics' choice (marked
+// *), the same values up to summation order, and a table of ms / GB/s over the weight bytes at
+// 1, 8, 16 and 64 tokens, CUDA-core and tensor-core (mma1) instances alike: what
+// heuristics.cc's matmul_tiling and matmul_mma_min_tokens should pick (bench/RESULTS.md).
+TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
+  REQUIRE_GPU();
+  struct Shape {
+    const char* name;
+    int64_t k, n;
+  };
+  const Shape shapes[] = {{"lm_head", 7168, 163840}, {"kv_a", 7168, 576}, {"q_b", 1536, 12288}, {"o_proj", 8192, 7168},
+                          {"mlp_up", 7168, 18432}};
+  struct Tiling {
+    int64_t rpw, unroll, ksplit, warps, mma = 0, tok_tile = 8;
+  };
+  const Tiling tilings[] = {{1, 8, 1, 4},        {2, 8, 1, 4},        {4, 4, 1, 4},        {1, 8, 4, 4},        {1, 8, 8, 8},
+                            {16, 4, 1, 4, 1, 16}, {32, 2, 1, 4, 1, 16}, {16, 2, 4, 4, 1, 16}, {16, 4, 1, 4, 1, 64}, {8, 4, 1, 8, 1, 64}};
+  const int64_t T = 64;
+  std::printf("%-9s %-66s %9s %9s %9s %9s %8s\n", "shape", "kernel", "ms t=1", "ms t=8", "ms t=16", "ms t=64", "GB/s t=1");
+  for (const Shape& sh : shapes) {
+    const std::vector<float> x = random_values(T * sh.k, 31);
+    std::vector<uint16_t> w_bits(static_cast<size_t>(sh.n * sh.k));
+    for (size_t i = 0; i < w_bits.size(); ++i) w_bits[i] = float_to_bf16(static_cast<float>(static_cast<int64_t>(i * 2654435761u % 2001) - 1000) * 1e-5f);
+    DevBuf d_x = gpu->upload(x), d_w = gpu->upload(w_bits), d_y = gpu->alloc(T * sh.n * 4);
+    auto args = [&](int64_t t) {
+      return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(sh.k), Gpu::i32(0),
+                                   Gpu::i32(sh.n), Gpu::i32(0), Gpu::i32(0)};
+    };
+    const KernelSource chosen = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch());
+    const KernelSource chosen16 = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch(), 16);
+    const KernelSource chosen64 = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch(), 64);
+    gpu->launch(chosen, T, args(T));
+    const std::vector<float> want = gpu->download<float>(d_y, T * sh.n);
+    std::vector<KernelSource> variants = {chosen, chosen16, chosen64};
+    for (const Tiling& tl : tilings) {
+      const ParamValues p = {{"K", sh.k},         {"N", sh.n},          {"X_DT", 0},         {"Y_DT", 0},
+                             {"W_LAYOUT", 0},     {"ACC", 0},           {"WARPS", tl.warps}, {"TOK_TILE", tl.tok_tile},
+                             {"RPW", tl.rpw},     {"KSPLIT", tl.ksplit}, {"UNROLL", tl.unroll}, {"MMA", tl.mma}};
+      const KernelSource v = instantiate(matmul::family(), p, gpu->arch());
+      if (v.id != chosen.id && v.id != chosen16.id && v.id != chosen64.id) variants.push_back(v);
+    }
+    gpu->precompile(variants);
+    for (const KernelSource& v : variants) {
+      gpu->launch(v, T, args(T));
+      EXPECT_LT(relative_error(gpu->download<float>(d_y, T * sh.n), want), 1e-4) << v.id;
+      double ms[4];
+      const int64_t tokens[4] = {1, 8, 16, 64};
+      for (int i = 0; i < 4; ++i) ms[i] = gpu->time_ms(v, tokens[i], args(tokens[i]), sh.n * sh.k > 100000000 ? 10 : 50);
+      const bool is_chosen = v.id == chosen.id || v.id == chosen16.id || v.id == chosen64.id;
+      std::printf("%-9s %-66s %9.4f %9.4f %9.4f %9.4f %8.1f%s\n", sh.name, v.id.c_str(), ms[0], ms[1], ms[2], ms[3],
+                  2.0 * sh.n * sh.k / (ms[0] * 1e-3) / 1e9, is_chosen ? " *" : "");
+    }
   }
 }
 
@@ -336,16 +528,27 @@ TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
 
 TEST(GpuOps, MatmulInt4MatchesDequantisedWeights) {
   REQUIRE_GPU();
-  const int64_t K = 256, N = 40, T = 9;
-  const PackedInt4 p = pack_int4(random_values(N * K, 10, 0.5f), N, K, 32);
-  const std::vector<float> w = unpack_int4(p);
-  const std::vector<float> x = random_values(T * K, 11);
-  DevBuf d_x = gpu->upload(x), d_p = gpu->upload(p.packed), d_s = gpu->upload(p.scale), d_y = gpu->alloc(T * N * 4);
-  const KernelSource k = matmul_int4_kernel(K, N, F32, F32);
-  gpu->launch(k, T, {Gpu::ptr(d_x), Gpu::ptr(d_p), Gpu::ptr(d_s), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(K), Gpu::i32(N)});
-  std::vector<float> want(T * N);
-  for (int64_t t = 0; t < T; ++t) cpu::matvec(x.data() + t * K, w.data(), N, K, want.data() + t * N);
-  EXPECT_LT(relative_error(gpu->download<float>(d_y, T * N), want), 1e-4) << k.id;
+  // The INT4 stream's tilings: 1 row a warp, split-K 2 (K 4096), 2 rows a warp (N 9000), 3
+  // groups a row at 64 tokens, bf16 x with ACC.
+  struct Case {
+    int64_t k, n, t;
+    ElemType x_t;
+    bool acc;
+  };
+  for (const Case& c : {Case{256, 40, 9, F32, false}, Case{4096, 24, 17, F32, false}, Case{2048, 9000, 5, F32, true},
+                        Case{96, 70, 64, F32, false}, Case{7168, 300, 3, BF16, true}}) {
+    const PackedInt4 p = pack_int4(random_values(c.n * c.k, 10, 0.5f), c.n, c.k, 32);
+    const std::vector<float> w = unpack_int4(p);
+    const std::vector<float> x = random_values(c.t * c.k, 11, 1.f, c.x_t == BF16);
+    const std::vector<float> y0 = random_values(c.t * c.n, 12);
+    DevBuf d_x = gpu->upload_as(x, c.x_t), d_p = gpu->upload(p.packed), d_s = gpu->upload(p.scale), d_y = gpu->upload(y0);
+    const KernelSource k = matmul_int4_kernel(c.k, c.n, c.x_t, F32, c.acc);
+    gpu->launch(k, c.t, {Gpu::ptr(d_x), Gpu::ptr(d_p), Gpu::ptr(d_s), Gpu::ptr(d_y), Gpu::i32(c.t), Gpu::i32(c.k), Gpu::i32(c.n)});
+    std::vector<float> want(c.t * c.n);
+    for (int64_t t = 0; t < c.t; ++t) cpu::matvec(x.data() + t * c.k, w.data(), c.n, c.k, want.data() + t * c.n);
+    if (c.acc) for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
+    EXPECT_LT(relative_error(gpu->download<float>(d_y, c.t * c.n), want), 1e-4) << k.id;
+  }
 }
 
 TEST(GpuOps, RopeYarnInterleavedAndRotateHalf) {

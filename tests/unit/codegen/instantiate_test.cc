@@ -54,10 +54,58 @@ TEST(CodegenInstantiate, GeneratedSourceIsOneWrapperAroundOneInstance) {
 TEST(CodegenInstantiate, TuningParametersCanBeGiven) {
   const KernelSource a = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}});
   const KernelSource b = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0},
-                                                {"WARPS", 8}, {"TOK_TILE", 2}});
+                                                {"WARPS", 8}, {"TOK_TILE", 2}, {"RPW", 2}, {"KSPLIT", 4}, {"UNROLL", 3}});
   EXPECT_NE(a.id, b.id);
-  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_w8_tt2");
+  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_w8_tt2_r2_ks4_u3_mma0");
   EXPECT_EQ(b.block_threads, 256);
+}
+
+// The dense matmul's tiling is a function of N and K (kernels_templates/matmul.cuh): the widest
+// projections take 4 rows per warp, narrow ones split K across the warps of a block so that the
+// grid still fills the GPU, [K, N] weights keep one thread per column.
+TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
+  auto tiling = [](int64_t k, int64_t n, std::string_view arch, bool kn = false) {
+    const KernelSource s = matmul_kernel(k, n, ElemType::F32, ElemType::F32, kn, false, arch);
+    return std::vector<int64_t>{kernel_param(s, "WARPS"), kernel_param(s, "RPW"), kernel_param(s, "KSPLIT"), kernel_param(s, "UNROLL")};
+  };
+  EXPECT_EQ(tiling(7168, 163840, "sm_90"), (std::vector<int64_t>{4, 4, 1, 4}));  // lm_head
+  EXPECT_EQ(tiling(7168, 576, "sm_90"), (std::vector<int64_t>{4, 1, 4, 8}));     // kv_a: split-K
+  EXPECT_EQ(tiling(1536, 12288, "sm_90"), (std::vector<int64_t>{4, 2, 1, 8}));   // q_b
+  EXPECT_EQ(tiling(8192, 7168, "sm_90"), (std::vector<int64_t>{4, 1, 1, 8}));    // o_proj
+  EXPECT_EQ(tiling(7168, 2112, "sm_90"), (std::vector<int64_t>{4, 1, 2, 8}));    // q_a + kv_a
+  EXPECT_EQ(tiling(7168, 2112, "sm_120"), (std::vector<int64_t>{4, 1, 4, 8}));   // 188 SMs: more split
+  EXPECT_EQ(tiling(64, 32, "sm_90"), (std::vector<int64_t>{4, 1, 1, 8}));        // too short to split
+  EXPECT_EQ(tiling(128, 512, "sm_90", true), (std::vector<int64_t>{4, 1, 1, 1}));  // W_UK, [K, N]
+  // The tensor-core instances (steps of 16+ tokens): 16 rows a warp, K split for narrow N.
+  auto mma = [](int64_t k, int64_t n, int64_t tokens, std::string_view arch) {
+    const KernelSource s = matmul_kernel(k, n, ElemType::F32, ElemType::F32, false, false, arch, tokens);
+    return std::vector<int64_t>{kernel_param(s, "MMA"), kernel_param(s, "TOK_TILE"), kernel_param(s, "WARPS"), kernel_param(s, "RPW"),
+                                kernel_param(s, "KSPLIT"), kernel_param(s, "UNROLL")};
+  };
+  EXPECT_EQ(mma(7168, 163840, 64, "sm_90"), (std::vector<int64_t>{1, 64, 4, 16, 1, 2}));
+  EXPECT_EQ(mma(7168, 576, 16, "sm_90"), (std::vector<int64_t>{1, 16, 8, 16, 8, 2}));
+  EXPECT_EQ(mma(7168, 576, 16, "sm_120"), (std::vector<int64_t>{1, 16, 8, 16, 8, 4}));
+  EXPECT_EQ(matmul_mma_min_tokens("sm_90"), 16);
+  auto message = [](const ParamValues& p) {
+    try {
+      instantiate("matmul", p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  ParamValues p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"WARPS", 4}, {"KSPLIT", 3}};
+  EXPECT_NE(message(p).find("KSPLIT (3) must divide WARPS (4)"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"RPW", 2}};
+  EXPECT_NE(message(p).find("W_LAYOUT 1 takes RPW = KSPLIT = UNROLL = 1"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"RPW", 16}, {"TOK_TILE", 8}};
+  EXPECT_NE(message(p).find("would spill"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"MMA", 1}, {"RPW", 12}, {"TOK_TILE", 16}};
+  EXPECT_NE(message(p).find("MMA tiles take RPW a multiple of 8"), std::string::npos) << message(p);
+  p = {{"K", 60}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"MMA", 1}, {"TOK_TILE", 16}};
+  EXPECT_NE(message(p).find("MMA needs K a multiple of 8"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"MMA", 1}};
+  EXPECT_NE(message(p).find("W_LAYOUT 1 takes"), std::string::npos) << message(p);
 }
 
 TEST(CodegenInstantiate, BadParametersAreClearErrors) {
@@ -138,7 +186,11 @@ TEST(CodegenInstantiate, Int4CheckpointsUseInt4Experts) {
 TEST(CodegenLaunchGeometry, GridsFollowTheTemplateDocs) {
   const KernelSource mm = matmul_kernel(256, 1030, ElemType::F32, ElemType::F32);
   LaunchDims d = launch_dims(mm, 17);
-  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{258, 3, 1}));  // 4 rows per block, 8 tokens per block
+  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{3, 258, 1}));  // 8 tokens per block (x, fastest), 4 rows per block
+  const KernelSource split = matmul_kernel(7168, 576, ElemType::F32, ElemType::F32);  // 4 warps: 1 row, K split 4 ways
+  EXPECT_EQ(launch_dims(split, 64).grid, (std::array<uint32_t, 3>{8, 576, 1}));
+  const KernelSource wide = matmul_kernel(7168, 163840, ElemType::F32, ElemType::F32);  // 4 warps of 4 rows
+  EXPECT_EQ(launch_dims(wide, 1).grid, (std::array<uint32_t, 3>{1, 10240, 1}));
   EXPECT_EQ(d.block, (std::array<uint32_t, 3>{128, 1, 1}));
   const KernelSource kn = matmul_kernel(32, 64, ElemType::F32, ElemType::F32, /*weight_kn=*/true);
   d = launch_dims(kn, 1, /*batch=*/4);

@@ -87,9 +87,21 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
     EXPECT_EQ(hidden.layer, 1);
     EXPECT_EQ(hidden.cols, 256);
     EXPECT_NE(hidden.slot, logits.slot);
-    // Buckets differ only in token counts: same kernels in the same order.
+    // Buckets differ only in token counts: the same kernels in the same order, but for the [N, K]
+    // matmuls, which take their tensor-core instance from 16 tokens on (tiles of 16 below 64).
     ASSERT_EQ(b.launches.size(), lp.buckets[0].launches.size());
-    for (size_t i = 0; i < b.launches.size(); ++i) EXPECT_EQ(b.launches[i].kernel, lp.buckets[0].launches[i].kernel);
+    for (size_t i = 0; i < b.launches.size(); ++i) {
+      const codegen::KernelSource& k = lp.kernels[b.launches[i].kernel];
+      const codegen::KernelSource& k1 = lp.kernels[lp.buckets[0].launches[i].kernel];
+      EXPECT_EQ(k.family, k1.family);
+      if (k.family == "matmul" && codegen::kernel_param(k, "W_LAYOUT") == 0) {
+        EXPECT_EQ(codegen::kernel_param(k, "MMA"), b.tokens >= 16 ? 1 : 0) << k.id << " at " << b.tokens << " tokens";
+        if (b.tokens >= 16) EXPECT_EQ(codegen::kernel_param(k, "TOK_TILE"), 16) << k.id;
+        EXPECT_EQ(codegen::kernel_param(k, "K"), codegen::kernel_param(k1, "K"));
+      } else {
+        EXPECT_EQ(b.launches[i].kernel, lp.buckets[0].launches[i].kernel) << k.id;
+      }
+    }
   }
   // Views (slice / reshape / transpose) and weights emit no launches.
   for (const plan::Launch& launch : lp.buckets[0].launches) {

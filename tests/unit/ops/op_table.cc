@@ -218,12 +218,37 @@ std::vector<OpCase> make_table() {
        [](CaseBuilder& c) -> Expect { c.output(c.b().matmul(c.input(256), c.weight_bf16({130, 256}, 0.2f))); return std::nullopt; }},
       {"matmul/k96_n8_t1", 1, 0, 0, Mask::None, {}, 1e-4, true,
        [](CaseBuilder& c) -> Expect { c.output(c.b().matmul(c.input(96), c.weight_bf16({8, 96}, 0.2f))); return std::nullopt; }},
+      // The weight stream's tilings (kernels_templates/matmul.cuh): split-K across 4 warps with
+      // 8 token tiles side by side, split 2 with a K of 257 16-byte chunks (a partial round of
+      // loads) at 7 tokens, the scalar path of a K not a multiple of 8, 4 rows per warp.
+      {"matmul/splitk4_k4096_n40_t64", 64, 0, 0, Mask::None, {}, 1e-4, true,
+       [](CaseBuilder& c) -> Expect { c.output(c.b().matmul(c.input(4096), c.weight_bf16({40, 4096}, 0.05f))); return std::nullopt; }},
+      {"matmul/splitk2_k2056_n37_t7", 7, 0, 0, Mask::None, {}, 1e-4, true,
+       [](CaseBuilder& c) -> Expect { c.output(c.b().matmul(c.input(2056), c.weight_bf16({37, 2056}, 0.05f))); return std::nullopt; }},
+      {"matmul/scalar_k333_n19_t1", 1, 0, 0, Mask::None, {}, 1e-4, true,
+       [](CaseBuilder& c) -> Expect { c.output(c.b().matmul(c.input(333), c.weight_bf16({19, 333}, 0.1f))); return std::nullopt; }},
+      {"lm_head/rows4_v17000_k264_t17", 17, 0, 0, Mask::None, {}, 1e-4, true,
+       [](CaseBuilder& c) -> Expect { c.output(c.b().lm_head(c.input(264), c.weight_bf16({17000, 264}, 0.1f))); return std::nullopt; }},
       {"lm_head/v200_t3", 3, 0, 0, Mask::None, {}, 1e-4, true,
        [](CaseBuilder& c) -> Expect { c.output(c.b().lm_head(c.input(64), c.weight_bf16({200, 64}, 0.2f))); return std::nullopt; }},
       {"matmul_int4/k256_n40_t9", 9, 0, 0, Mask::None, {}, 1e-4, true,
        [](CaseBuilder& c) -> Expect {
          auto [p, s] = c.weight_int4(40, 256, 0.5f);
          c.output(c.b().matmul_int4(c.input(256), p, s, 32));
+         return std::nullopt;
+       }},
+      // The INT4 stream's split-K (K 4096: 128 groups over 2 warps) at 17 tokens (5 tiles of 4),
+      // and 3 groups a row (a partial round of loads) at 64 tokens.
+      {"matmul_int4/splitk2_k4096_n24_t17", 17, 0, 0, Mask::None, {}, 1e-4, true,
+       [](CaseBuilder& c) -> Expect {
+         auto [p, s] = c.weight_int4(24, 4096, 0.1f);
+         c.output(c.b().matmul_int4(c.input(4096), p, s, 32));
+         return std::nullopt;
+       }},
+      {"matmul_int4/k96_n70_t64", 64, 0, 0, Mask::None, {}, 1e-4, true,
+       [](CaseBuilder& c) -> Expect {
+         auto [p, s] = c.weight_int4(70, 96, 0.5f);
+         c.output(c.b().matmul_int4(c.input(96), p, s, 32));
          return std::nullopt;
        }},
       {"head_matmul/h4_k32_n48", 3, 0, 0, Mask::None, {}, 1e-4, true,

@@ -129,7 +129,8 @@ TEST(GpuRuntime, RefusesAPlanForAnotherArch) {
 TEST(GpuRuntime, CApiStepsAndBenchmarksTheToyPlan) {
   REQUIRE_GPU();
   ToySession toy;
-  open_toy_session(toy_plan_file(arch, "capi.kplan"), toy);
+  const auto file = toy_plan_file(arch, "capi.kplan");
+  open_toy_session(file, toy);
   if (HasFatalFailure()) return;
   kplan_plan* plan = toy.plan;
   kplan_session* s = toy.session;
@@ -152,6 +153,23 @@ TEST(GpuRuntime, CApiStepsAndBenchmarksTheToyPlan) {
   EXPECT_GT(r4.step_ms_median, 0.0);
   EXPECT_EQ(r4.moe_layers, 0) << "the toy model has no MoE layer";
   EXPECT_EQ(kplan_session_bench_step(s, 3, 20, 8, &r4), KPLAN_STATUS_ERROR) << "no bucket of exactly 3 tokens";
+  // Each launch timed on its own (events between launches): one figure per launch of the bucket.
+  std::vector<kplan_kernel_time> launches(16);
+  int32_t n = 0;
+  ASSERT_EQ(kplan_session_bench_kernels(s, 4, 10, 8, launches.data(), 16, &n), KPLAN_STATUS_OK) << kplan_error_last();
+  const plan::Plan toy_plan = plan::read_plan(file);
+  const plan::Bucket* b4 = toy_plan.bucket_for("target", 4);
+  ASSERT_NE(b4, nullptr);
+  ASSERT_EQ(n, static_cast<int32_t>(b4->launches.size()));
+  for (int32_t i = 0; i < n; ++i) {
+    EXPECT_EQ(launches[i].launch, i);
+    EXPECT_GT(launches[i].ms_median, 0.0) << i;
+    EXPECT_LT(launches[i].ms_median, 50 * r4.step_ms_median + 1.0) << i;
+    EXPECT_EQ(std::string(launches[i].kernel), toy_plan.kernels[b4->launches[i].kernel].id);
+    EXPECT_GT(launches[i].weight_bytes + launches[i].activation_bytes, 0.0) << i;
+  }
+  EXPECT_EQ(kplan_session_bench_kernels(s, 3, 10, 8, launches.data(), 16, &n), KPLAN_STATUS_ERROR) << "no bucket of exactly 3 tokens";
+  EXPECT_EQ(kplan_session_bench_kernels(s, 4, 10, 8, nullptr, 16, &n), KPLAN_STATUS_ERROR) << "room without a buffer";
   int32_t buckets[4] = {};
   EXPECT_EQ(kplan_plan_buckets_get(plan, buckets, 4), 2);
   EXPECT_EQ(buckets[0], 1);

@@ -1,0 +1,97 @@
+// The bytes `kplan bench --kernels` charges each launch (runtime/plan_stats.h launch_traffic), on
+// the bundled target compiled here through the binary: every dense matmul reads its weight once
+// (the absorbed W_UK and W_UV views of kv_b_proj its two halves), the embedding one row per token,
+// the routed experts the given share, and the launches of a step together read what plan_traffic
+// says a step reads; activations grow with the step's tokens, attention's with the context.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "runtime/plan_stats.h"
+#include "schemas/plan_reader.h"
+#include "tests/unit/kplan_cli.h"
+#include "tests/unit/test_support.h"
+
+namespace kplan {
+namespace {
+
+const plan::Plan& compiled_plan() {
+  static testing_util::TempDir dir("launch_traffic");
+  static const plan::Plan p = [] {
+    const std::filesystem::path file = dir.path() / "mini.kplan";
+    const test::CliResult r =
+        test::run_kplan("compile --model " + std::string(KPLAN_SOURCE_DIR) + "/models/mini-v3 --arch sm_90 -o " + file.string(), dir.path());
+    EXPECT_EQ(r.status, 0) << r.err;
+    return plan::read_plan(file);
+  }();
+  return p;
+}
+
+int64_t constant(const plan::Kernel& k, const std::string& name) {
+  for (const plan::KernelConstant& c : k.constants)
+    if (c.name == name) return c.value;
+  ADD_FAILURE() << k.id << " has no " << name;
+  return 0;
+}
+
+TEST(LaunchTraffic, MatmulsReadTheirWeightOnceAndTheStepSumsToPlanTraffic) {
+  const plan::Plan& p = compiled_plan();
+  const plan::Bucket* b1 = p.bucket_for("target", 1);
+  ASSERT_NE(b1, nullptr);
+  const std::vector<LaunchTraffic> t = launch_traffic(p, *b1, 100);
+  ASSERT_EQ(t.size(), b1->launches.size());
+  std::map<uint32_t, double> matmul_bytes_of_weight;
+  double weights = 0;
+  int matmuls = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const plan::Launch& l = b1->launches[i];
+    const plan::Kernel& k = p.kernels[l.kernel];
+    weights += t[i].weight_bytes;
+    EXPECT_GT(t[i].bytes(), 0) << k.id;
+    if (k.family != "matmul") continue;
+    ++matmuls;
+    EXPECT_EQ(t[i].weight_bytes, 2.0 * l.grid[2] * constant(k, "K") * constant(k, "N")) << k.id;
+    EXPECT_EQ(t[i].activation_bytes, 4.0 * l.grid[2] * (constant(k, "K") + constant(k, "N"))) << k.id << ": f32 x and y, 1 token";
+    for (const plan::LaunchArg& a : l.args)
+      if (a.kind == plan::ArgKind::Weight) matmul_bytes_of_weight[a.index] += t[i].weight_bytes;
+  }
+  EXPECT_GT(matmuls, 10);
+  // kv_b_proj is read by two head_matmuls (W_UK, W_UV): together exactly the weight.
+  for (const auto& [w, bytes] : matmul_bytes_of_weight) EXPECT_EQ(bytes, static_cast<double>(p.weights[w].size)) << p.weights[w].name;
+  const PlanTraffic whole = plan_traffic(p, p.model);
+  EXPECT_NEAR(weights, whole.step_weight_bytes(1), 1.0);
+  // All routed experts touched: the step reads every target weight but the embedding table.
+  double all = 0;
+  for (const LaunchTraffic& x : launch_traffic(p, *b1, 100, 1.0)) all += x.weight_bytes;
+  EXPECT_NEAR(all, static_cast<double>(whole.dense_bytes + whole.expert_bytes + whole.embed_row_bytes), 1.0);
+}
+
+TEST(LaunchTraffic, ActivationsFollowTokensAndContext) {
+  const plan::Plan& p = compiled_plan();
+  const plan::Bucket* b1 = p.bucket_for("target", 1);
+  const plan::Bucket* b16 = p.bucket_for("target", 16);
+  ASSERT_TRUE(b1 && b16 && b16->tokens == 16);
+  ASSERT_EQ(b1->launches.size(), b16->launches.size());
+  const std::vector<LaunchTraffic> t1 = launch_traffic(p, *b1, 100), t16 = launch_traffic(p, *b16, 100), far = launch_traffic(p, *b1, 1000);
+  bool attention = false;
+  for (size_t i = 0; i < t1.size(); ++i) {
+    const plan::Kernel& k = p.kernels[b1->launches[i].kernel];
+    if (k.family == "matmul") {
+      EXPECT_EQ(t16[i].activation_bytes, 16 * t1[i].activation_bytes) << k.id;
+      EXPECT_EQ(t16[i].weight_bytes, t1[i].weight_bytes) << k.id << ": a 16-token step reads the weight once too";
+    }
+    if (k.family == "embedding") EXPECT_EQ(t16[i].weight_bytes, 16 * t1[i].weight_bytes);
+    if (k.family == "mla_attention") {
+      attention = true;
+      const double row = static_cast<double>(p.kv_caches.at(0).row_bytes);
+      EXPECT_GE(far[i].activation_bytes - t1[i].activation_bytes, row * 900 - 1) << "900 more cached rows";
+    }
+  }
+  EXPECT_TRUE(attention);
+}
+
+}  // namespace
+}  // namespace kplan
