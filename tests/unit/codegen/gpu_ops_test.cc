@@ -155,7 +155,6 @@ class Gpu {
   const std::string& arch() const { return arch_; }
 
   void sync() { gpu::cuda_check(cu_, cu_.cuCtxSynchronize(), "kernel execution"); }
-  const std::string& arch() const { return arch_; }
   // Compiles and loads many instances at once (NVRTC on every core), for sweeps.
   void precompile(const std::vector<KernelSource>& kernels) {
     std::vector<KernelSource> todo;
@@ -175,7 +174,6 @@ class Gpu {
       functions_[todo[i].id] = f;
     }
   }
-
 
   // Milliseconds per launch over `reps` back-to-back launches (CUDA events), after one warm-up.
   double time_ms(const KernelSource& k, int64_t rows, const std::vector<Arg>& args, int reps, int64_t batch = 1) {

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Issue 10's kernels at K2.6 width and issue 12's soak, on the GPU machine, after gpu_check.sh in the
+# same device call (staged by `gpu_check.sh --stage`; KPLAN_STAGE_PLANS names the K2.6 slice
+# k26_l3.kplan compiled here: kplan compile --model ../shared/models/kimi-k2.6 --no-weights --layers 3
+# --synthetic-weights 1 --arch sm_90 -o k26_l3.kplan, and the bundled pair mini-v3.kplan).
+# Prints: the MoE and dense matmul kernels against the CPU op with their GB/s (the GPU tests' figure
+# lines), the slice's per-kernel table at 1, 16 and 64 tokens, its verify time against nodes, and
+# the soak on the GPU; everything in $OUT/width.txt.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+stage=$repo/.carry/gpu
+bin=$stage/bin
+out=${OUT:-/tmp/kplan-width}
+mkdir -p "$out"
+nvrtc_dir=$(dirname "$(ls /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/targets/*/lib/libnvrtc.so.13 2>/dev/null | head -1)" 2>/dev/null)
+export LD_LIBRARY_PATH=${nvrtc_dir:-/usr/local/cuda/lib64}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$stage/lib
+slice=$stage/plans/k26_l3.kplan
+pair=$stage/plans/mini-v3.kplan
+{
+echo "== MoE grouped kernels (GpuOps.MoeGrouped*) and dense matmuls (GpuOps.Matmul*)"
+timeout ${KPLAN_KERNEL_TESTS_S:-240} "$bin/codegen_tests" --gtest_color=no --gtest_filter='GpuOps.MoeGrouped*:GpuOps.Matmul*' 2>&1 \
+  | grep -E "^\[ (figures|lm_head|moe|sweep)|^\[  (PASSED|FAILED) |Failure|OK \]|^ *[a-z_]+ .*ms|\*" | head -120
+if [ -f "$slice" ]; then
+  echo "== K2.6 3-layer slice: per-kernel times at 1, 16, 64 tokens"
+  timeout 150 "$bin/kplan" bench "$slice" --steps 20 --kernels --kernel-tokens 1,16,64 --json "$out/k26_kernels.json" 2>&1 | tail -80
+  echo "== K2.6 3-layer slice: every bucket (verify time and distinct experts against nodes)"
+  timeout 120 "$bin/kplan" bench "$slice" --steps 50 --all-buckets --context 128 2>&1 | tail -14
+fi
+if [ -f "$pair" ]; then
+  echo "== soak on the GPU: 10,000 tokens in one session, 1,000 sessions on one model"
+  timeout ${KPLAN_SOAK_S:-240} "$bin/kplan" soak "$pair" --device gpu --tokens 10000 --sessions ${KPLAN_SOAK_SESSIONS:-1000} \
+      --json "$out/soak_gpu.json" 2>&1 | tail -8
+fi
+} > "$out/width.txt" 2>&1
+cat "$out/width.txt"
