@@ -23,7 +23,7 @@ void register_run(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_version(CLI::App& app);  // cmd_version.cc
-void register_serve(CLI::App& app);    // cmd_version.cc: not built yet, says so (exit 2)
+void register_serve(CLI::App& app);    // cmd_serve.cc: the OpenAI-compatible HTTP server
 
 // What `kplan --version` and `kplan version` print (several lines, ending in a newline).
 std::string version_text();

@@ -1,5 +1,5 @@
 // kplan: the one command-line entry point. Subcommands: compile, inspect, run, bench, synth,
-// version (and serve, which says it is not built yet).
+// serve, version.
 //
 // Exit status: 0 success; 1 an error the command reports (bad data, a failed decode: one line,
 // "kplan: error: ..."); 2 a usage error (CLI11's parse errors in the same one-line form, with the
