@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -311,6 +312,23 @@ const std::set<std::string> kMethods = {"get",      "items",    "keys",  "values
                                         "split",    "startswith", "endswith", "upper", "lower", "replace", "find"};
 const std::set<std::string> kGlobals = {"range", "namespace", "raise_exception"};
 
+// Nesting limits: a template is data from a checkpoint, and deep nesting or endless macro
+// recursion must be an error, not a stack overflow.
+constexpr int kMaxNesting = 128;     // nested statements while parsing
+constexpr int kMaxExprDepth = 512;   // parse_expr / parse_unary levels (two or so per bracket)
+constexpr int kMaxMacroDepth = 64;   // macro calls inside macro calls
+
+struct DepthGuard {
+  DepthGuard(int& depth, int limit, const std::function<void()>& on_overflow) : depth_(depth) {
+    if (++depth_ > limit) {
+      --depth_;
+      on_overflow();
+    }
+  }
+  ~DepthGuard() { --depth_; }
+  int& depth_;
+};
+
 class Parser {
  public:
   Parser(std::vector<Piece> pieces, const std::string& name) : pieces_(std::move(pieces)), name_(name) {}
@@ -369,6 +387,7 @@ class Parser {
   }
 
   std::unique_ptr<Node> parse_statement(int line) {
+    DepthGuard guard(depth_, kMaxNesting, [&] { fail(line, "statements nested more than 128 deep"); });
     const std::string kw = next().text;
     auto n = std::make_unique<Node>();
     n->line = line;
@@ -535,6 +554,7 @@ class Parser {
 
   // ---- expressions, Jinja's precedence
   ExprPtr parse_expr() {
+    DepthGuard guard(expr_depth_, kMaxExprDepth, [&] { fail(peek().line, "an expression nested too deep"); });
     ExprPtr e = parse_or_expr_no_cond();
     if (peek().kind == Token::Kind::Name && peek().text == "if") {
       const int line = next().line;
@@ -644,6 +664,7 @@ class Parser {
     return e;
   }
   ExprPtr parse_unary() {
+    DepthGuard guard(expr_depth_, kMaxExprDepth, [&] { fail(peek().line, "an expression nested too deep"); });
     if (peek().kind == Token::Kind::Op && peek().text == "-") {
       auto n = make(Expr::Kind::Neg, next().line);
       n->args.push_back(parse_unary());
@@ -844,6 +865,7 @@ class Parser {
   size_t at_ = 0;
   const std::vector<Token>* toks_ = nullptr;
   size_t tk_ = 0;
+  int depth_ = 0, expr_depth_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1448,6 +1470,9 @@ class Renderer {
   }
 
   Value call_macro(const Node& m, const Args& a, int line) {
+    DepthGuard guard(macro_depth_, kMaxMacroDepth, [&] {
+      fail(line, "macro '" + m.targets[0] + "' called more than 64 deep (endless recursion?)");
+    });
     if (a.pos.size() > m.params.size())
       fail(line, "macro '" + m.targets[0] + "' takes " + std::to_string(m.params.size()) + " arguments, given " +
                      std::to_string(a.pos.size()));
@@ -1815,6 +1840,7 @@ class Renderer {
 
   const std::string& name_;
   std::vector<std::shared_ptr<Scope>> scopes_;
+  int macro_depth_ = 0;
 };
 
 }  // namespace

@@ -132,6 +132,18 @@ TEST(ChatTemplate, UnsupportedConstructsAreRefusedByNameAndLine) {
                   {"t.jinja:2: the template raised an exception: no system role"});
   expect_contains(error_of([&] { render("{{ nothing.attr }}", {}); }), {"t.jinja:1: 'nothing' is undefined"});
   expect_contains(error_of([&] { render("{{ strftime_now('%Y') }}", {}); }), {"'strftime_now' is undefined"});
+  // Depth is bounded: an error, not a stack overflow.
+  expect_contains(error_of([&] { render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", {}); }),
+                  {"t.jinja:1: macro 'f' called more than 64 deep"});
+  expect_contains(error_of([&] { render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}", {}); }),
+                  {"an expression nested too deep"});
+  expect_contains(error_of([&] { render(std::string(200 * 1, ' ') + [] {
+                    std::string s;
+                    for (int i = 0; i < 200; ++i) s += "{% if true %}";
+                    return s;
+                  }(), {}); }),
+                  {"statements nested more than 128 deep"});
+  EXPECT_EQ(render("{{ " + std::string(100, '(') + "1" + std::string(100, ')') + " }}", {}), "1");
 }
 
 TEST(ChatTemplate, TheTemplateIsPickedAsTransformersPicksIt) {
