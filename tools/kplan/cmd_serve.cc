@@ -277,9 +277,17 @@ class Server {
 
   // Decodes under the server's one mutex; `on_token` (may be null) is called per token.
   Outcome decode(const ServeRequest& r, std::function<bool(int32_t)> on_token) {
-    if (waiting_.load() >= args_.max_queue)
-      throw HttpError(503, "server_error", "", "the server is busy: " + std::to_string(waiting_.load()) +
-                                                   " requests are waiting (--max-queue); retry later");
+    // pending_: the request decoding and those waiting for it; at most --max-queue may wait.
+    if (++pending_ > args_.max_queue + 1) {
+      --pending_;
+      throw HttpError(503, "server_error", "", "the server is busy: a decode is running and " +
+                                                   std::to_string(args_.max_queue) +
+                                                   " requests wait for it (--max-queue); retry later");
+    }
+    struct Release {
+      std::atomic<int>& n;
+      ~Release() { --n; }
+    } release{pending_};
     ++waiting_;
     std::unique_lock<std::mutex> lock(decode_mutex_);
     --waiting_;
@@ -368,7 +376,7 @@ class Server {
       try {
         o = decode(r, nullptr);
       } catch (const HttpError& e) {
-        send_error(res, e.status, e.what(), e.type, e.param);
+        send_error(res, e.status, e.what(), e.type, e.param, e.status == 503 ? "server_busy" : nullptr);
         return;
       }
       for (int32_t t : o.tokens) text.push(t);
@@ -481,7 +489,7 @@ class Server {
   std::vector<int64_t> eos_;
   int64_t created_ = 0;
   std::mutex decode_mutex_, metrics_mutex_;
-  std::atomic<int> waiting_{0};
+  std::atomic<int> waiting_{0}, pending_{0};
   std::atomic<int64_t> requests_{0}, failed_{0}, tokens_in_{0}, tokens_out_{0}, rounds_{0}, committed_{0}, ids_{0};
   double decode_seconds_ = 0;
 };

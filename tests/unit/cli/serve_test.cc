@@ -348,27 +348,35 @@ TEST_F(Serve, BadRequestsAreAnsweredWithTheFieldNamed) {
   EXPECT_EQ(Json::parse(res->body)["error"]["code"], "payload_too_large");
 }
 
-TEST_F(Serve, AClientHangingUpMidStreamStopsItsDecode) {
+// A raw connection streaming a long decode (2000 tokens), returned once its first event came: the
+// decode is under way. -1 on failure.
+int start_long_stream(int port, const std::string& auth = "") {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(g->server->port()));
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
   const std::string body = Json{{"prompt", "def f(x):"}, {"max_tokens", 2000}, {"ignore_eos", true}, {"stream", true},
                                 {"spec", "none"}}
                                .dump();
-  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-                          std::to_string(body.size()) + "\r\n\r\n" + body;
-  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
-  std::string got;  // the headers, then the first event: the decode is under way
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + auth +
+                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) return -1;
+  std::string got;
   char buf[512];
   while (got.find("data: ") == std::string::npos) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
-    ASSERT_GT(n, 0) << got;
+    if (n <= 0) return -1;
     got.append(buf, static_cast<size_t>(n));
   }
+  return fd;
+}
+
+TEST_F(Serve, AClientHangingUpMidStreamStopsItsDecode) {
+  const int fd = start_long_stream(g->server->port());
+  ASSERT_GE(fd, 0);
   ::close(fd);
   // The server stops that decode (2000 tokens would take a while) and serves the next request.
   const auto t0 = std::chrono::steady_clock::now();
@@ -406,8 +414,9 @@ TEST_F(Serve, ConcurrentRequestsAllComplete) {
     EXPECT_NE(metrics->body.find(m), std::string::npos) << m << " in\n" << metrics->body;
 }
 
-TEST_F(Serve, AnApiKeyGuardsTheV1RoutesAndSigtermStopsCleanly) {
-  ServerProcess keyed({(kModels / "mini-v3").string(), "--api-key", "s3cret", "-q"}, g->dir.path() / "keyed.log");
+TEST_F(Serve, AnApiKeyGuardsTheV1RoutesAQueueLimitAndSigtermStopsCleanly) {
+  ServerProcess keyed({(kModels / "mini-v3").string(), "--api-key", "s3cret", "--max-queue", "0", "-q"},
+                      g->dir.path() / "keyed.log");
   ASSERT_GT(keyed.port(), 0) << keyed.log();
   httplib::Client c("127.0.0.1", keyed.port());
   auto res = c.Get("/v1/models");
@@ -427,6 +436,22 @@ TEST_F(Serve, AnApiKeyGuardsTheV1RoutesAndSigtermStopsCleanly) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_NE(Json::parse(res->body)["error"]["message"].get<std::string>().find("no chat template"), std::string::npos);
+  // --max-queue 0: while one request decodes, another is refused with 503 (and served after).
+  const int fd = start_long_stream(keyed.port(), "Authorization: Bearer s3cret\r\n");
+  ASSERT_GE(fd, 0);
+  const std::string small = R"({"prompt": "x", "max_tokens": 2, "temperature": 0})";
+  res = c.Post("/v1/completions", {{"Authorization", "Bearer s3cret"}}, small, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 503);
+  EXPECT_EQ(Json::parse(res->body)["error"]["code"], "server_busy");
+  ::close(fd);
+  bool served = false;
+  for (int i = 0; i < 100 && !served; ++i) {  // the hung-up decode ends at its next token
+    res = c.Post("/v1/completions", {{"Authorization", "Bearer s3cret"}}, small, "application/json");
+    served = res && res->status == 200;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(served);
   EXPECT_EQ(keyed.terminate(10), 0) << keyed.log();
 }
 
