@@ -304,7 +304,7 @@ namespace {
 
 const std::set<std::string> kFilters = {"trim",  "tojson", "length", "count",   "default", "d",    "string",
                                         "first", "last",   "join",   "upper",   "lower",   "list", "reverse",
-                                        "int",   "float",  "items",  "safe",    "capitalize", "replace", "abs"};
+                                        "int",   "float",  "items",  "safe",    "capitalize", "replace", "abs", "dictsort"};
 const std::set<std::string> kTests = {"defined", "undefined", "none",     "string", "number", "integer",
                                       "float",   "boolean",   "mapping",  "iterable", "sequence", "true",
                                       "false",   "odd",       "even"};
@@ -1705,6 +1705,23 @@ class Renderer {
       const Json arr = elements();
       for (size_t i = 0; i < arr.size(); ++i) out += (i ? sep : "") + py_str(arr[i]);
       return Value::of(out);
+    }
+    if (f == "dictsort") {  // Jinja's defaults: by key, case-insensitive
+      if (!d.is_object()) fail(e.line, fn + ": " + type_name(v) + " is not a mapping");
+      if (a.get(1, "by") && str(*a.get(1, "by"), e.line) != "key") fail(e.line, fn + ": only by='key' is supported");
+      const bool case_sensitive = a.get(0, "case_sensitive") && truthy(*a.get(0, "case_sensitive"));
+      const bool reverse = a.get(2, "reverse") && truthy(*a.get(2, "reverse"));
+      std::vector<std::pair<std::string, std::string>> keys;  // (sort key, key)
+      for (auto it = d.begin(); it != d.end(); ++it) {
+        std::string k = it.key();
+        if (!case_sensitive)
+          for (char& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        keys.emplace_back(k, it.key());
+      }
+      std::stable_sort(keys.begin(), keys.end(), [&](const auto& x, const auto& y) { return reverse ? y.first < x.first : x.first < y.first; });
+      Json arr = Json::array();
+      for (const auto& [sk, k] : keys) arr.push_back(Json::array({k, d[k]}));
+      return Value::of(std::move(arr));
     }
     if (f == "items") {
       if (!d.is_object()) fail(e.line, fn + ": " + type_name(v) + " is not a mapping");

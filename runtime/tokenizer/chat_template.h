@@ -17,7 +17,7 @@
 //   the loop    loop.index, index0, revindex, revindex0, first, last, length;
 //   filters     trim, tojson (indent, separators, sort_keys, ensure_ascii), length / count,
 //               default / d (and its boolean argument), string, first, last, join, upper, lower,
-//               list, reverse, int, float, items, safe, capitalize, replace, abs;
+//               list, reverse, int, float, items, dictsort, safe, capitalize, replace, abs;
 //   methods     dict: get, items, keys, values; str: strip, lstrip, rstrip, split, startswith,
 //               endswith, upper, lower, replace, find;
 //   globals     range, namespace, raise_exception (and whatever the caller passes: messages,

@@ -100,6 +100,7 @@ TEST(ChatTemplate, ExpressionsFiltersTestsAndLoops) {
   EXPECT_EQ(render("{% macro tag(name, v='none') %}<{{ name }}={{ v }}>{% endmacro %}{{ tag('a') }}{{ tag('b', v=1) }}",
                    vars),
             "<a=none><b=1>");
+  EXPECT_EQ(render("{% for k, v in {'b': 1, 'A': 2, 'c': 3}|dictsort %}{{ k }}{{ v }}{% endfor %}", vars), "A2b1c3");
   EXPECT_EQ(render("{% set block %}x{{ 1 + 1 }}{% endset %}{{ block }}{{ range(3)|list }}{{ {'a': [1]}['a'][0] }}", vars),
             "x2[0, 1, 2]1");
 }
