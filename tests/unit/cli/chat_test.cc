@@ -116,6 +116,33 @@ TEST_F(Chat, TokenizerConfigTemplatesAStringOrTheDefaultOfAList) {
   expect_contains(r.err, {"tokenizer_config.json", "tool_use", "\"default\""});
 }
 
+TEST_F(Chat, TheInteractiveChatKeepsTheConversation) {
+  const fs::path dir = checkpoint("repl");
+  fs::copy_file(kTemplates / "kimi-k2.jinja", dir / "chat_template.jinja");
+  const fs::path input = write("in.txt", "def f(x):\nand g?\n/reset\ndef f(x):\n");
+  const CliResult r = kplan("chat " + dir.string() + " --device cpu --max-new 6 -q < " + input.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> replies = test::lines_of(r.out);
+  ASSERT_EQ(replies.size(), 3u) << r.out;
+  // Each reply is `run`'s text for the conversation so far; /reset forgets it.
+  auto run_text = [&](const std::string& args) {
+    const CliResult c = kplan("run " + dir.string() + " " + args + " --max-new 6 --device cpu -q");
+    EXPECT_EQ(c.status, 0) << c.err;
+    const size_t at = c.out.find("text: ");
+    return at == std::string::npos ? std::string() : c.out.substr(at + 6, c.out.size() - at - 7);
+  };
+  EXPECT_EQ(replies[0], run_text("--chat 'def f(x):'"));
+  nlohmann::ordered_json two = nlohmann::ordered_json::array(
+      {{{"role", "user"}, {"content", "def f(x):"}}, {{"role", "assistant"}, {"content", replies[0]}},
+       {{"role", "user"}, {"content", "and g?"}}});
+  EXPECT_EQ(replies[1], run_text("--messages " + write("two.json", two.dump()).string()));
+  EXPECT_EQ(replies[2], replies[0]);
+  // Without a template it says so before loading anything.
+  const CliResult none = kplan("chat " + kMini.string() + " --device cpu < " + input.string());
+  EXPECT_EQ(none.status, 1);
+  expect_contains(none.err, {"no chat template"});
+}
+
 TEST_F(Chat, NoTemplateAndBadConversationsAreRefusedClearly) {
   CliResult r = kplan("run " + kMini.string() + " --chat hi -q");
   EXPECT_EQ(r.status, 1);
