@@ -1280,7 +1280,8 @@ class Renderer {
       case Expr::Kind::Test: return Value::of(test(e) != e.negated);
       case Expr::Kind::Not: return Value::of(!truthy(eval(*e.args[0])));
       case Expr::Kind::Neg: {
-        const Json& d = need(eval(*e.args[0]), e.line, "'-'");
+        const Value operand = eval(*e.args[0]);
+        const Json& d = need(operand, e.line, "'-'");
         if (d.is_number_integer()) return Value::of(-d.get<int64_t>());
         if (d.is_number()) return Value::of(-d.get<double>());
         fail(e.line, "cannot negate a non-number");
