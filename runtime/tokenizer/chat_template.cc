@@ -317,6 +317,8 @@ const std::set<std::string> kGlobals = {"range", "namespace", "raise_exception"}
 constexpr int kMaxNesting = 128;     // nested statements while parsing
 constexpr int kMaxExprDepth = 512;   // parse_expr / parse_unary levels (two or so per bracket)
 constexpr int kMaxMacroDepth = 64;   // macro calls inside macro calls
+constexpr int64_t kMaxSteps = 1'000'000;               // statements and loop turns while rendering
+constexpr size_t kMaxOutputBytes = size_t{64} << 20;  // text rendered, in any one string
 
 struct DepthGuard {
   DepthGuard(int& depth, int limit, const std::function<void()>& on_overflow) : depth_(depth) {
@@ -1101,6 +1103,9 @@ class Renderer {
   }
 
   Flow exec_node(const Node& n, std::string& out) {
+    // A template is a checkpoint's data: its work and output are bounded, as its nesting is.
+    if (++steps_ > kMaxSteps) fail(n.line, "the template ran more than a million steps (an endless loop?)");
+    if (out.size() > kMaxOutputBytes) fail(n.line, "the rendering passed 64 MiB");
     switch (n.kind) {
       case Node::Kind::Text: out += n.text; return Flow::Normal;
       case Node::Kind::Output: out += str(eval(*n.expr), n.line); return Flow::Normal;
@@ -1176,6 +1181,7 @@ class Renderer {
     }
     const int64_t len = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < len; ++i) {
+      if (++steps_ > kMaxSteps) fail(n.line, "the template ran more than a million steps (an endless loop?)");
       auto scope = std::make_shared<Scope>();
       bind(*scope, items[static_cast<size_t>(i)]);
       Json loop = {{"index", i + 1},      {"index0", i},          {"revindex", len - i}, {"revindex0", len - i - 1},
@@ -1826,7 +1832,11 @@ class Renderer {
     }
     if (op == "*" && x.is_string() && y.is_number_integer()) {
       std::string r;
-      for (int64_t i = 0; i < std::min<int64_t>(y.get<int64_t>(), 1'000'000); ++i) r += x.get<std::string>();
+      const std::string& unit = x.get<std::string>();
+      const int64_t times = y.get<int64_t>();
+      if (times > 0 && unit.size() * static_cast<size_t>(std::min<int64_t>(times, int64_t{1} << 40)) > kMaxOutputBytes)
+        fail(e.line, "a string repeated past 64 MiB");
+      for (int64_t i = 0; i < times; ++i) r += unit;
       return Value::of(r);
     }
     if (op == "%" && x.is_string()) fail(e.line, "unsupported construct: '%' string formatting");
@@ -1859,6 +1869,7 @@ class Renderer {
   const std::string& name_;
   std::vector<std::shared_ptr<Scope>> scopes_;
   int macro_depth_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace

@@ -145,6 +145,9 @@ TEST(ChatTemplate, UnsupportedConstructsAreRefusedByNameAndLine) {
                   }(), {}); }),
                   {"statements nested more than 128 deep"});
   EXPECT_EQ(render("{{ " + std::string(100, '(') + "1" + std::string(100, ')') + " }}", {}), "1");
+  expect_contains(error_of([&] { render("{% for i in range(100000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", {}); }),
+                  {"more than a million steps"});
+  expect_contains(error_of([&] { render("{{ 'ab' * 100000000 }}", {}); }), {"repeated past 64 MiB"});
 }
 
 TEST(ChatTemplate, TheTemplateIsPickedAsTransformersPicksIt) {
