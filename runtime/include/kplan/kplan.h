@@ -110,7 +110,8 @@ kplan_status kplan_tokenizer_decode(const kplan_plan* plan, const int32_t* ids, 
 /* ---- chat templates ---- */
 /* The plan's chat template as its checkpoint shipped it (chat_template.jinja, else
  * tokenizer_config.json's `chat_template`: a string, or the list entry named "default"); owned by
- * the plan; "" when it has none. */
+ * the plan; "" when it has none (or its chat_template entry is malformed: kplan_chat_template_apply
+ * says how). */
 const char* kplan_plan_chat_template(const kplan_plan* plan);
 /* Renders a conversation to prompt text with the plan's chat template, as transformers'
  * apply_chat_template(..., tokenize=False) renders it (kplan renders the subset of Jinja real

@@ -250,7 +250,7 @@ TEST_F(Serve, StreamedCompletionsJoinToTheSameText) {
   const Json& last = events[events.size() - 2];
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(last["kplan"]["tokens"], whole["kplan"]["tokens"]);
-  EXPECT_EQ(text, whole["choices"][0]["text"]);
+  EXPECT_EQ(text, whole["choices"][0]["text"].get<std::string>());
   EXPECT_TRUE(events.back()["choices"].empty());
   EXPECT_EQ(events.back()["usage"], whole["usage"]);
 }
