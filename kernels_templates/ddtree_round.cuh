@@ -17,8 +17,7 @@
 //   7 nodes        this round's tree size, root included
 //   8 accepted     this round's accepted path length, root included (= tokens it yields)
 //   9 rounds       rounds run since the host last set the state
-//   10 build       nodes to build the tree to (0: budget): --budget auto builds the largest tree
-//                  and verifies its first `budget` nodes, the tree of that budget
+//   10             (unused)
 //   11 scored      nodes of the built tree (root apart) whose path log-probabilities follow
 //   16 ...         this round's yield: the accepted path's tokens after the root, then the
 //                  next bonus (accepted words in all)
@@ -34,18 +33,33 @@
 //   same tree to the node and in the same order: scores are path log-probabilities summed in
 //   double from the f32 candidates, the frontier's best pops first (ties: first pushed), and a
 //   pop pushes its next sibling, then its best child. Depth: min(max_depth, remaining - 1,
-//   room - 1, D); budget: min(budget, room - 1, T - 1), room = max_context - L; built nodes:
-//   max(budget, min(build, room - 1)) up to NMAX - 1; k: min(built, top_k when set, K). Writes the
-//   verify step's inputs for bucket T from the first 1 + budget nodes (padding rows as the host
+//   room - 1, D); budget: min(budget, room - 1, T - 1), room = max_context - L; k: min(budget,
+//   top_k when set, K). Writes the verify step's inputs for bucket T (padding rows as the host
 //   pads: token 0, the last real position, a mask of themselves), the tree (parents, tokens) for
-//   round_walk, and the built tree's path log-probabilities into the state. One warp: each pop is
-//   a warp-wide argmax over the frontier (<= NMAX entries).
+//   round_walk, and the tree's path log-probabilities into the state. One warp: each pop is a
+//   warp-wide argmax over the frontier (<= NMAX entries); the candidates a tree can use are staged
+//   in shared memory first when they fit (16 KiB), so the serial pops read no global memory.
 //   Template parameters: T (the verify bucket's tokens), K (candidates per depth in @draft's
 //   outputs), D (their rows), NMAX (the largest verify bucket's tokens: the state's layout and
 //   the largest tree), THREADS (32).
 //   Launch: grid (1), block (32).
 //   Arguments: state, top_ids (int32 [D, K]), top_log_probs (f32 [D, K]), tokens, positions,
 //   tree_mask (uint32 [T, ceil(T / 32)]), cache_len, token_count, tree (int32 [2 T]).
+//
+// round_sample: a round at temperature > 0 (no sampling processor): each node's pick, the host
+//   sampler's (runtime/ddtree/token_sampler.cc) from @target/T's logits: weights
+//   exp((logit - max) / temperature) in double, the inverse CDF at u * total in index order (the
+//   last token of non-zero weight on a top-end rounding), u the pick's draw of the seed
+//   (ir/support/sample_draws.h: counter-based, the draw of depth d in the round rooted at length L
+//   is base + L + d). Overwrites next_ids, so round_walk walks the samples. A non-finite logit in
+//   a row makes its pick -1 (the host refuses the round: no token is -1). Each thread sums a
+//   contiguous chunk of the row; the chunks' exclusive prefix (a block scan in double) tells the
+//   one thread whose chunk holds u to scan it.
+//   Template parameters: T, V (vocab), THREADS.
+//   Launch: grid (T), block (THREADS); rows past the round's nodes return.
+//   Arguments: state, sample (u64 [3]: seed, temperature as f64 bits, base as i64; the host
+//   writes it at the rounds' start), logits (f32, row r at r * row_stride), positions (the verify
+//   step's: depth = position - cache length), next_ids (int32 [T]), row_stride.
 //
 // round_walk: the greedy walk of runtime/ddtree/tree_walk.cc over the target's choices at each
 //   node (@target/T's next_tokens): from the root, follow the child whose token is the target's
@@ -55,13 +69,14 @@
 //   Launch: grid (1), block (32).
 //   Arguments: state, next_ids (int32 [T]), tree, tokens, token_count.
 #include "common.cuh"
+#include "sample_draws.h"
 
 namespace kp {
 
 namespace round_state {
 enum : int {
   kBonus = 0, kCacheLength = 1, kBudget = 2, kTopK = 3, kMaxDepth = 4, kRemaining = 5, kMaxContext = 6,
-  kNodes = 7, kAccepted = 8, kRounds = 9, kBuild = 10, kScored = 11, kYield = 16
+  kNodes = 7, kAccepted = 8, kRounds = 9, kScored = 11, kYield = 16
 };
 }  // namespace round_state
 
@@ -111,10 +126,25 @@ __device__ void round_tree(void* state, const void* top_ids, const void* top_log
   int depth = min(min(s[round_state::kMaxDepth], s[round_state::kRemaining] - 1), min(room - 1, D));
   int budget = min(min(s[round_state::kBudget], room - 1), T - 1);
   if (budget < 0) budget = 0;
-  const int build = min(max(budget, min(s[round_state::kBuild], room - 1)), NMAX - 1);
-  int k = min(build, K);
+  int k = min(budget, K);
   if (s[round_state::kTopK] > 0) k = min(k, s[round_state::kTopK]);
   if (depth < 0) depth = 0;
+  // The first min(T - 1, K) candidates of each depth are all a tree of this bucket can use.
+  constexpr int KS = T - 1 < K ? (T - 1 > 0 ? T - 1 : 1) : K;
+  constexpr bool kStage = KS * D * 8 <= 16384;
+  __shared__ int staged_ids[kStage ? KS * D : 1];
+  __shared__ float staged_lp[kStage ? KS * D : 1];
+  if constexpr (kStage) {
+    for (int i = lane; i < KS * D; i += 32) {
+      const int d = i / KS, r = i % KS;
+      staged_ids[i] = ids[d * K + r];
+      staged_lp[i] = lp[d * K + r];
+    }
+    __syncwarp();
+  }
+  // Candidate r of depth d (1-based), from shared memory when staged.
+  auto cand_id = [&](int d, int r) { return kStage ? staged_ids[(d - 1) * KS + r] : ids[(d - 1) * K + r]; };
+  auto cand_lp = [&](int d, int r) { return kStage ? staged_lp[(d - 1) * KS + r] : lp[(d - 1) * K + r]; };
 
   int n = 1, f = 0, order = 0;
   if (lane == 0) {
@@ -122,12 +152,12 @@ __device__ void round_tree(void* state, const void* top_ids, const void* top_log
     node_depth[0] = 0;
     node_token[0] = s[round_state::kBonus];
     node_score[0] = 0.0;
-    if (depth > 0 && k > 0) frontier[f++] = {static_cast<double>(lp[0]), 0, 1, 0, order++};
+    if (depth > 0 && k > 0) frontier[f++] = {static_cast<double>(cand_lp(1, 0)), 0, 1, 0, order++};
   }
   f = __shfl_sync(0xffffffffu, f, 0);
   order = __shfl_sync(0xffffffffu, order, 0);
   __syncwarp();
-  while (f > 0 && n - 1 < build) {
+  while (f > 0 && n - 1 < budget) {
     double best = 0.0;
     int best_order = 0x7fffffff, best_at = -1;
     for (int i = lane; i < f; i += 32) {
@@ -155,13 +185,13 @@ __device__ void round_tree(void* state, const void* top_ids, const void* top_log
       int fill = f - 1;
       node_parent[n] = c.parent;
       node_depth[n] = c.depth;
-      node_token[n] = ids[(c.depth - 1) * K + c.rank];
+      node_token[n] = cand_id(c.depth, c.rank);
       node_score[n] = c.score;
       if (c.rank + 1 < k)
-        frontier[fill++] = {node_score[c.parent] + static_cast<double>(lp[(c.depth - 1) * K + c.rank + 1]), c.parent,
+        frontier[fill++] = {node_score[c.parent] + static_cast<double>(cand_lp(c.depth, c.rank + 1)), c.parent,
                             c.depth, c.rank + 1, order++};
       if (c.depth < depth)
-        frontier[fill++] = {c.score + static_cast<double>(lp[c.depth * K]), n, c.depth + 1, 0, order++};
+        frontier[fill++] = {c.score + static_cast<double>(cand_lp(c.depth + 1, 0)), n, c.depth + 1, 0, order++};
       f = fill;
     }
     f = __shfl_sync(0xffffffffu, f, 0);
@@ -177,7 +207,6 @@ __device__ void round_tree(void* state, const void* top_ids, const void* top_log
   float* scores = reinterpret_cast<float*>(s + round_state::kYield + NMAX + 1);
   for (int i = 1 + lane; i < n; i += 32) scores[i - 1] = static_cast<float>(node_score[i]);
   const int built = n;
-  n = min(n, budget + 1);  // the tree of the budget: the built tree's first nodes
   const int last_position = length + node_depth[n - 1];
   for (int i = lane; i < T; i += 32) {
     unsigned row[W];
@@ -203,6 +232,85 @@ __device__ void round_tree(void* state, const void* top_ids, const void* top_log
     s[round_state::kNodes] = n;
     s[round_state::kScored] = built - 1;
   }
+}
+
+// A block-wide prefix sum in double over THREADS threads: thread t's span [start, end) of the
+// running total, spans that tile [0, total) with no gap or overlap (thread t's end is thread
+// t + 1's start to the bit, and the last end is the total), so exactly one span holds a point.
+template <int THREADS>
+__device__ __forceinline__ void block_spans(double v, double& start, double& end, double& total) {
+  __shared__ double warp_totals[THREADS / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  double inclusive = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const double other = __shfl_up_sync(0xffffffffu, inclusive, o);
+    if (lane >= o) inclusive += other;
+  }
+  double exclusive = __shfl_up_sync(0xffffffffu, inclusive, 1);
+  if (lane == 0) exclusive = 0.0;
+  __syncthreads();
+  if (lane == 31) warp_totals[warp] = inclusive;
+  __syncthreads();
+  double before = 0.0;
+  for (int w = 0; w < warp; ++w) before += warp_totals[w];
+  start = before + exclusive;
+  end = before + inclusive;
+  total = 0.0;
+  for (int w = 0; w < THREADS / 32; ++w) total += warp_totals[w];
+}
+
+template <int T, int V, int THREADS>
+__device__ void round_sample(const void* state, const void* sample, const void* logits, const void* positions,
+                             void* next_ids, int row_stride) {
+  static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps");
+  constexpr int CHUNK = (V + THREADS - 1) / THREADS;
+  const int* s = static_cast<const int*>(state);
+  const int r = blockIdx.x;
+  if (r >= clamp_int(s[round_state::kNodes], 1, T)) return;
+  const unsigned long long* params = static_cast<const unsigned long long*>(sample);
+  const double temperature = __longlong_as_double(static_cast<long long>(params[1]));
+  const float* row = static_cast<const float*>(logits) + static_cast<i64>(r) * row_stride;
+  const int begin = min(V, static_cast<int>(threadIdx.x) * CHUNK), end = min(V, begin + CHUNK);
+
+  float top = neg_inf();
+  int finite = 1;
+  for (int j = begin; j < end; ++j) {
+    const float v = row[j];
+    finite &= isfinite(v) ? 1 : 0;
+    top = fmaxf(top, v);
+  }
+  top = block_max<THREADS>(top);
+  if (!__syncthreads_and(finite)) {
+    if (threadIdx.x == 0) static_cast<int*>(next_ids)[r] = -1;
+    return;
+  }
+  double local = 0.0;
+  for (int j = begin; j < end; ++j) local += exp((static_cast<double>(row[j]) - top) / temperature);
+  double start, stop, total;
+  block_spans<THREADS>(local, start, stop, total);
+
+  const int length = s[round_state::kCacheLength];
+  const int depth = static_cast<const int*>(positions)[r] - length;
+  const double u = ::kplan::draws::uniform(params[0], ::kplan::draws::draw_index(static_cast<long long>(params[2]), length, depth)) * total;
+  // The owner of u, or (u rounded up to the total) the last thread holding weight.
+  __shared__ int last_holder;
+  if (threadIdx.x == 0) last_holder = -1;
+  __syncthreads();
+  if (local > 0.0) atomicMax(&last_holder, static_cast<int>(threadIdx.x));
+  __syncthreads();
+  const bool owner = (u >= start && u < stop) || (u >= total && static_cast<int>(threadIdx.x) == last_holder);
+  if (!owner) return;
+  double cumulative = start;
+  int pick = -1;
+  for (int j = begin; j < end; ++j) {
+    const double w = exp((static_cast<double>(row[j]) - top) / temperature);
+    if (w == 0.0) continue;
+    cumulative += w;
+    pick = j;  // the last token of non-zero weight absorbs rounding at the top end
+    if (u < cumulative) break;
+  }
+  static_cast<int*>(next_ids)[r] = pick;
 }
 
 template <int T, int THREADS>

@@ -621,11 +621,9 @@ kplan_status kplan_session_generate(kplan_session* session, const int32_t* promp
       d.budget_chooser = session->chooser.get();
     }
     d.max_new = o.max_new;
-    // KPLAN_DEVICE_ROUNDS=0: the host runs each greedy round's steps (to compare the two); =auto:
-    // --budget auto's rounds on the device too.
+    // KPLAN_DEVICE_ROUNDS=0: the host runs each round's steps (to compare the two).
     const char* device_rounds = std::getenv("KPLAN_DEVICE_ROUNDS");
     d.device_rounds = !(device_rounds && std::string(device_rounds) == "0");
-    d.device_auto = device_rounds && std::string(device_rounds) == "auto";
     d.temperature = o.temperature;
     d.seed = o.seed;
     d.sampling.top_k = o.top_k;

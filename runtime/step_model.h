@@ -82,14 +82,28 @@ DepthCandidates top_candidates(const Matrix& log_probs, int64_t depth, int64_t k
 DepthCandidates leading_candidates(std::span<const int32_t> ids, std::span<const float> log_probs, int64_t rows,
                                    int64_t width, int64_t depth, int64_t k);
 
-// Whole greedy rounds on the device that holds the target and the drafter (the GPU's
+// Whole rounds on the device that holds the target and the drafter (the GPU's
 // runtime/gpu/gpu_device_rounds.h): draft, tree, verify, walk and commit with no host work
 // between them, exactly the rounds decode_speculative runs on the host.
 struct RoundYield {
   int64_t nodes = 0;            // the verified tree's size, root included
   std::vector<int32_t> tokens;  // the accepted path's tokens after the root, then the next bonus
-  // The built tree's path log-probabilities, root (0.0) first: up to begin's `build` nodes.
+  // The verified tree's path log-probabilities, root (0.0) first.
   std::vector<double> path_log_probs;
+};
+
+// A device round at temperature > 0 (no sampling processor) draws as the host's TokenSampler:
+// the pick of output token k takes draw k of the seed (ir/support/sample_draws.h).
+struct RoundSampling {
+  double temperature = 0.0;  // 0: greedy rounds (the target's argmax at each node)
+  uint64_t seed = 0;
+  uint64_t next_draw = 0;  // the sampler's next draw index when the rounds begin
+};
+
+// A device round's proposal: each depth's candidate log-probabilities [rows, width], best first.
+struct ProposedCandidates {
+  int64_t rows = 0, width = 0;
+  std::vector<float> log_probs;
 };
 
 class DeviceRounds {
@@ -97,12 +111,18 @@ class DeviceRounds {
   virtual ~DeviceRounds() = default;
   // Rounds from `bonus` at the target's cache length, `remaining` tokens still wanted (a round
   // never drafts past them): trees of up to `budget` nodes (single_path: the drafter's chain).
-  // `build` > budget (--budget auto): each round builds the best-first tree to `build` nodes
-  // and verifies the tree of the budget round() names, its first nodes.
-  virtual void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining, int64_t build = 0) = 0;
-  // One round of `budget` nodes (at most begin's larger of budget and build); the target's and
-  // the drafter's caches hold its accepted path afterwards.
+  virtual void begin(int32_t bonus, int64_t budget, bool single_path, int64_t remaining,
+                     const RoundSampling& sampling = {}) = 0;
+  // One round of `budget` nodes (at most begin's) as one launch; the target's and the drafter's
+  // caches hold its accepted path afterwards.
   virtual RoundYield round(int64_t budget) = 0;
+  // A round in two launches, for a budget chosen from the round's own tree (--budget auto):
+  // propose() drafts from the bonus and returns each depth's candidate log-probabilities (all the
+  // drafter's rows, its k per row), from which the host scores the tree to choose on
+  // (draft_tree_scores); verify(budget) builds that tree's first 1 + budget nodes on the device
+  // (the same best-first pops), verifies, walks and commits.
+  virtual ProposedCandidates propose() = 0;
+  virtual RoundYield verify(int64_t budget) = 0;
 };
 
 // A drafter proposes a distribution for each of the next positions after the bonus token.
@@ -129,10 +149,11 @@ class Drafter {
   virtual std::vector<int64_t> capture_layers() const { return {}; }
   virtual int64_t max_depth() const = 0;
   virtual void reset() = 0;
-  // Greedy rounds verified in steps of `verify_tokens` run whole on the device, when this drafter
-  // and its target can (null otherwise: the host runs the round).
-  virtual DeviceRounds* device_rounds(int64_t verify_tokens) {
+  // Rounds verified in steps of `verify_tokens` (sampled: at temperature > 0) run whole on the
+  // device, when this drafter and its target can (null otherwise: the host runs the round).
+  virtual DeviceRounds* device_rounds(int64_t verify_tokens, bool sampled = false) {
     (void)verify_tokens;
+    (void)sampled;
     return nullptr;
   }
 };

@@ -55,8 +55,10 @@ std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const Stora
     k.add(moe_router_kernel(c));
     if (c.n_shared_experts > 0) swiglu_mlp(c.moe_intermediate_size * c.n_shared_experts);
     const bool int4 = c.quant.enabled;
-    k.add(moe_gate_up_kernel(hidden, c.moe_intermediate_size, c.num_experts_per_tok, int4, a));
-    k.add(moe_down_kernel(hidden, c.moe_intermediate_size, c.num_experts_per_tok, int4, a, /*accumulate=*/true));
+    const int64_t inter = c.moe_intermediate_size, experts = c.n_routed_experts, top_k = c.num_experts_per_tok;
+    k.add(moe_grouped_gate_up_kernel(hidden, inter, experts, top_k, int4, a));
+    k.add(moe_grouped_down_kernel(hidden, inter, experts, top_k, int4));
+    k.add(moe_combine_kernel(hidden, top_k, a, /*accumulate=*/true));
   }
   k.add(add_kernel(hidden, a, a, a));
   // lm_head, then greedy selection.

@@ -2,8 +2,10 @@
 // whole round into one CUDA graph (runtime/gpu/device_rounds.h): "round_draft_inputs" (@draft's
 // block inputs from the round state), "round_tree"/T (the best-first tree over @draft's
 // candidates, written into a verify step's inputs for @target's bucket T) and "round_walk"/T (the
-// walk over @target/T's next_tokens, written into the commit's inputs), with two persistent slots:
-// the round state (an output of the round_walk buckets, which the host reads back) and the tree.
+// walk over @target/T's next_tokens, written into the commit's inputs), "round_sample"/T (at
+// temperature > 0, each node's sample from @target/T's logits over its next_tokens, between the
+// verify and the walk), with three persistent slots: the round state (an output of the round_walk
+// buckets, which the host reads back), the tree, and the sampling parameters.
 // Only for a plan with a drafter whose @draft returns candidates; each @target bucket of 2 to 512
 // tokens gets its pair. The kernels are kernels_templates/ddtree_round.cuh.
 #include <algorithm>
@@ -39,16 +41,24 @@ class RoundEmitter {
     if (!ids || !log_probs) return;
     const plan::StepOutput top_ids = *ids, top_log_probs = *log_probs;  // p_.buckets grows below
 
-    std::vector<std::pair<uint32_t, plan::StepOutput>> verify;  // @target buckets and their next_tokens
+    struct Verify {
+      uint32_t tokens;
+      plan::StepOutput next, logits;  // @target/T's next_tokens and logits
+    };
+    std::vector<Verify> verify;
     for (const plan::Bucket& b : p_.buckets)
-      if (b.program == "target" && b.tokens >= 2 && b.tokens <= 512)
-        if (const plan::StepOutput* next = output_of(b, plan::OutputKind::TokenIds)) verify.push_back({b.tokens, *next});
+      if (b.program == "target" && b.tokens >= 2 && b.tokens <= 512) {
+        const plan::StepOutput* next = output_of(b, plan::OutputKind::TokenIds);
+        const plan::StepOutput* logits = output_of(b, plan::OutputKind::Logits);
+        if (next && logits) verify.push_back({b.tokens, *next, *logits});
+      }
     if (verify.empty()) return;
     uint32_t largest = 0;
-    for (const auto& [t, next] : verify) largest = std::max(largest, t);
+    for (const Verify& v : verify) largest = std::max(largest, v.tokens);
     const int64_t words = codegen::round_state_words(largest);
     const uint32_t state = add_slot("round.state", static_cast<uint64_t>(4 * words));
     const uint32_t tree = add_slot("round.tree", 4ull * 2 * largest);
+    const uint32_t sample = add_slot("round.sample", codegen::kRoundSampleBytes);
 
     const LaunchArg tokens = LaunchArg::step_input(StepInputKind::Tokens),
                     positions = LaunchArg::step_input(StepInputKind::Positions),
@@ -67,7 +77,7 @@ class RoundEmitter {
                            .cache_len = cache_len, .token_count = count}));
       p_.buckets.push_back(std::move(b));
     }
-    for (const auto& [t, next] : verify) {
+    for (const auto& [t, next, logits] : verify) {
       plan::Bucket build;
       build.program = "round_tree";
       build.tokens = t;
@@ -78,6 +88,17 @@ class RoundEmitter {
                      .positions = positions, .tree_mask = mask, .cache_len = cache_len, .token_count = count,
                      .tree = LaunchArg::buffer(tree)}));
       p_.buckets.push_back(std::move(build));
+
+      plan::Bucket pick;
+      pick.program = "round_sample";
+      pick.tokens = t;
+      add_launch(pick, codegen::round_sample_kernel(t, logits.cols, arch),
+                 codegen::launch_args(codegen::round_sample::Args{
+                     .state = LaunchArg::buffer(state), .sample = LaunchArg::buffer(sample),
+                     .logits = LaunchArg::buffer(logits.slot, logits.offset), .positions = positions,
+                     .next_ids = LaunchArg::buffer(next.slot, next.offset),
+                     .row_stride = logits.cols}));
+      p_.buckets.push_back(std::move(pick));
 
       plan::Bucket walk;
       walk.program = "round_walk";

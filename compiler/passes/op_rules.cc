@@ -65,10 +65,12 @@ std::string RuleContext::where(const ir::Op& op) const { return op_label(*fn, op
 
 uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens) {
   if (op.kind() != OpKind::MoeExperts && op.kind() != OpKind::MoeExpertsInt4) return 0;
-  // h [T, top_k, inter] f32 between moe_gate_up and moe_down.
+  // h [T * top_k, inter] f32 between the grouped gate/up and down kernels, then the down
+  // kernel's per-pair rows [T * top_k, hidden] f32 that moe_combine sums.
   const int64_t top_k = op.operand(2)->type().shape.at(1).constant;
   const int64_t inter = op.operand(3)->type().shape.at(1).constant;
-  return 4 * static_cast<uint64_t>(max_tokens * top_k * inter);
+  const int64_t hidden = op.operand(0)->type().shape.at(1).constant;
+  return 4 * static_cast<uint64_t>(max_tokens * top_k * (inter + hidden));
 }
 
 void lower_op(const ir::Op& op, RuleContext& ctx) {
@@ -330,15 +332,22 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const View& gate_s = int4 ? operand(4) : none;
       const View& up_s = int4 ? operand(6) : none;
       const View& down_s = int4 ? operand(8) : none;
-      const LaunchArg h = ctx.scratch(op);  // [T, top_k, inter] f32
-      const KernelSource k0 = instance(ctx, 0, [&] { return moe_gate_up_kernel(x.width, inter, top_k, int4, kF32, arch); });
+      // Grouped by expert (kernels_templates/moe_grouped.cuh): each chosen expert is read once per
+      // step. Scratch: h [T * top_k, inter] f32, then the per-pair partial rows [T * top_k, hidden].
+      const LaunchArg h = ctx.scratch(op);
+      LaunchArg partial = h;
+      partial.offset += 4 * static_cast<uint64_t>(x.rows * top_k * inter);
+      const KernelSource k0 = instance(ctx, 0, [&] { return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, kF32, arch); });
       launch(ctx, k0, x.rows,
-             moe_gate_up::Args{.x = P(operand(0)), .topk_ids = P(ids), .w_gate = P(gate), .w_gate_scale = P(gate_s), .w_up = P(up),
-                               .w_up_scale = P(up_s), .h = h, .n_tokens = x.rows, .x_row_stride = x.stride, .n_experts = experts});
-      const KernelSource k1 = instance(ctx, 1, [&] { return moe_down_kernel(x.width, inter, top_k, int4, kF32, false, arch); });
+             moe_grouped_gate_up::Args{.x = P(operand(0)), .topk_ids = P(ids), .w_gate = P(gate), .w_gate_scale = P(gate_s), .w_up = P(up),
+                                       .w_up_scale = P(up_s), .h = h, .n_tokens = x.rows, .x_row_stride = x.stride});
+      const KernelSource k1 = instance(ctx, 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch); });
       launch(ctx, k1, x.rows,
-             moe_down::Args{.h = h, .topk_ids = P(ids), .topk_weights = P(w), .w_down = P(down), .w_down_scale = P(down_s),
-                            .out = P(result()), .n_tokens = x.rows, .out_row_stride = x.width, .n_experts = experts});
+             moe_grouped_down::Args{.h = h, .topk_ids = P(ids), .topk_weights = P(w), .w_down = P(down), .w_down_scale = P(down_s),
+                                    .partial = partial, .n_tokens = x.rows});
+      const KernelSource k2 = instance(ctx, 2, [&] { return moe_combine_kernel(x.width, top_k, kF32, false, arch); });
+      launch(ctx, k2, x.rows,
+             moe_combine::Args{.partial = partial, .out = P(result()), .n_tokens = x.rows, .out_row_stride = x.width});
       return;
     }
     case OpKind::Argmax: {

@@ -48,7 +48,7 @@ struct ExpertWeights {
 Matrix moe_experts(const Matrix& x, const Routing& routing,
                    const std::vector<ExpertWeights>& experts);
 
-// The same experts in the two halves the GPU kernels split them into (moe_gate_up, moe_down):
+// The same experts in the two halves the GPU kernels split them into (moe_grouped.cuh):
 // moe_expert_hidden gives h [T*top_k, inter], row t*top_k+j = silu(gate_e x[t]) * (up_e x[t]) with
 // e = experts[t, j]; moe_expert_combine gives [T, hidden] = sum_j weights[t, j] * down_e h[t*top_k+j]
 // (only gate/up, resp. down, of each ExpertWeights are read). Expert ids must index `experts`.

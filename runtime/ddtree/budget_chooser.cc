@@ -14,6 +14,9 @@ BudgetChooser::BudgetChooser(std::vector<double> verify_seconds, int64_t max_bud
   if (static_cast<int64_t>(verify_seconds_.size()) < max_budget_ + 2)
     throw Error("--budget auto: the cost model covers " + std::to_string(verify_seconds_.size()) + " step sizes, " +
                 std::to_string(max_budget_ + 2) + " needed");
+  for (int64_t b = 1; b <= max_budget_; ++b)
+    if (b == max_budget_ || verify_seconds_[static_cast<size_t>(b + 2)] != verify_seconds_[static_cast<size_t>(b + 1)])
+      cost_steps_.push_back(b);
 }
 
 BudgetChooser BudgetChooser::for_step_costs(std::vector<double> step_costs) {
@@ -26,20 +29,33 @@ BudgetChooser BudgetChooser::for_step_costs(std::vector<double> step_costs) {
 int64_t BudgetChooser::choose(const DraftTree& full) const { return choose(full.path_log_probs); }
 
 int64_t BudgetChooser::choose(std::span<const double> path_log_probs) const {
-  const double scale = calibration();
-  const int64_t nodes = std::min<int64_t>(static_cast<int64_t>(path_log_probs.size()) - 1, max_budget_);
-  double expected = 0, best_rate = -1;
-  int64_t best = std::max<int64_t>(1, std::min<int64_t>(nodes, 1));
-  for (int64_t b = 1; b <= nodes; ++b) {
-    expected += std::exp(path_log_probs[static_cast<size_t>(b)]);
-    const double seconds = draft_seconds_ + verify_seconds_[static_cast<size_t>(b + 1)];
-    const double rate = (1.0 + scale * expected) / std::max(seconds, 1e-12);
-    if (rate > best_rate) {
-      best_rate = rate;
-      best = b;
-    }
+  BudgetSearch search(*this);
+  for (size_t b = 1; b < path_log_probs.size() && search.push(path_log_probs[b]);) ++b;
+  return search.best();
+}
+
+BudgetSearch::BudgetSearch(const BudgetChooser& chooser) : c_(chooser), scale_(chooser.calibration()) {}
+
+bool BudgetSearch::push(double path_log_prob) {
+  if (nodes_ >= c_.max_budget_) return false;
+  const double p = std::exp(path_log_prob);
+  expected_ += p;
+  ++nodes_;
+  const double rate = (1.0 + scale_ * expected_) /
+                      std::max(c_.draft_seconds_ + c_.verify_seconds_[static_cast<size_t>(nodes_ + 1)], 1e-12);
+  if (rate > best_rate_) {
+    best_rate_ = rate;
+    best_ = nodes_;
   }
-  return best;
+  // The best any larger budget b could do: its later nodes each at most p likely.
+  while (step_ < c_.cost_steps_.size() && c_.cost_steps_[step_] <= nodes_) ++step_;
+  for (size_t i = step_; i < c_.cost_steps_.size(); ++i) {
+    const int64_t b = c_.cost_steps_[i];
+    const double bound = (1.0 + scale_ * (expected_ + static_cast<double>(b - nodes_) * p)) /
+                         std::max(c_.draft_seconds_ + c_.verify_seconds_[static_cast<size_t>(b + 1)], 1e-12);
+    if (bound > best_rate_) return true;
+  }
+  return false;
 }
 
 void BudgetChooser::observe(const DraftTree& used, int64_t accepted_nodes, double draft_seconds) {

@@ -36,12 +36,36 @@ class BudgetChooser {
   double calibration() const { return (accepted_ + kPrior) / (predicted_ + kPrior); }
 
  private:
+  friend class BudgetSearch;
   static constexpr double kPrior = 2.0;  // nodes of prior belief that the prediction is right
   std::vector<double> verify_seconds_;
   int64_t max_budget_;
   double accepted_ = 0, predicted_ = 0;
   double draft_seconds_ = 0;  // mean over the rounds so far
   int64_t rounds_ = 0;
+  // The budgets ending a run of equal verify costs (each bucket's last budget), ascending: the
+  // only ones a bound on a larger budget needs to look at.
+  std::vector<int64_t> cost_steps_;
+};
+
+// choose() one node at a time, as a best-first build pops them (falling path log-probability):
+// push() takes each node's path log-probability and returns false as soon as no larger budget
+// can beat the best so far, because every later node is at most as likely as the last one
+// pushed (a bound on the expected accepted nodes of each larger budget), so a builder can stop
+// there and best() is what choose() over the whole tree returns.
+class BudgetSearch {
+ public:
+  explicit BudgetSearch(const BudgetChooser& chooser);
+  bool push(double path_log_prob);
+  int64_t best() const { return best_; }
+
+ private:
+  const BudgetChooser& c_;
+  double scale_;
+  int64_t nodes_ = 0;
+  double expected_ = 0, best_rate_ = -1;
+  int64_t best_ = 1;
+  size_t step_ = 0;  // the first of the chooser's cost steps past nodes_
 };
 
 // The first 1 + budget nodes of a best-first tree (root included): the tree of that budget.

@@ -33,13 +33,10 @@ struct DecodeOptions {
   // kBudgetAuto: the chooser to use and teach (a session keeps one across its decodes); null:
   // the decode makes its own from the target's step costs.
   BudgetChooser* budget_chooser = nullptr;
-  // Greedy rounds at a fixed budget run whole on the device when the drafter can (one graph a
-  // round, step_model.h DeviceRounds); false: the host runs each round's steps (to compare).
+  // Rounds run whole on the device when the drafter can (step_model.h DeviceRounds: greedy or
+  // plain temperature sampling; one graph a round, two under --budget auto); false: the host runs
+  // each round's steps (to compare).
   bool device_rounds = true;
-  // --budget auto on device rounds too (each round sized by the previous round's tree, built at
-  // the largest budget on the device): measured slower than the host's auto round on the bundled
-  // pair (bench/RESULTS.md 17:35), so only on request (KPLAN_DEVICE_ROUNDS=auto).
-  bool device_auto = false;
 };
 
 struct DecodeResult {

@@ -7,6 +7,8 @@
 // Layout (the verify step's layout): index 0 is the root, the bonus token (depth 0, parent -1);
 // nodes 1..budget follow in the order the heap picked them, so a parent precedes its children.
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "runtime/step_model.h"
@@ -35,6 +37,13 @@ DraftTree build_draft_tree(int32_t root_token, const Matrix& log_probs, const Tr
 // min(budget, vocab) candidates per depth it equals the tree from the full distribution, since
 // a node of rank r under its parent needs the r better siblings in the tree first.
 DraftTree build_draft_tree(int32_t root_token, const DepthCandidates& candidates, const TreeShape& shape);
+
+// The path log-probabilities alone of that tree (root's 0.0 first), from each depth's candidate
+// log-probabilities [rows, width] (best first): what --budget auto chooses on when the device
+// builds the tree itself (no tokens, parents or mask; the same pops as build_draft_tree). `more`,
+// when given, is told each pop's score and stops the build by returning false (BudgetSearch).
+std::vector<double> draft_tree_scores(std::span<const float> log_probs, int64_t width, const TreeShape& shape,
+                                      const std::function<bool(double)>& more = nullptr);
 
 // The verify step for a tree whose root sits at `root_position`: position = root + depth.
 StepInput tree_step_input(const DraftTree& tree, int32_t root_position);

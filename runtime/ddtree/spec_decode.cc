@@ -60,41 +60,58 @@ DecodeResult decode_speculative(TargetModel& target, Drafter& drafter,
     stats.add_round_commit(committed);
     stats.tree_nodes += nodes;
   };
-  // Whole rounds on the device: the same trees, walks and commits as the loop below, with one
-  // launch and one read per round. --budget auto there builds each tree at the largest budget
-  // and sizes the round by the previous round's tree (the host loop uses the round's own).
+  // Whole rounds on the device: the same trees, picks, walks and commits as the loop below, with
+  // one launch and one read per round (greedy, or plain temperature sampling with the sampler's
+  // draws); --budget auto takes two, choosing the budget from the round's own tree in between.
   const int64_t largest = single_path ? drafter.max_depth() : chooser ? chooser->max_budget() : options.budget;
-  DeviceRounds* device = options.device_rounds && (!chooser || options.device_auto) && sampler.greedy() &&
-                                 drafter.max_depth() > 0
-                             ? drafter.device_rounds(1 + largest)
+  const bool device_sampling = sampler.plain_temperature();
+  DeviceRounds* device = options.device_rounds && (sampler.greedy() || device_sampling) && drafter.max_depth() > 0
+                             ? drafter.device_rounds(1 + largest, device_sampling)
                              : nullptr;
-  std::vector<double> costs;
   if (device) {
-    device->begin(bonus, largest, single_path, sink.remaining(), chooser ? largest : 0);
+    RoundSampling sampling;
+    if (device_sampling) sampling = {sampler.temperature(), sampler.seed(), sampler.draws()};
+    device->begin(bonus, largest, single_path, sink.remaining(), sampling);
     stats.device_rounds = true;
-    if (chooser) costs = target.step_costs();
   }
-  std::vector<double> last_tree;  // the previous round's built tree (path log-probs)
   while (device && !sink.done()) {
-    if (target.max_context() - target.cache_length() < 1) {
+    const int64_t room = target.max_context() - target.cache_length();
+    if (room < 1) {
       stats.stopped_at_context = true;
       break;
     }
-    const int64_t budget = chooser && !last_tree.empty() ? chooser->choose(last_tree) : largest;
     t0 = seconds_now();
-    RoundYield y = device->round(budget);
-    const double round_seconds = seconds_now() - t0;
-    stats.seconds.verify += round_seconds;  // the whole round: one graph
+    RoundYield y;
     if (chooser) {
-      // What the round cost beyond its verify step is the drafter's (and the round's control).
-      const double verify = static_cast<size_t>(y.nodes) < costs.size() ? costs[static_cast<size_t>(y.nodes)] : 0.0;
-      const size_t used = std::min(y.path_log_probs.size(), static_cast<size_t>(y.nodes));
-      chooser->observe(std::span<const double>(y.path_log_probs.data(), used), static_cast<int64_t>(y.tokens.size()) - 1,
-                       std::max(0.0, round_seconds - verify));
-      last_tree = std::move(y.path_log_probs);
+      // The tree the device would build at the largest budget, scored here from the drafter's
+      // candidates to choose on (the same pops); the device builds the chosen prefix.
+      const ProposedCandidates draft = device->propose();
+      const double proposed = seconds_now();
+      TreeShape shape;
+      shape.max_depth = std::min({drafter.max_depth(), sink.remaining() - 1, room - 1, draft.rows});
+      shape.budget = std::min(largest, room - 1);
+      // Scored only until no larger budget can win (BudgetSearch's bound).
+      BudgetSearch search(*chooser);
+      const std::vector<double> scores =
+          shape.max_depth > 0 && shape.budget > 0
+              ? draft_tree_scores(draft.log_probs, draft.width, shape, [&](double s) { return search.push(s); })
+              : std::vector<double>{0.0};
+      const int64_t budget = search.best();
+      const double chosen = seconds_now();
+      stats.seconds.draft += proposed - t0;
+      stats.seconds.tree_build += chosen - proposed;
+      y = device->verify(budget);
+      stats.seconds.verify += seconds_now() - chosen;
+      if (scores.size() > 1)
+        chooser->observe(std::span<const double>(scores.data(), std::min(scores.size(), static_cast<size_t>(budget) + 1)),
+                         static_cast<int64_t>(y.tokens.size()) - 1, proposed - t0);
+    } else {
+      y = device->round(largest);
+      stats.seconds.verify += seconds_now() - t0;  // the whole round: one graph
     }
     count_round(y.nodes, static_cast<int64_t>(y.tokens.size()));
     for (int32_t token : y.tokens) sink.push(token);
+    bonus = y.tokens.back();
   }
   while (!device && !sink.done()) {
     const int64_t root_position = target.cache_length();

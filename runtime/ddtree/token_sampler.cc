@@ -6,6 +6,7 @@
 
 #include "ir/support/dtype.h"
 #include "ir/support/error.h"
+#include "ir/support/sample_draws.h"
 #include "runtime/ddtree/decode.h"
 
 namespace kplan {
@@ -19,7 +20,7 @@ int32_t argmax(const float* values, int64_t n) {
 
 TokenSampler::TokenSampler(double temperature, uint64_t seed, const SamplingOptions& sampling,
                            std::span<const int32_t> prompt)
-    : temperature_(temperature), random_(seed), processor_(sampling, prompt) {}
+    : temperature_(temperature), seed_(seed), processor_(sampling, prompt) {}
 
 TokenSampler::TokenSampler(const DecodeOptions& options, std::span<const int32_t> prompt)
     : TokenSampler(options.temperature, options.seed, options.sampling, prompt) {}
@@ -47,7 +48,7 @@ int32_t TokenSampler::pick(const float* raw_logits, int64_t vocab) {
     double total = 0.0;
     for (int64_t i = 0; i < vocab; ++i) total += weights[i];
     // Inverse CDF; the last token with non-zero weight absorbs rounding at the top end.
-    const double u = random_.uniform() * total;
+    const double u = draws::uniform(seed_, draws_++) * total;
     double cumulative = 0.0;
     int64_t last_nonzero = 0;
     picked = -1;

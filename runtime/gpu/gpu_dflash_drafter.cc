@@ -73,8 +73,8 @@ Matrix GpuDFlashDrafter::propose(int32_t bonus_token, int32_t bonus_position) {
   return m;
 }
 
-DeviceRounds* GpuDFlashDrafter::device_rounds(int64_t verify_tokens) {
-  if (!GpuDeviceRounds::available(exec_.plan(), verify_tokens)) return nullptr;
+DeviceRounds* GpuDFlashDrafter::device_rounds(int64_t verify_tokens, bool sampled) {
+  if (!GpuDeviceRounds::available(exec_.plan(), verify_tokens, sampled)) return nullptr;
   if (!rounds_ || rounds_tokens_ != verify_tokens) {
     // Each round commits on the device what observe_step would have been told.
     rounds_ = std::make_unique<GpuDeviceRounds>(target_, verify_tokens, [this](int64_t kept) {

@@ -42,9 +42,9 @@ class GpuDFlashDrafter final : public Drafter {
   std::vector<int64_t> capture_layers() const override { return {}; }
   int64_t max_depth() const override { return block_size_ - 1; }
   void reset() override { context_length_ = 0; }
-  // Whole greedy rounds as one graph each (gpu_device_rounds.h), when the plan has the round
-  // steps for a verify of `verify_tokens` (null otherwise).
-  DeviceRounds* device_rounds(int64_t verify_tokens) override;
+  // Whole rounds as one graph each (gpu_device_rounds.h), when the plan has the round steps for
+  // a verify of `verify_tokens` (sampled: and round_sample's; null otherwise).
+  DeviceRounds* device_rounds(int64_t verify_tokens, bool sampled = false) override;
   int64_t context_length() const { return context_length_; }
 
  private:

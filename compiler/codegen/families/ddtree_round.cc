@@ -16,6 +16,18 @@ void check_walk(const ParamValues& p) {
   require(p.at("T") >= 1 && p.at("T") <= 512, "round_walk", "T must be in [1, 512]");
 }
 
+void check_sample(const ParamValues& p) {
+  require(p.at("T") >= 1 && p.at("T") <= 512, "round_sample", "T must be in [1, 512]");
+  require(p.at("V") >= 1, "round_sample", "V must be positive");
+  require(p.at("THREADS") % 32 == 0 && p.at("THREADS") <= 1024, "round_sample", "THREADS must be whole warps, <= 1024");
+}
+
+LaunchDims row_blocks(const KernelSource& k, const LaunchShape&) {
+  LaunchDims d = block_of(k);
+  d.grid = {static_cast<uint32_t>(kernel_param(k, "T")), 1, 1};
+  return d;
+}
+
 void check_draft_inputs(const ParamValues& p) {
   require(p.at("BLOCK") >= 1 && p.at("BLOCK") <= p.at("THREADS"), "round_draft_inputs", "BLOCK must be in [1, THREADS]");
 }
@@ -54,6 +66,22 @@ const Family& family() {
 }
 }  // namespace round_tree
 
+namespace round_sample {
+const Family& family() {
+  static const Family f{
+      .name = "round_sample",
+      .header = "ddtree_round.cuh",
+      .function = "kp::round_sample",
+      .params = {dim_param("T", "t"), dim_param("V", "v"), tuning_param("THREADS", "b")},
+      .signature = signature_of<Args>(),
+      .block = BlockParam::Threads,
+      .check = check_sample,
+      .geometry = row_blocks,
+  };
+  return f;
+}
+}  // namespace round_sample
+
 namespace round_walk {
 const Family& family() {
   static const Family f{
@@ -76,6 +104,10 @@ KernelSource round_draft_inputs_kernel(int64_t block, int64_t mask, std::string_
 
 KernelSource round_tree_kernel(int64_t tokens, int64_t k, int64_t rows, int64_t max_tokens, std::string_view arch) {
   return instantiate(round_tree::family(), {{"T", tokens}, {"K", k}, {"D", rows}, {"NMAX", max_tokens}}, arch);
+}
+
+KernelSource round_sample_kernel(int64_t tokens, int64_t vocab, std::string_view arch) {
+  return instantiate(round_sample::family(), {{"T", tokens}, {"V", vocab}}, arch);
 }
 
 KernelSource round_walk_kernel(int64_t tokens, std::string_view arch) {

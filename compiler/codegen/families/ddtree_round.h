@@ -1,11 +1,12 @@
 #pragma once
-// Kernel families round_draft_inputs, round_tree, round_walk: kernels_templates/ddtree_round.cuh.
+// Kernel families round_draft_inputs, round_tree, round_sample, round_walk: kernels_templates/ddtree_round.cuh.
 // A greedy DDTree round's control on the device (the drafter's block inputs, the best-first tree
 // into the verify step's inputs, the walk into the commit's), so the round is one CUDA graph.
 //
 // Template parameters (compile-time constants, template order):
 //   round_draft_inputs: BLOCK, MASK, THREADS (tuning)
 //   round_tree:         T, K, D, NMAX, THREADS (tuning: 32)
+//   round_sample:       T, V, THREADS (tuning)
 //   round_walk:         T, THREADS (tuning: 32)
 // See the template's doc block for their meaning, the round state's layout and the launches.
 #include <cstdint>
@@ -45,6 +46,21 @@ const Family& family();
 
 }  // namespace kplan::codegen::round_tree
 
+namespace kplan::codegen::round_sample {
+
+struct Args {
+  KPLAN_PTR(state);
+  KPLAN_PTR(sample);     // u64 [3]: seed, temperature (f64 bits), draw base (i64)
+  KPLAN_PTR(logits);     // f32 [T, V]: @target/T's logits
+  KPLAN_PTR(positions);  // the verify step's positions (a node's depth)
+  KPLAN_PTR(next_ids);   // int32 [T]: overwritten with each node's sample
+  KPLAN_I32(row_stride);
+};
+
+const Family& family();
+
+}  // namespace kplan::codegen::round_sample
+
 namespace kplan::codegen::round_walk {
 
 struct Args {
@@ -66,7 +82,11 @@ namespace kplan::codegen {
 KernelSource round_draft_inputs_kernel(int64_t block, int64_t mask, std::string_view arch = kDefaultArch);
 KernelSource round_tree_kernel(int64_t tokens, int64_t k, int64_t rows, int64_t max_tokens,
                                std::string_view arch = kDefaultArch);
+KernelSource round_sample_kernel(int64_t tokens, int64_t vocab, std::string_view arch = kDefaultArch);
 KernelSource round_walk_kernel(int64_t tokens, std::string_view arch = kDefaultArch);
+
+// Bytes of the sampling parameters round_sample reads (seed, temperature, draw base).
+inline constexpr uint64_t kRoundSampleBytes = 3 * 8;
 
 // Words of the round state (kernels_templates/ddtree_round.cuh's layout) for verify buckets of
 // up to `tokens` tokens: the header, the yield of a whole path, the largest tree's path scores.

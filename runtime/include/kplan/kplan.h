@@ -309,9 +309,10 @@ typedef struct kplan_generate_stats {
    * own work per round. */
   double seconds_rounds;
   double seconds_device_wait;
-  /* Appended: 1 when each round ran whole on the device, one CUDA graph a round (greedy rounds
-   * at a fixed budget with the plan's GPU drafter; env KPLAN_DEVICE_ROUNDS=0 turns it off): the
-   * round's time is then all in seconds_verify. */
+  /* Appended: 1 when each round ran whole on the device, one CUDA graph a round (greedy or
+   * plain temperature rounds with the plan's GPU drafter; two graphs under --budget auto, the
+   * proposal's time in seconds_draft; env KPLAN_DEVICE_ROUNDS=0 turns it off): the round's time
+   * is then in seconds_verify. */
   int32_t device_rounds;
   /* Appended: why the decode ended (kplan_stop_reason). */
   int32_t stop_reason;

@@ -64,8 +64,9 @@ TEST(CodegenCompile, TinyTargetAndDrafterAllKernels) {
 
 TEST(CodegenCompile, TinyInt4Experts) {
   ModelConfig c = test_config("tiny");
-  compile_and_check({moe_gate_up_kernel(c.hidden_size, c.moe_intermediate_size, c.num_experts_per_tok, true, ElemType::F32),
-                     moe_down_kernel(c.hidden_size, c.moe_intermediate_size, c.num_experts_per_tok, true, ElemType::F32, true),
+  compile_and_check({moe_grouped_gate_up_kernel(c.hidden_size, c.moe_intermediate_size, c.n_routed_experts, c.num_experts_per_tok, true,
+                                                ElemType::F32),
+                     moe_grouped_down_kernel(c.hidden_size, c.moe_intermediate_size, c.n_routed_experts, c.num_experts_per_tok, true),
                      matmul_int4_kernel(c.hidden_size, c.moe_intermediate_size, ElemType::F32, ElemType::F32)});
 }
 
@@ -108,10 +109,15 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
     if (seen.insert(k.family).second) sources.push_back(std::move(k));
   }
   sources.push_back(matmul_int4_kernel(c.hidden_size, c.moe_intermediate_size, ElemType::BF16, ElemType::BF16));
+  // bf16 routed experts at K2.6 width (the INT4 ones come from the model's kernels above).
+  sources.push_back(moe_grouped_gate_up_kernel(c.hidden_size, c.moe_intermediate_size, c.n_routed_experts, c.num_experts_per_tok, false,
+                                               ElemType::BF16));
+  sources.push_back(moe_grouped_down_kernel(c.hidden_size, c.moe_intermediate_size, c.n_routed_experts, c.num_experts_per_tok, false));
   sources.push_back(matmul_kernel(c.qk_nope_head_dim, c.kv_lora_rank, ElemType::BF16, ElemType::BF16, true));
   // A device round at the K2.6 drafter's block (16, mask 163838) and the largest verify bucket.
   sources.push_back(round_draft_inputs_kernel(16, 163838));
   sources.push_back(round_tree_kernel(128, 127, 15, 128));
+  sources.push_back(round_sample_kernel(128, c.vocab_size));
   sources.push_back(round_walk_kernel(128));
   // The load-time generator of --synthetic-weights plans, every kind it has (ir/support's
   // synthetic_values.h compiled for the device).

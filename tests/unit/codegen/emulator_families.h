@@ -189,8 +189,10 @@ inline cpu::Routing clamped_routing(LaunchArgs& a, int64_t n, int64_t K, int64_t
   return r;
 }
 
-inline void moe_gate_up(LaunchArgs& a) {
-  const int64_t H = a.param("H"), I = a.param("I"), K = a.param("TOPK"), n = a.i32("n_tokens"), E = a.i32("n_experts");
+// The grouped kernels compute per (token, k) pair what the per-token halves of the CPU op do;
+// which block streams which expert is invisible here (each pair's rows are written once).
+inline void moe_grouped_gate_up(LaunchArgs& a) {
+  const int64_t H = a.param("H"), I = a.param("I"), K = a.param("TOPK"), E = a.param("E"), n = a.i32("n_tokens");
   const Matrix x = a.gather_rows("x", n, H, a.i32("x_row_stride"), a.dtype_param("X_DT"));
   const cpu::Routing r = clamped_routing(a, n, K, E);
   const Matrix gate = expert_stack(a, "w_gate", "w_gate_scale", E, I, H), up = expert_stack(a, "w_up", "w_up_scale", E, I, H);
@@ -199,15 +201,30 @@ inline void moe_gate_up(LaunchArgs& a) {
   a.scatter_rows("h", I, DType::F32, cpu::moe_expert_hidden(x, r, experts));
 }
 
-inline void moe_down(LaunchArgs& a) {
-  const int64_t H = a.param("H"), I = a.param("I"), K = a.param("TOPK"), n = a.i32("n_tokens"), E = a.i32("n_experts");
+// partial[p] = topk_weights[p] * down_e h[p]: the CPU combine with each pair as its own token.
+inline void moe_grouped_down(LaunchArgs& a) {
+  const int64_t H = a.param("H"), I = a.param("I"), K = a.param("TOPK"), E = a.param("E"), n = a.i32("n_tokens");
   const Matrix h = a.gather_rows("h", n * K, I, I, DType::F32);
   cpu::Routing r = clamped_routing(a, n, K, E);
+  r.top_k = 1;
   r.weights = a.gather_rows("topk_weights", 1, n * K, n * K, DType::F32).data;
   const Matrix down = expert_stack(a, "w_down", "w_down_scale", E, H, I);
   std::vector<cpu::ExpertWeights> experts;
   for (int64_t e = 0; e < E; ++e) experts.push_back({nullptr, nullptr, down.row(e * H), I});
-  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("Y_DT"), cpu::moe_expert_combine(h, r, experts, H), a.param("ACC") != 0);
+  a.scatter_rows("partial", H, DType::F32, cpu::moe_expert_combine(h, r, experts, H));
+}
+
+// out[t] (+)= the sum of its TOPK partial rows, k in order.
+inline void moe_combine(LaunchArgs& a) {
+  const int64_t H = a.param("H"), K = a.param("TOPK"), n = a.i32("n_tokens");
+  const Matrix partial = a.gather_rows("partial", n * K, H, H, DType::F32);
+  Matrix total(n, H);
+  for (int64_t k = 0; k < K; ++k) {
+    Matrix part(n, H);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(partial.row(t * K + k), H, part.row(t));
+    total = cpu::add(total, part);
+  }
+  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("Y_DT"), total, a.param("ACC") != 0);
 }
 
 inline void argmax(LaunchArgs& a) {
@@ -242,8 +259,8 @@ inline const std::map<std::string, void (*)(LaunchArgs&)>& table() {
       {"embedding", embedding},     {"rms_norm", rms_norm},       {"matmul", matmul},       {"matmul_int4", matmul_int4},
       {"rope", rope},               {"kv_append", kv_append},     {"kv_compact", kv_compact}, {"mla_attention", mla_attention},
       {"gqa_attention", gqa_attention}, {"add", add},             {"swiglu", swiglu},       {"copy_rows", copy_rows},
-      {"moe_router", moe_router},   {"moe_gate_up", moe_gate_up}, {"moe_down", moe_down},   {"argmax", argmax},
-      {"topk", topk}};
+      {"moe_router", moe_router},   {"moe_grouped_gate_up", moe_grouped_gate_up},
+      {"moe_grouped_down", moe_grouped_down}, {"moe_combine", moe_combine}, {"argmax", argmax}, {"topk", topk}};
   return t;
 }
 

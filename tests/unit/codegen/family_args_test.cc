@@ -112,7 +112,7 @@ TEST(CodegenFamilies, EverySignatureIsItsArgsStruct) {
     EXPECT_NE(f->geometry, nullptr) << f->name;
     EXPECT_EQ(&find_family(f->name), f);
   }
-  EXPECT_EQ(find_family("moe_down").signature, signature_of<moe_down::Args>());
+  EXPECT_EQ(find_family("moe_grouped_down").signature, signature_of<moe_grouped_down::Args>());
   EXPECT_EQ(find_family("rope").signature.size(), 13u);
 }
 

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "compiler/codegen/compile_kernels.h"
 #include "compiler/passes/lower_to_launches.h"
@@ -130,8 +131,27 @@ class Gpu {
     gpu::cuda_check(cu_, cu_.cuLaunchKernel(function(k), d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1],
                                             d.block[2], d.smem_bytes, nullptr, params.data(), nullptr),
                     "launch " + k.id);
-    sync();
+    if (sync_each_) sync();
   }
+
+  // Microseconds `launches` take on the device (its launches do not sync the host in between).
+  float time_us(const std::function<void()>& launches) {
+    CUevent start, stop;
+    gpu::cuda_check(cu_, cu_.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+    gpu::cuda_check(cu_, cu_.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+    sync_each_ = false;
+    gpu::cuda_check(cu_, cu_.cuEventRecord(start, nullptr), "cuEventRecord");
+    launches();
+    gpu::cuda_check(cu_, cu_.cuEventRecord(stop, nullptr), "cuEventRecord");
+    sync_each_ = true;
+    gpu::cuda_check(cu_, cu_.cuEventSynchronize(stop), "cuEventSynchronize");
+    float ms = 0;
+    gpu::cuda_check(cu_, cu_.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+    cu_.cuEventDestroy(start);
+    cu_.cuEventDestroy(stop);
+    return 1000.f * ms;
+  }
+  const std::string& arch() const { return arch_; }
 
   void sync() { gpu::cuda_check(cu_, cu_.cuCtxSynchronize(), "kernel execution"); }
 
@@ -186,6 +206,7 @@ class Gpu {
 
   const CudaDriver& cu_;
   std::string arch_;
+  bool sync_each_ = true;
   std::map<std::string, CUfunction> functions_;
   std::vector<CUdeviceptr> owned_;  // freed with the process: a test binary
 };
@@ -465,60 +486,202 @@ TEST(GpuOps, MoeRouterPlainAndGroupLimited) {
   }
 }
 
-TEST(GpuOps, MoeExpertsBf16AndInt4) {
-  REQUIRE_GPU();
-  const int64_t H = 64, I = 32, E = 6, K = 3, T = 5;
-  for (bool int4 : {false, true}) {
-    const std::vector<float> x = random_values(T * H, 22);
-    // Routing: distinct experts per token, arbitrary weights.
-    std::vector<int32_t> ids(T * K);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t j = 0; j < K; ++j) ids[t * K + j] = static_cast<int32_t>((t + 2 * j) % E);
-    const std::vector<float> weights = random_values(T * K, 23);
-    std::vector<std::vector<float>> gate(E), up(E), down(E);
-    std::vector<int32_t> gp, upk, dp;
-    std::vector<uint16_t> gs, us, ds, gb, ub, db;
-    for (int64_t e = 0; e < E; ++e) {
-      auto make = [&](int64_t rows, int64_t cols, uint64_t seed, std::vector<int32_t>& packed, std::vector<uint16_t>& scales,
-                      std::vector<uint16_t>& bf16) {
-        std::vector<float> w = random_values(rows * cols, seed, 0.3f, true);
-        if (int4) {
-          const PackedInt4 p = pack_int4(w, rows, cols, 32);
-          packed.insert(packed.end(), p.packed.begin(), p.packed.end());
-          scales.insert(scales.end(), p.scale.begin(), p.scale.end());
-          w = unpack_int4(p);
-        } else {
-          const std::vector<uint16_t> b = to_bf16_bits(w);
-          bf16.insert(bf16.end(), b.begin(), b.end());
-        }
-        return w;
-      };
-      gate[e] = make(I, H, 100 + e, gp, gs, gb);
-      up[e] = make(I, H, 200 + e, upk, us, ub);
-      down[e] = make(H, I, 300 + e, dp, ds, db);
+// ---- Routed experts grouped by expert (kernels_templates/moe_grouped.cuh) -------------------
+
+// E experts' gate, up [I, H] and down [H, I] on the device (bf16, or INT4 with bf16 scales) and
+// their values on the host as the CPU op reads them. Experts not in `filled` stay zero bytes on
+// the device and empty on the host (no pair may choose them).
+struct DeviceExperts {
+  int64_t E = 0, H = 0, I = 0;
+  bool int4 = false;
+  DevBuf gate, up, down, gate_s, up_s, down_s;
+  std::vector<std::vector<float>> host_gate, host_up, host_down;
+
+  std::vector<cpu::ExpertWeights> cpu_view() const {
+    std::vector<cpu::ExpertWeights> w(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e)
+      w[e] = {host_gate[e].empty() ? nullptr : host_gate[e].data(), host_up[e].empty() ? nullptr : host_up[e].data(),
+              host_down[e].empty() ? nullptr : host_down[e].data(), I};
+    return w;
+  }
+};
+
+// Random packed words and scales (any 32-bit word is 8 valid nibbles), dequantised on the host
+// with the compressed-tensors rule: (nibble - 8) * scale.
+void random_int4(int64_t rows, int64_t cols, uint64_t seed, std::vector<int32_t>& packed, std::vector<uint16_t>& scales,
+                 std::vector<float>& values) {
+  packed.resize(static_cast<size_t>(rows * cols / 8));
+  scales.resize(static_cast<size_t>(rows * cols / 32));
+  uint64_t st = seed * 0x9E3779B97F4A7C15ull + 7;
+  for (int32_t& w : packed) {
+    st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+    w = static_cast<int32_t>(st >> 16);
+  }
+  const std::vector<float> sv = random_values(scales.size(), seed + 1, 1.f);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = float_to_bf16(0.02f + 0.01f * sv[i]);
+  values.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint32_t word = static_cast<uint32_t>(packed[r * (cols / 8) + c / 8]);
+      const int q = static_cast<int>((word >> (4 * (c % 8))) & 15u) - 8;
+      values[r * cols + c] = static_cast<float>(q) * bf16_to_float(scales[r * (cols / 32) + c / 32]);
     }
-    std::vector<cpu::ExpertWeights> experts(E);
-    for (int64_t e = 0; e < E; ++e) experts[e] = {gate[e].data(), up[e].data(), down[e].data(), I};
-    cpu::Routing routing;
-    routing.top_k = K;
-    routing.experts = ids;
-    routing.weights = weights;
-    const Matrix want_moe = cpu::moe_experts(matrix(T, H, x), routing, experts);
-    const std::vector<float> y0 = random_values(T * H, 24);
-    DevBuf d_x = gpu->upload(x), d_ids = gpu->upload(ids), d_wt = gpu->upload(weights), d_h = gpu->alloc(T * K * I * 4), d_y = gpu->upload(y0);
-    DevBuf d_g = int4 ? gpu->upload(gp) : gpu->upload(gb), d_u = int4 ? gpu->upload(upk) : gpu->upload(ub);
-    DevBuf d_d = int4 ? gpu->upload(dp) : gpu->upload(db);
-    DevBuf d_gs = gpu->upload(int4 ? gs : std::vector<uint16_t>{0}), d_us = gpu->upload(int4 ? us : std::vector<uint16_t>{0});
-    DevBuf d_ds = gpu->upload(int4 ? ds : std::vector<uint16_t>{0});
-    const KernelSource gu = moe_gate_up_kernel(H, I, K, int4, F32);
-    gpu->launch(gu, T, {Gpu::ptr(d_x), Gpu::ptr(d_ids), Gpu::ptr(d_g), Gpu::ptr(d_gs), Gpu::ptr(d_u), Gpu::ptr(d_us), Gpu::ptr(d_h),
-                        Gpu::i32(T), Gpu::i32(H), Gpu::i32(E)});
-    const KernelSource dn = moe_down_kernel(H, I, K, int4, F32, /*accumulate=*/true);
-    gpu->launch(dn, T, {Gpu::ptr(d_h), Gpu::ptr(d_ids), Gpu::ptr(d_wt), Gpu::ptr(d_d), Gpu::ptr(d_ds), Gpu::ptr(d_y), Gpu::i32(T),
-                        Gpu::i32(H), Gpu::i32(E)});
-    std::vector<float> want = want_moe.data;
-    for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
-    EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << dn.id;
+}
+
+DeviceExperts make_experts(Gpu& gpu, int64_t E, int64_t H, int64_t I, bool int4, const std::vector<int32_t>& filled) {
+  DeviceExperts d;
+  d.E = E, d.H = H, d.I = I, d.int4 = int4;
+  const size_t w_bytes = int4 ? 4 * (I * H / 8) : 2 * (I * H);  // one expert's matrix
+  const size_t s_bytes = int4 ? 2 * (I * H / 32) : 0;
+  for (DevBuf* b : {&d.gate, &d.up, &d.down}) *b = gpu.alloc(E * w_bytes);
+  for (DevBuf* b : {&d.gate_s, &d.up_s, &d.down_s}) *b = gpu.alloc(int4 ? E * s_bytes : 4);
+  d.host_gate.resize(E), d.host_up.resize(E), d.host_down.resize(E);
+  for (int32_t e : filled) {
+    auto one = [&](int64_t rows, int64_t cols, uint64_t seed, DevBuf& w, DevBuf& sc, std::vector<float>& host) {
+      if (int4) {
+        std::vector<int32_t> packed;
+        std::vector<uint16_t> scales;
+        random_int4(rows, cols, seed, packed, scales, host);
+        gpu.copy_to(w.ptr + e * w_bytes, packed.data(), w_bytes);
+        gpu.copy_to(sc.ptr + e * s_bytes, scales.data(), s_bytes);
+      } else {
+        host = random_values(rows * cols, seed, 0.3f, true);
+        const std::vector<uint16_t> bits = to_bf16_bits(host);
+        gpu.copy_to(w.ptr + e * w_bytes, bits.data(), w_bytes);
+      }
+    };
+    one(I, H, 1000 + e, d.gate, d.gate_s, d.host_gate[e]);
+    one(I, H, 2000 + e, d.up, d.up_s, d.host_up[e]);
+    one(H, I, 3000 + e, d.down, d.down_s, d.host_down[e]);
+  }
+  return d;
+}
+
+struct GroupedKernels {
+  KernelSource gate_up, down, combine;
+};
+
+// The three launches of one MoE layer at T tokens: out (+)= experts(x) (ACC as `k.combine`).
+void run_grouped(Gpu& gpu, const GroupedKernels& k, const DeviceExperts& d, int64_t T, const DevBuf& x, const DevBuf& ids,
+                 const DevBuf& weights, const DevBuf& scratch, const DevBuf& out) {
+  const int64_t K = kernel_param(k.gate_up, "TOPK");
+  const size_t partial_at = 4 * static_cast<size_t>(T * K * d.I);
+  gpu.launch(k.gate_up, T, {Gpu::ptr(x), Gpu::ptr(ids), Gpu::ptr(d.gate), Gpu::ptr(d.gate_s), Gpu::ptr(d.up), Gpu::ptr(d.up_s),
+                            Gpu::ptr(scratch), Gpu::i32(T), Gpu::i32(d.H)});
+  gpu.launch(k.down, T, {Gpu::ptr(scratch), Gpu::ptr(ids), Gpu::ptr(weights), Gpu::ptr(d.down), Gpu::ptr(d.down_s),
+                         Gpu::ptr(scratch, partial_at), Gpu::i32(T)});
+  gpu.launch(k.combine, T, {Gpu::ptr(scratch, partial_at), Gpu::ptr(out), Gpu::i32(T), Gpu::i32(d.H)});
+}
+
+// Checks one step of T tokens against cpu::moe_experts (ids clamped on the host as the kernels
+// clamp them), accumulating onto a random y0.
+void check_grouped(Gpu& gpu, const GroupedKernels& k, const DeviceExperts& d, int64_t T, const std::vector<int32_t>& ids,
+                   uint64_t seed, double tol) {
+  const int64_t K = kernel_param(k.gate_up, "TOPK");
+  const std::vector<float> x = random_values(T * d.H, seed);
+  const std::vector<float> weights = random_values(T * K, seed + 1);
+  cpu::Routing routing;
+  routing.top_k = K;
+  for (int32_t e : ids) routing.experts.push_back(std::clamp<int32_t>(e, 0, static_cast<int32_t>(d.E - 1)));
+  routing.weights = weights;
+  const Matrix moe = cpu::moe_experts(matrix(T, d.H, x), routing, d.cpu_view());
+  const std::vector<float> y0 = random_values(T * d.H, seed + 2);
+  const DevBuf d_x = gpu.upload(x), d_ids = gpu.upload(ids), d_w = gpu.upload(weights), d_y = gpu.upload(y0);
+  const DevBuf scratch = gpu.alloc(4 * static_cast<size_t>(T * K * (d.I + d.H)));
+  run_grouped(gpu, k, d, T, d_x, d_ids, d_w, scratch, d_y);
+  std::vector<float> want = moe.data;
+  for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
+  EXPECT_LT(relative_error(gpu.download<float>(d_y, want.size()), want), tol) << k.gate_up.id << " at " << T << " tokens";
+}
+
+// Small shapes: several tokens per expert (1..64 tokens over 6 experts), clamped ids, bf16
+// rows of odd length (the one-element path), ragged row tiles and pair chunks (tuning given),
+// INT4 rows spanning two staged column chunks (H 1056: 1024 + 32).
+TEST(GpuOps, MoeGroupedSharedExpertsOddTilesClampedIds) {
+  REQUIRE_GPU();
+  struct Shape {
+    bool int4;
+    int64_t H, I;
+    ParamValues tuning;  // empty: the arch's heuristics
+  };
+  const int64_t E = 6, K = 3;
+  const std::vector<Shape> shapes = {
+      {false, 75, 37, {}},                                          // bf16, K % 8 != 0
+      {false, 72, 40, {{"WARPS", 3}, {"ROWS", 3}, {"NT", 3}}},      // bf16 vector path, 9-row tiles
+      {true, 1056, 96, {}},                                         // INT4, two column chunks
+      {true, 96, 160, {{"WARPS", 2}, {"ROWS", 3}, {"NT", 2}}},      // INT4, 6-row tiles, 2-pair chunks
+  };
+  std::vector<int32_t> all(E);
+  for (int64_t e = 0; e < E; ++e) all[e] = static_cast<int32_t>(e);
+  for (const Shape& sh : shapes) {
+    const DeviceExperts d = make_experts(*gpu, E, sh.H, sh.I, sh.int4, all);
+    auto with = [&](ParamValues p) {
+      for (const auto& [name, v] : sh.tuning) p[name] = v;
+      return p;
+    };
+    const int64_t wf = sh.int4 ? 1 : 0;
+    GroupedKernels k{
+        instantiate(moe_grouped_gate_up::family(), with({{"H", sh.H}, {"I", sh.I}, {"E", E}, {"TOPK", K}, {"W_FMT", wf}, {"X_DT", 0}}),
+                    kDefaultArch),
+        instantiate(moe_grouped_down::family(), with({{"H", sh.H}, {"I", sh.I}, {"E", E}, {"TOPK", K}, {"W_FMT", wf}}), kDefaultArch),
+        moe_combine_kernel(sh.H, K, F32, /*accumulate=*/true)};
+    for (int64_t T : {1, 5, 17, 64}) {
+      std::vector<int32_t> ids(T * K);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < K; ++j) ids[t * K + j] = static_cast<int32_t>((t * 7 + 2 * j) % E);
+      if (T >= 5) ids[3] = -4, ids[T * K - 1] = static_cast<int32_t>(E + 9);  // clamped to 0 and E - 1
+      check_grouped(*gpu, k, d, T, ids, 40 + T, 1e-4);
+    }
+  }
+}
+
+// Kimi K2.6 width: H 7168, I 2048, 384 INT4 experts, top-8, at 1, 8 and 64 tokens; the step's
+// pairs choose among 16 experts (as a verify tree's tokens share experts), the others stay zero
+// bytes. Also prints each step's time and bandwidth over the bytes of the experts touched
+// (median of 20 runs of the three launches; target >= 65% of 4.3 TB/s), for the arch's tuning
+// and for a few other (ROWS, NT, PF) choices of the two expert kernels (each checked too).
+TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
+  REQUIRE_GPU();
+  const int64_t H = 7168, I = 2048, E = 384, K = 8;
+  std::vector<int32_t> pool;
+  for (int32_t e = 0; e < 16; ++e) pool.push_back(e * 23 + 5);  // 16 experts spread over the stack
+  const DeviceExperts d = make_experts(*gpu, E, H, I, true, pool);
+  struct Variant {
+    int64_t gu_rows, gu_nt, gu_pf, dn_rows, dn_nt, dn_pf;  // rows 0: the arch's heuristics
+  };
+  for (const Variant v : {Variant{0, 0, 0, 0, 0, 0}, Variant{2, 2, 0, 4, 3, 0}, Variant{2, 3, 0, 4, 2, 1}, Variant{4, 2, 1, 8, 2, 0}}) {
+    auto tuned = [&](ParamValues p, int64_t rows, int64_t nt, int64_t pf) {
+      if (rows) p["ROWS"] = rows, p["NT"] = nt, p["PF"] = pf;
+      return p;
+    };
+    const GroupedKernels k{
+        instantiate(moe_grouped_gate_up::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}, {"X_DT", 0}}, v.gu_rows, v.gu_nt, v.gu_pf),
+                    gpu->arch()),
+        instantiate(moe_grouped_down::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}}, v.dn_rows, v.dn_nt, v.dn_pf), gpu->arch()),
+        moe_combine_kernel(H, K, F32, /*accumulate=*/true, gpu->arch())};
+    for (int64_t T : {1, 8, 64}) {
+      if (v.gu_rows && T == 64) continue;  // the variants' CPU checks at 1 and 8 tokens only
+      std::vector<int32_t> ids;
+      std::set<int32_t> touched;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < K; ++j) {  // 8 distinct experts of the pool per token
+          ids.push_back(pool[(t * 3 + j * (T == 1 ? 1 : 2)) % 16]);
+          touched.insert(ids.back());
+        }
+      check_grouped(*gpu, k, d, T, ids, 70 + T, 1e-4);
+      // Timing: the same launches without a host sync between them.
+      const DevBuf x = gpu->upload(random_values(T * H, 5)), dids = gpu->upload(ids), w = gpu->upload(random_values(T * K, 6));
+      const DevBuf scratch = gpu->alloc(4 * static_cast<size_t>(T * K * (I + H))), out = gpu->alloc(4 * T * H);
+      std::vector<float> us;
+      for (int rep = 0; rep < 21; ++rep)
+        us.push_back(gpu->time_us([&] { run_grouped(*gpu, k, d, T, x, dids, w, scratch, out); }));
+      std::sort(us.begin() + 1, us.end());
+      const double median = us[11];
+      const double bytes = static_cast<double>(touched.size()) * 3 * (I * H / 2 + I * H / 32 * 2);
+      std::printf("moe_grouped K2.6 INT4 %s + %s: %lld tokens, %zu experts touched, %.1f MB: %.1f us, %.2f TB/s (%.0f%% of 4.3 TB/s)\n",
+                  k.gate_up.id.c_str(), k.down.id.c_str(), static_cast<long long>(T), touched.size(), bytes / 1e6, median,
+                  bytes / median / 1e6, 100 * bytes / median / 1e6 / 4.3);
+    }
   }
 }
 

@@ -99,7 +99,8 @@ TEST(CodegenInstantiate, EmbeddedTemplatesMatchTheSourceTree) {
   const TemplateLibrary tree = TemplateLibrary::from_directory(std::string(KPLAN_SOURCE_DIR) + "/kernels_templates");
   // Beside the templates: the ir/support headers written for the host and the device.
   std::map<std::string, std::string> sources = tree.headers();
-  sources["synthetic_values.h"] = kplan::testing_util::read_file(std::string(KPLAN_SOURCE_DIR) + "/ir/support/synthetic_values.h");
+  for (const char* name : {"synthetic_values.h", "sample_draws.h"})
+    sources[name] = kplan::testing_util::read_file(std::string(KPLAN_SOURCE_DIR) + "/ir/support/" + name);
   EXPECT_EQ(sources, TemplateLibrary::embedded().headers()) << "rebuild kplan_codegen after editing kernels_templates/";
   const auto inc = tree.includes_of(matmul_kernel(64, 64, ElemType::F32, ElemType::F32).source);
   std::set<std::string> names;
@@ -114,7 +115,8 @@ TEST(CodegenInstantiate, ModelKernelSetsCoverEveryFamily) {
   for (const KernelSource& k : draft_model_kernels(test_draft_config("draft-tiny"), {}, 4)) families.insert(k.family);
   families.insert(matmul_int4_kernel(256, 128, ElemType::F32, ElemType::F32).family);  // quantized dense Linears
   families.insert(topk_kernel(1024, 4, ElemType::F32, true).family);
-  for (const KernelSource& k : {round_draft_inputs_kernel(4, 3), round_tree_kernel(8, 7, 3, 8), round_walk_kernel(8)})
+  for (const KernelSource& k :
+       {round_draft_inputs_kernel(4, 3), round_tree_kernel(8, 7, 3, 8), round_sample_kernel(8, 1024), round_walk_kernel(8)})
     families.insert(k.family);  // emit-round's, beside a drafter
   families.insert(synthetic_weights_kernel(0, ElemType::BF16, 0).family);  // load time, not an op's
   for (const Family* f : all_families()) EXPECT_TRUE(families.count(f->name)) << f->name;
@@ -128,7 +130,7 @@ TEST(CodegenInstantiate, Int4CheckpointsUseInt4Experts) {
   c.quant.enabled = true;
   bool int4_gate_up = false;
   for (const KernelSource& k : target_model_kernels(c, {})) {
-    if (k.family == "moe_gate_up") int4_gate_up = kernel_param(k, "W_FMT") == 1;
+    if (k.family == "moe_grouped_gate_up") int4_gate_up = kernel_param(k, "W_FMT") == 1;
   }
   EXPECT_TRUE(int4_gate_up);
 }
@@ -144,9 +146,17 @@ TEST(CodegenLaunchGeometry, GridsFollowTheTemplateDocs) {
   const KernelSource mla = mla_attention_kernel(4, 64, 16, ElemType::F32, ElemType::F32, ElemType::F32);
   d = launch_dims(mla, 32);
   EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{4, 32, 1}));
-  const KernelSource up = moe_gate_up_kernel(256, 128, 2, false, ElemType::F32);
+  // Grouped experts: 16 rows of I per block (8 warps x 2), one block row per expert slot:
+  // min(E, tokens * top_k) slots (5 tokens x top-2 over 8 experts: 8; 1 token: 2).
+  const KernelSource up = moe_grouped_gate_up_kernel(256, 136, 8, 2, false, ElemType::F32);
   d = launch_dims(up, 5);
-  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{32, 10, 1}));
+  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{9, 8, 1}));
+  EXPECT_EQ(d.block, (std::array<uint32_t, 3>{256, 1, 1}));
+  EXPECT_EQ(launch_dims(up, 1).grid, (std::array<uint32_t, 3>{9, 2, 1}));
+  const KernelSource down = moe_grouped_down_kernel(256, 136, 8, 2, false);
+  EXPECT_EQ(launch_dims(down, 3).grid, (std::array<uint32_t, 3>{8, 6, 1}));  // 32 rows of H per block
+  const KernelSource combine = moe_combine_kernel(256, 2, ElemType::F32, false);
+  EXPECT_EQ(launch_dims(combine, 3).grid, (std::array<uint32_t, 3>{1, 3, 1}));
   const KernelSource norm = rms_norm_kernel(256, ElemType::F32, ElemType::F32);
   d = launch_dims(norm, 7);
   EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{7, 1, 1}));

@@ -144,9 +144,9 @@ TEST(CodegenLower, Int4ExpertsUseTheInt4Kernels) {
   int int4_launches = 0;
   for (const plan::Launch& launch : l.plan.buckets[0].launches) {
     const KernelSource& k = l.plan.kernels[launch.kernel];
-    if (k.family == "moe_gate_up" || k.family == "moe_down") int4_launches += kernel_param(k, "W_FMT") == 1;
+    if (k.family == "moe_grouped_gate_up" || k.family == "moe_grouped_down") int4_launches += kernel_param(k, "W_FMT") == 1;
   }
-  EXPECT_EQ(int4_launches, 2 * 3);  // gate_up + down in each of the 3 MoE layers
+  EXPECT_EQ(int4_launches, 2 * 3);  // grouped gate_up + down in each of the 3 MoE layers
   bool stacked_packed = false;
   for (const plan::Weight& w : l.plan.weights) stacked_packed = stacked_packed || (w.layout == "stacked" && w.dtype == DType::I32);
   EXPECT_TRUE(stacked_packed);

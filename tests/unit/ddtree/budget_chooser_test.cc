@@ -53,9 +53,9 @@ TEST(BudgetChooser, ASmallerBudgetsTreeIsThePrefixOfTheLargest) {
 }
 
 // Costs of a step of t tokens, t = 0 .. 64: a fixed launch cost plus `per_token` each.
-std::vector<double> linear_costs(double fixed, double per_token) {
-  std::vector<double> c(65, 0.0);
-  for (int64_t t = 1; t <= 64; ++t) c[static_cast<size_t>(t)] = fixed + per_token * static_cast<double>(t);
+std::vector<double> linear_costs(double fixed, double per_token, int64_t largest = 64) {
+  std::vector<double> c(static_cast<size_t>(largest + 1), 0.0);
+  for (int64_t t = 1; t <= largest; ++t) c[static_cast<size_t>(t)] = fixed + per_token * static_cast<double>(t);
   return c;
 }
 
@@ -79,6 +79,49 @@ TEST(BudgetChooser, TakesTheBudgetThatPaysUnderTheCostModel) {
     if (rate > best) best = rate, argbest = b;
   }
   EXPECT_EQ(chosen, argbest);
+}
+
+// The search stops scoring once no larger budget can win, yet lands where a scan of every budget
+// does: bucketed step costs (flat within a bucket, as a GPU's are), linear and noisy ones, sharp
+// and flat drafters, trees of 127 nodes; and it stops early where the costs climb steeply.
+TEST(BudgetChooser, StoppingEarlyChoosesAsTheWholeScan) {
+  auto scan = [](const std::vector<double>& costs, const std::vector<double>& scores) {
+    double expected = 0, best = -1;
+    int64_t argbest = 1;
+    for (size_t b = 1; b < scores.size() && b + 1 < costs.size(); ++b) {
+      expected += std::exp(scores[b]);
+      const double rate = (1 + expected) / costs[b + 1];
+      if (rate > best) best = rate, argbest = static_cast<int64_t>(b);
+    }
+    return argbest;
+  };
+  RandomStream noise(5);
+  std::vector<std::vector<double>> models = {linear_costs(300e-6, 0.0, 128), linear_costs(300e-6, 20e-6, 128),
+                                             linear_costs(300e-6, 200e-6, 128)};
+  std::vector<double> bucketed(129), noisy(129);
+  for (size_t t = 0; t < bucketed.size(); ++t) {
+    size_t bucket = 1;
+    while (bucket < t) bucket *= 2;
+    bucketed[t] = 370e-6 + 1.5e-6 * static_cast<double>(bucket);
+    noisy[t] = bucketed[t] * (1.0 + 0.2 * noise.uniform());
+  }
+  models.push_back(bucketed);
+  models.push_back(noisy);
+  int64_t stopped_early = 0;
+  for (const std::vector<double>& costs : models)
+    for (uint64_t seed : {1u, 2u, 3u, 4u})
+      for (double sharpness : {1.0, 6.0}) {
+        const Matrix lp = seed % 2 ? confident_log_probs(15, 300, seed) : random_log_probs(15, 300, seed, sharpness);
+        const DraftTree full = build_draft_tree(1, lp, TreeShape{.budget = 127, .top_k = 0, .max_depth = 0});
+        const BudgetChooser c(costs, 127);
+        EXPECT_EQ(c.choose(full), scan(costs, full.path_log_probs)) << "seed " << seed << " sharpness " << sharpness;
+        BudgetSearch search(c);
+        size_t pushed = 0;
+        while (pushed + 1 < full.path_log_probs.size() && search.push(full.path_log_probs[pushed + 1])) ++pushed;
+        EXPECT_EQ(search.best(), c.choose(full));
+        stopped_early += pushed + 1 < 127;
+      }
+  EXPECT_GT(stopped_early, 0) << "the bound never stopped a search";
 }
 
 TEST(BudgetChooser, LearnsHowTheDrafterOverpromisesAndWhatDraftingCosts) {

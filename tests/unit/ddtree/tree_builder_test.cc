@@ -93,6 +93,35 @@ TEST(TreeBuilder, HeapPicksTopBudgetNodesLikeBruteForce) {
   EXPECT_GT(cases, 500);
 }
 
+// --budget auto on device rounds chooses on the scores alone: the same pops as the tree, ties
+// (a coarse grid of log-probabilities makes many) included, at every budget, depth and top-k.
+TEST(TreeBuilder, ScoresAloneAreTheTreesPathLogProbs) {
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    const int64_t depth = 6, width = 40;
+    RandomStream random(seed);
+    DepthCandidates c;
+    c.depth = depth;
+    c.k = width;
+    for (int64_t d = 0; d < depth; ++d) {
+      std::vector<float> row(static_cast<size_t>(width));
+      for (float& v : row) v = -static_cast<float>(random.uniform_int(6)) * 0.5f;  // ties on purpose
+      std::sort(row.begin(), row.end(), std::greater<float>());
+      for (int64_t r = 0; r < width; ++r) {
+        c.ids.push_back(static_cast<int32_t>(d * width + r));
+        c.log_probs.push_back(row[static_cast<size_t>(r)]);
+      }
+    }
+    for (int64_t budget : {0, 1, 7, 39, 127, 400})
+      for (int64_t max_depth : {0, 1, 4})
+        for (int64_t top_k : {0, 1, 3}) {
+          const TreeShape shape{.budget = budget, .top_k = top_k, .max_depth = max_depth};
+          EXPECT_EQ(draft_tree_scores(c.log_probs, width, shape), build_draft_tree(5, c, shape).path_log_probs)
+              << "seed " << seed << " budget " << budget << " depth " << max_depth << " top_k " << top_k;
+        }
+  }
+  EXPECT_THROW(draft_tree_scores(std::vector<float>(7), 3, TreeShape{.budget = 4}), Error);
+}
+
 TEST(TreeBuilder, NodesAreConsistent) {
   const Matrix raw = random_log_probs(7, 50, 42);
   const DraftTree tree = build_draft_tree(17, raw, {64, 0, 0});

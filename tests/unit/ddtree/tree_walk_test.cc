@@ -1,8 +1,10 @@
 // The walk follows the target's pick from the root while a child carries it.
+#include <cmath>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "ir/support/sample_draws.h"
 #include "ir/support/tree_mask.h"
 #include "runtime/ddtree/tree_walk.h"
 
@@ -53,6 +55,26 @@ TEST(TokenSampler, SamplesFollowTheSoftmax) {
   for (int i = 0; i < 20000; ++i) ++counts[sampler.pick(logits, 3)];
   EXPECT_EQ(counts[2], 0);
   EXPECT_NEAR(counts[1] / 20000.0, 0.7311, 0.015);
+}
+
+// Pick k takes draw k of the seed (ir/support/sample_draws.h), whatever came before it: the
+// contract a device round's round_sample relies on to draw a whole tree's picks at once. Over two
+// tokens of weights 1 and e, pick k is token 1 exactly when draw k * total lands past weight 1.
+TEST(TokenSampler, PickKTakesDrawKOfTheSeed) {
+  for (uint64_t seed : {0ull, 7ull, 0xFFFFFFFFFFFFFFFFull}) {
+    TokenSampler sampler(1.0, seed);
+    const float logits[] = {0.0f, 1.0f};
+    const double total = 1.0 + std::exp(1.0);
+    for (uint64_t k = 0; k < 200; ++k) {
+      EXPECT_EQ(sampler.draws(), k);
+      const int32_t expected = draws::uniform(seed, k) * total < 1.0 ? 0 : 1;
+      ASSERT_EQ(sampler.pick(logits, 2), expected) << "seed " << seed << " pick " << k;
+    }
+  }
+  // Draws are distinct across indices and seeds (no counter or seed collision in the key).
+  EXPECT_NE(draws::uniform(1, 0), draws::uniform(0, 1));
+  EXPECT_NE(draws::uniform(1, 0), draws::uniform(1, 1));
+  EXPECT_EQ(draws::draw_index(-40, 52, 3), 15u);
 }
 
 }  // namespace

@@ -273,6 +273,18 @@ std::vector<OpCase> make_table() {
        }},
       {"moe_experts/bf16_h64_i32_e6_k2", 5, 0, 0, Mask::None, {}, 1e-4, true, [](CaseBuilder& c) { return moe(c, false, 64, 32, 6, 2); }},
       {"moe_experts_int4/h64_i32_e6_k3", 5, 0, 0, Mask::None, {}, 1e-4, true, [](CaseBuilder& c) { return moe(c, true, 64, 32, 6, 3); }},
+      // The expert-grouped kernels (moe_grouped.cuh): 1 token; many tokens per expert (17 and 64
+      // tokens over 3-6 experts: pair chunks of NT past the first); bf16 rows of odd length (the
+      // one-element path) with I = 37 and H = 75 not multiples of the 16 / 32-row tiles; INT4 rows
+      // over two staged column chunks (H = 1056 = 1024 + 32). Clamped ids are the GPU test's (the
+      // CPU op refuses them).
+      {"moe_experts/bf16_h72_i40_e4_k2_t1", 1, 0, 0, Mask::None, {}, 1e-4, true, [](CaseBuilder& c) { return moe(c, false, 72, 40, 4, 2); }},
+      {"moe_experts/bf16_odd_h75_i37_e5_k2_t17", 17, 0, 0, Mask::None, {}, 1e-4, true,
+       [](CaseBuilder& c) { return moe(c, false, 75, 37, 5, 2); }},
+      {"moe_experts/bf16_h48_i24_e3_k2_t64", 64, 0, 0, Mask::None, {}, 1e-4, true, [](CaseBuilder& c) { return moe(c, false, 48, 24, 3, 2); }},
+      {"moe_experts_int4/h96_i64_e8_k4_t1", 1, 0, 0, Mask::None, {}, 1e-4, true, [](CaseBuilder& c) { return moe(c, true, 96, 64, 8, 4); }},
+      {"moe_experts_int4/h1056_i96_e6_k3_t17", 17, 0, 0, Mask::None, {}, 1e-4, true, [](CaseBuilder& c) { return moe(c, true, 1056, 96, 6, 3); }},
+      {"moe_experts_int4/h64_i160_e4_k2_t64", 64, 0, 0, Mask::None, {}, 1e-4, true, [](CaseBuilder& c) { return moe(c, true, 64, 160, 4, 2); }},
       // Lowered, and also checked against ir/OPS.md written out (the expectation is kept).
       {"topk/values_v50_k4", 4, 0, 0, Mask::None, {}, 1e-6, true, [](CaseBuilder& c) { return sample(c, Sample::TopKValues, 50, 4); }},
       // No GPU lowering yet for these rows (kernels exist for gqa_attention, argmax and topk ids,

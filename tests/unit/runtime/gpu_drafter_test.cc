@@ -29,7 +29,7 @@ struct Decoded {
 };
 
 Decoded generate(const PlanHandle& plan, const std::vector<int32_t>& prompt, kplan_spec_mode spec, int32_t budget,
-                 double temperature = 0.0) {
+                 double temperature = 0.0, double top_p = 1.0) {
   SessionTargetModel session(plan);
   kplan_generate_options g;
   kplan_generate_options_init(&g);
@@ -38,6 +38,7 @@ Decoded generate(const PlanHandle& plan, const std::vector<int32_t>& prompt, kpl
   g.max_new = 24;
   g.stop_at_eos = 0;
   g.temperature = temperature;
+  g.top_p = top_p;
   g.seed = 3;
   Decoded d;
   d.tokens.resize(24);
@@ -120,10 +121,12 @@ TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
   }
 }
 
-// A greedy round run whole on the device (one graph: draft, tree, verify, walk, commit) is the
-// host-driven round: the same tokens, rounds, tree nodes and acceptance histogram, for trees
-// and for the chain, and with the context nearly full (the device shrinks the tree as the host does);
-// --budget auto runs on the device too and emits the same tokens.
+// A round run whole on the device (one graph: draft, tree, verify, the picks, walk, commit) is
+// the host-driven round: the same tokens, rounds, tree nodes and acceptance histogram, for trees
+// and for the chain, greedy and sampled (temperature 0.7 and 1.5: round_sample draws the host
+// sampler's draws), and with the context nearly full (the device shrinks the tree as the host
+// does); --budget auto (two graphs a round: the proposal, then the chosen tree's verify) emits the
+// same tokens. A sampling processor (top-p) takes the host round.
 TEST(GpuDrafter, DeviceRoundsAreTheHostRounds) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
@@ -137,33 +140,42 @@ TEST(GpuDrafter, DeviceRoundsAreTheHostRounds) {
     std::vector<int32_t> prompt = prompts[static_cast<size_t>(p)];
     ASSERT_GE(prompt.size(), 70u);
     prompt.resize(p == 0 ? 40 : 70);
-    const Decoded ar = generate(gpu, prompt, KPLAN_SPEC_NONE, 0);
-    for (int32_t budget : {0, 1, 3, 7, 15, 31, 63, KPLAN_BUDGET_AUTO}) {
-      const kplan_spec_mode spec = budget == 0 ? KPLAN_SPEC_DFLASH : KPLAN_SPEC_DDTREE;
-      // --budget auto runs device rounds only on request.
-      if (budget == KPLAN_BUDGET_AUTO) setenv("KPLAN_DEVICE_ROUNDS", "auto", 1);
-      const Decoded device = generate(gpu, prompt, spec, budget);
-      setenv("KPLAN_DEVICE_ROUNDS", "0", 1);
-      const Decoded host = generate(gpu, prompt, spec, budget);
-      unsetenv("KPLAN_DEVICE_ROUNDS");
-      const std::string what = "prompt " + std::to_string(p) + " budget " + std::to_string(budget);
-      EXPECT_EQ(device.stats.device_rounds, 1) << what;
-      EXPECT_EQ(host.stats.device_rounds, 0) << what;
-      if (p == 0) EXPECT_EQ(device.tokens, ar.tokens) << what;
-      if (p == 1) EXPECT_TRUE(device.stats.stopped_at_context) << what;
-      EXPECT_EQ(device.tokens, host.tokens) << what;
-      // --budget auto on the device sizes a round by the previous round's tree, the host by the
-      // round's own: the same tokens, other rounds.
-      if (budget == KPLAN_BUDGET_AUTO) {
-        EXPECT_GT(device.stats.tree_nodes, device.stats.rounds) << what << " verified no tree";
-        continue;
+    for (double temperature : {0.0, 0.7, 1.5}) {
+      const Decoded ar = generate(gpu, prompt, KPLAN_SPEC_NONE, 0, temperature);
+      for (int32_t budget : {0, 1, 3, 7, 15, 31, 63, KPLAN_BUDGET_AUTO}) {
+        const kplan_spec_mode spec = budget == 0 ? KPLAN_SPEC_DFLASH : KPLAN_SPEC_DDTREE;
+        const Decoded device = generate(gpu, prompt, spec, budget, temperature);
+        setenv("KPLAN_DEVICE_ROUNDS", "0", 1);
+        const Decoded host = generate(gpu, prompt, spec, budget, temperature);
+        unsetenv("KPLAN_DEVICE_ROUNDS");
+        const std::string what = "prompt " + std::to_string(p) + " budget " + std::to_string(budget) + " temperature " +
+                                 std::to_string(temperature);
+        EXPECT_EQ(device.stats.device_rounds, 1) << what;
+        EXPECT_EQ(host.stats.device_rounds, 0) << what;
+        if (p == 0) {
+          EXPECT_EQ(device.tokens, ar.tokens) << what << " (AR's tokens)";
+        } else {
+          EXPECT_TRUE(device.stats.stopped_at_context) << what;
+        }
+        EXPECT_EQ(device.tokens, host.tokens) << what;
+        // --budget auto chooses from timings too (the drafter's cost per round): the same tokens,
+        // rounds that may differ.
+        if (budget == KPLAN_BUDGET_AUTO) {
+          EXPECT_GT(device.stats.tree_nodes, device.stats.rounds) << what << " verified no tree";
+          continue;
+        }
+        EXPECT_EQ(device.stats.rounds, host.stats.rounds) << what;
+        EXPECT_EQ(device.stats.tree_nodes, host.stats.tree_nodes) << what;
+        EXPECT_EQ(device.stats.stopped_at_context, host.stats.stopped_at_context) << what;
+        for (int i = 0; i < KPLAN_ACCEPTANCE_BINS; ++i)
+          EXPECT_EQ(device.stats.acceptance_histogram[i], host.stats.acceptance_histogram[i]) << what << " bin " << i;
       }
-      EXPECT_EQ(device.stats.rounds, host.stats.rounds) << what;
-      EXPECT_EQ(device.stats.tree_nodes, host.stats.tree_nodes) << what;
-      EXPECT_EQ(device.stats.stopped_at_context, host.stats.stopped_at_context) << what;
-      for (int i = 0; i < KPLAN_ACCEPTANCE_BINS; ++i)
-        EXPECT_EQ(device.stats.acceptance_histogram[i], host.stats.acceptance_histogram[i]) << what << " bin " << i;
     }
+    const Decoded truncated = generate(gpu, prompt, KPLAN_SPEC_DDTREE, 15, 0.7, 0.9);
+    EXPECT_EQ(truncated.stats.device_rounds, 0) << "prompt " << p << ": top-p takes the host round";
+    setenv("KPLAN_DEVICE_ROUNDS", "0", 1);
+    EXPECT_EQ(truncated.tokens, generate(gpu, prompt, KPLAN_SPEC_DDTREE, 15, 0.7, 0.9).tokens) << "prompt " << p;
+    unsetenv("KPLAN_DEVICE_ROUNDS");
   }
 }
 

@@ -1,0 +1,124 @@
+#include "compiler/codegen/families/moe_grouped.h"
+
+#include <algorithm>
+
+namespace kplan::codegen {
+
+int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens) { return std::min(experts, n_tokens * top_k); }
+
+namespace {
+
+void check_experts(const ParamValues& p, const char* family, int64_t k) {
+  require(p.at("E") >= 1 && p.at("TOPK") >= 1 && p.at("TOPK") <= p.at("E"), family, "needs 1 <= TOPK <= E");
+  require(p.at("E") <= 65535, family, "E above 65535 does not fit grid.y");
+  if (p.at("W_FMT") == 1) require(k % 32 == 0, family, "INT4 experts need a reduction dim that is a multiple of 32");
+  require(p.at("ROWS") >= 1 && p.at("ROWS") <= 8, family, "ROWS must be 1..8");
+  require(p.at("NT") >= 1 && p.at("NT") <= 8, family, "NT must be 1..8");
+  require(p.at("PF") == 0 || p.at("PF") == 1, family, "PF must be 0 or 1");
+}
+
+// grid (row tiles of `rows`, expert slots), one block of WARPS warps, ROWS rows per warp.
+LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows) {
+  LaunchDims d = block_of(k);
+  const int64_t slots = moe_expert_slots(kernel_param(k, "E"), kernel_param(k, "TOPK"), s.rows);
+  d.grid = {ceil_div(rows, kernel_param(k, "WARPS") * kernel_param(k, "ROWS")), static_cast<uint32_t>(std::max<int64_t>(slots, 1)), 1};
+  return d;
+}
+
+}  // namespace
+
+namespace moe_grouped_gate_up {
+namespace {
+
+void check(const ParamValues& p) { check_experts(p, "moe_grouped_gate_up", p.at("H")); }
+LaunchDims geometry(const KernelSource& k, const LaunchShape& s) { return expert_grid(k, s, kernel_param(k, "I")); }
+
+}  // namespace
+
+const Family& family() {
+  static const Family f{
+      .name = "moe_grouped_gate_up",
+      .header = "moe_grouped.cuh",
+      .function = "kp::moe_grouped_gate_up",
+      .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
+                 dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
+                 tuning_param("PF", "pf")},
+      .signature = signature_of<Args>(),
+      .block = BlockParam::Warps,
+      .check = check,
+      .geometry = geometry,
+  };
+  return f;
+}
+
+}  // namespace moe_grouped_gate_up
+
+namespace moe_grouped_down {
+namespace {
+
+void check(const ParamValues& p) { check_experts(p, "moe_grouped_down", p.at("I")); }
+LaunchDims geometry(const KernelSource& k, const LaunchShape& s) { return expert_grid(k, s, kernel_param(k, "H")); }
+
+}  // namespace
+
+const Family& family() {
+  static const Family f{
+      .name = "moe_grouped_down",
+      .header = "moe_grouped.cuh",
+      .function = "kp::moe_grouped_down",
+      .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
+                 tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
+                 tuning_param("PF", "pf")},
+      .signature = signature_of<Args>(),
+      .block = BlockParam::Warps,
+      .check = check,
+      .geometry = geometry,
+  };
+  return f;
+}
+
+}  // namespace moe_grouped_down
+
+namespace moe_combine {
+namespace {
+
+LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
+  LaunchDims d = block_of(k);  // one thread per output column, one block row per token
+  d.grid = {ceil_div(kernel_param(k, "H"), kernel_param(k, "THREADS")), static_cast<uint32_t>(std::max<int64_t>(s.rows, 1)), 1};
+  return d;
+}
+
+}  // namespace
+
+const Family& family() {
+  static const Family f{
+      .name = "moe_combine",
+      .header = "moe_grouped.cuh",
+      .function = "kp::moe_combine",
+      .params = {dim_param("H", "h"), dim_param("TOPK", "k"), dtype_param("Y_DT", "y"), dim_param("ACC", "acc"), tuning_param("THREADS", "t")},
+      .signature = signature_of<Args>(),
+      .block = BlockParam::Threads,
+      .check = nullptr,
+      .geometry = geometry,
+  };
+  return f;
+}
+
+}  // namespace moe_combine
+
+KernelSource moe_grouped_gate_up_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, ElemType x,
+                                        std::string_view arch) {
+  return instantiate(moe_grouped_gate_up::family(),
+                     {{"H", hidden}, {"I", inter}, {"E", experts}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0}, {"X_DT", dtype_code(x)}}, arch);
+}
+
+KernelSource moe_grouped_down_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, std::string_view arch) {
+  return instantiate(moe_grouped_down::family(), {{"H", hidden}, {"I", inter}, {"E", experts}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0}},
+                     arch);
+}
+
+KernelSource moe_combine_kernel(int64_t hidden, int64_t top_k, ElemType y, bool accumulate, std::string_view arch) {
+  return instantiate(moe_combine::family(), {{"H", hidden}, {"TOPK", top_k}, {"Y_DT", dtype_code(y)}, {"ACC", accumulate ? 1 : 0}}, arch);
+}
+
+}  // namespace kplan::codegen

@@ -1,0 +1,79 @@
+#pragma once
+// Kernel families moe_grouped_gate_up, moe_grouped_down, moe_combine:
+// kernels_templates/moe_grouped.cuh. Routed experts grouped by expert: each chosen expert's
+// weights are streamed once per step however many of the step's tokens chose it (bf16 or INT4).
+//   moe_grouped_gate_up: h[p, :] = silu(x[t] Wg[e]) * (x[t] Wu[e]) for each pair p = t * TOPK + k
+//   moe_grouped_down:    partial[p, :] = topk_weights[p] * (h[p] Wd[e])
+//   moe_combine:         out[t] (+)= sum_k partial[t * TOPK + k]
+//
+// Template parameters (compile-time constants, template order):
+//   moe_grouped_gate_up: H, I, E, TOPK, W_FMT, X_DT (dtype), WARPS, ROWS, NT, PF (tuning)
+//   moe_grouped_down:    H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF (tuning)
+//   moe_combine:         H, TOPK, Y_DT (dtype), ACC, THREADS (tuning)
+// See the template's doc block for their meaning and the launch geometry (families/moe_grouped.cc).
+#include <cstdint>
+#include <string_view>
+
+#include "compiler/codegen/families/family.h"
+
+namespace kplan::codegen::moe_grouped_gate_up {
+
+// Launch arguments, in the kernel's parameter order.
+struct Args {
+  KPLAN_PTR(x);             // X_DT, row t at t * x_row_stride
+  KPLAN_PTR(topk_ids);      // int32 [n_tokens, TOPK]
+  KPLAN_PTR(w_gate);        // stacked [E, I, H] (bf16) or int32 [E, I, H/8] (INT4)
+  KPLAN_PTR(w_gate_scale);  // bf16 [E, I, H/32] (INT4; unused for bf16)
+  KPLAN_PTR(w_up);          // as w_gate
+  KPLAN_PTR(w_up_scale);    // as w_gate_scale
+  KPLAN_PTR(h);             // f32 [n_tokens * TOPK, I] scratch
+  KPLAN_I32(n_tokens);      // tokens in this step
+  KPLAN_I32(x_row_stride);  // elements
+};
+
+const Family& family();
+
+}  // namespace kplan::codegen::moe_grouped_gate_up
+
+namespace kplan::codegen::moe_grouped_down {
+
+struct Args {
+  KPLAN_PTR(h);             // f32 [n_tokens * TOPK, I] (moe_grouped_gate_up's output)
+  KPLAN_PTR(topk_ids);      // int32 [n_tokens, TOPK]
+  KPLAN_PTR(topk_weights);  // f32 [n_tokens, TOPK]
+  KPLAN_PTR(w_down);        // stacked [E, H, I] (bf16) or int32 [E, H, I/8] (INT4)
+  KPLAN_PTR(w_down_scale);  // bf16 [E, H, I/32] (INT4; unused for bf16)
+  KPLAN_PTR(partial);       // f32 [n_tokens * TOPK, H] scratch
+  KPLAN_I32(n_tokens);      // tokens in this step
+};
+
+const Family& family();
+
+}  // namespace kplan::codegen::moe_grouped_down
+
+namespace kplan::codegen::moe_combine {
+
+struct Args {
+  KPLAN_PTR(partial);         // f32 [n_tokens * TOPK, H] (moe_grouped_down's output)
+  KPLAN_PTR(out);             // Y_DT, row t at t * out_row_stride
+  KPLAN_I32(n_tokens);        // tokens in this step
+  KPLAN_I32(out_row_stride);  // elements
+};
+
+const Family& family();
+
+}  // namespace kplan::codegen::moe_combine
+
+namespace kplan::codegen {
+
+// The instances for these problem constants (tuning from heuristics/<arch>.cc).
+KernelSource moe_grouped_gate_up_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, ElemType x,
+                                        std::string_view arch = kDefaultArch);
+KernelSource moe_grouped_down_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4,
+                                     std::string_view arch = kDefaultArch);
+KernelSource moe_combine_kernel(int64_t hidden, int64_t top_k, ElemType y, bool accumulate, std::string_view arch = kDefaultArch);
+
+// The grid's expert slots at n_tokens: min(E, n_tokens * TOPK) (one per distinct expert at most).
+int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens);
+
+}  // namespace kplan::codegen

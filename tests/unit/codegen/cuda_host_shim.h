@@ -1,0 +1,142 @@
+#pragma once
+// Runs a kernel template's CUDA source on the host, for tests without a GPU: one std::thread per
+// CUDA thread of a block (a pool per launch), blocks one after another, __syncthreads and the
+// warp intrinsics as barriers over the block / the warp. Only the subset the templates tested
+// this way use (kernels_templates/moe_grouped.cuh): include this, then the template. The
+// template's `__shared__` variables become function statics (one per instantiation, shared by
+// the pool), so a launch must finish before the next begins. Streaming loads (__ldcs) are
+// reported to `on_stream_load` when set, so a test can count the bytes a kernel reads where.
+#include <math.h>
+
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+
+struct uint4 {
+  unsigned x, y, z, w;
+};
+struct float4 {
+  float x, y, z, w;
+};
+
+namespace kplan::cuda_host {
+
+struct Index {
+  unsigned x = 0, y = 0, z = 0;
+};
+inline thread_local Index thread_index, block_index;
+
+struct LaunchState {
+  std::barrier<>* block = nullptr;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<unsigned long long> exchange;  // one slot per thread, for warp exchanges
+};
+inline LaunchState* current = nullptr;
+inline std::function<void(const void*, size_t)> on_stream_load;
+
+// Every thread of the warp publishes v; each gets the value of lane src(lane).
+template <class T, class Src>
+T warp_exchange(T v, Src src) {
+  static_assert(sizeof(T) <= 8);
+  unsigned long long u = 0;
+  std::memcpy(&u, &v, sizeof(T));
+  const unsigned lane = thread_index.x % 32, base = thread_index.x - lane;
+  std::barrier<>& warp = *current->warps[thread_index.x / 32];
+  current->exchange[thread_index.x] = u;
+  warp.arrive_and_wait();
+  const unsigned long long r = current->exchange[base + src(lane)];
+  warp.arrive_and_wait();
+  T out;
+  std::memcpy(&out, &r, sizeof(T));
+  return out;
+}
+
+// grid.x * grid.y blocks of `threads` threads, each running body().
+inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std::function<void()>& body) {
+  std::barrier<> block(threads);
+  LaunchState state;
+  state.block = &block;
+  for (unsigned w = 0; w < threads / 32; ++w) state.warps.push_back(std::make_unique<std::barrier<>>(32));
+  state.exchange.resize(threads);
+  current = &state;
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      thread_index.x = t;
+      for (unsigned by = 0; by < grid_y; ++by)
+        for (unsigned bx = 0; bx < grid_x; ++bx) {
+          block_index.x = bx;
+          block_index.y = by;
+          body();
+          block.arrive_and_wait();  // the block is done before the next one starts
+        }
+    });
+  for (std::thread& t : pool) t.join();
+  current = nullptr;
+}
+
+}  // namespace kplan::cuda_host
+
+#define threadIdx (::kplan::cuda_host::thread_index)
+#define blockIdx (::kplan::cuda_host::block_index)
+
+inline void __syncthreads() { ::kplan::cuda_host::current->block->arrive_and_wait(); }
+template <class T>
+T __shfl_sync(unsigned, T v, int src) {
+  return ::kplan::cuda_host::warp_exchange(v, [&](unsigned) { return static_cast<unsigned>(src) & 31u; });
+}
+template <class T>
+T __shfl_xor_sync(unsigned, T v, int mask) {
+  return ::kplan::cuda_host::warp_exchange(v, [&](unsigned lane) { return (lane ^ static_cast<unsigned>(mask)) & 31u; });
+}
+template <class T>
+T __shfl_up_sync(unsigned, T v, int delta) {
+  return ::kplan::cuda_host::warp_exchange(v, [&](unsigned lane) { return lane >= static_cast<unsigned>(delta) ? lane - delta : lane; });
+}
+inline unsigned __ballot_sync(unsigned, bool b) {
+  namespace h = ::kplan::cuda_host;
+  const unsigned base = h::thread_index.x - h::thread_index.x % 32;
+  std::barrier<>& warp = *h::current->warps[h::thread_index.x / 32];
+  h::current->exchange[h::thread_index.x] = b;
+  warp.arrive_and_wait();
+  unsigned mask = 0;
+  for (unsigned l = 0; l < 32; ++l) mask |= static_cast<unsigned>(h::current->exchange[base + l] != 0) << l;
+  warp.arrive_and_wait();
+  return mask;
+}
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __ffs(unsigned v) { return __builtin_ffs(static_cast<int>(v)); }
+inline unsigned atomicOr(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_or(v); }
+template <class T>
+T __ldcs(const T* p) {
+  if (::kplan::cuda_host::on_stream_load) ::kplan::cuda_host::on_stream_load(p, sizeof(T));
+  return *p;
+}
+template <class T>
+T __ldg(const T* p) {
+  return *p;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float __int_as_float(int i) {
+  float f;
+  std::memcpy(&f, &i, 4);
+  return f;
+}
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}

@@ -1,0 +1,178 @@
+// kernels_templates/moe_grouped.cuh run on the host (cuda_host_shim.h: a thread per CUDA thread),
+// so CI checks the grouped MoE kernels' own code without a GPU: their result against the CPU op
+// (runtime/cpu/moe.h) with clamped ids, bf16 and INT4, ragged tiles and pair chunks, and the
+// property they exist for: each chosen expert's weights are streamed once per step (once per
+// NT pairs that chose it), the others never. The device runs the same source through NVRTC
+// (gpu_ops_test.cc's GpuOps.MoeGrouped*).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "ir/support/dtype.h"
+#include "runtime/cpu/moe.h"
+#include "tests/unit/codegen/codegen_test_util.h"
+// The shim's macros stay below every other include.
+#include "tests/unit/codegen/cuda_host_shim.h"
+#include "kernels_templates/moe_grouped.cuh"  // (built with -Wno-unknown-pragmas: #pragma unroll)
+
+namespace kplan::codegen {
+namespace {
+
+using testing_util::relative_error;
+
+// One projection stack [E, rows, cols]: its device bytes and its values as the CPU op reads them.
+struct Stack {
+  std::vector<uint16_t> bf16;
+  std::vector<int32_t> packed;
+  std::vector<uint16_t> scale;
+  std::vector<float> values;
+  const void* w() const { return packed.empty() ? static_cast<const void*>(bf16.data()) : packed.data(); }
+  size_t bytes() const { return packed.empty() ? 2 * bf16.size() : 4 * packed.size(); }
+};
+
+uint64_t next(uint64_t& s) {
+  s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+  return s;
+}
+float uniform(uint64_t& s) { return static_cast<float>(next(s) >> 40) / 16777216.f * 2.f - 1.f; }
+
+Stack make_stack(int64_t E, int64_t rows, int64_t cols, bool int4, uint64_t seed) {
+  Stack st;
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  const size_t n = static_cast<size_t>(E * rows * cols);
+  st.values.resize(n);
+  if (!int4) {
+    for (size_t i = 0; i < n; ++i) {
+      st.bf16.push_back(float_to_bf16(0.3f * uniform(s)));
+      st.values[i] = bf16_to_float(st.bf16.back());
+    }
+    return st;
+  }
+  for (size_t i = 0; i < n / 8; ++i) st.packed.push_back(static_cast<int32_t>(next(s) >> 20));
+  for (size_t i = 0; i < n / 32; ++i) st.scale.push_back(float_to_bf16(0.02f + 0.01f * uniform(s)));
+  for (size_t i = 0; i < n; ++i) {
+    const int q = static_cast<int>((static_cast<uint32_t>(st.packed[i / 8]) >> (4 * (i % 8))) & 15u) - 8;
+    st.values[i] = static_cast<float>(q) * bf16_to_float(st.scale[i / 32]);
+  }
+  return st;
+}
+
+// Streamed bytes per (stack, expert), from the kernels' __ldcs loads.
+struct ReadCounter {
+  std::vector<const Stack*> stacks;
+  int64_t E = 0;
+  std::mutex m;
+  std::map<std::pair<int, int64_t>, int64_t> bytes;
+  void operator()(const void* p, size_t n) {
+    const auto* a = static_cast<const uint8_t*>(p);
+    for (size_t k = 0; k < stacks.size(); ++k) {
+      const auto* base = static_cast<const uint8_t*>(stacks[k]->w());
+      if (a >= base && a < base + stacks[k]->bytes()) {
+        const int64_t per_expert = static_cast<int64_t>(stacks[k]->bytes()) / E;
+        std::lock_guard<std::mutex> lock(m);
+        bytes[{static_cast<int>(k), (a - base) / per_expert}] += static_cast<int64_t>(n);
+        return;
+      }
+    }
+    ADD_FAILURE() << "a streaming load outside the expert weights";
+  }
+};
+
+// One MoE step of T tokens through the three kernels on the host; returns out = y0 + experts(x).
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF>
+std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
+                            const std::vector<float>& weights, const std::vector<float>& y0) {
+  const int T = static_cast<int>(x.size() / H);
+  std::vector<float> h(static_cast<size_t>(T) * K * I, NAN), partial(static_cast<size_t>(T) * K * H, NAN), out = y0;
+  const unsigned slots = static_cast<unsigned>(std::min(E, T * K));
+  cuda_host::launch((I + WARPS * ROWS - 1) / (WARPS * ROWS), slots, 32 * WARPS, [&] {
+    kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, ROWS, NT, PF>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(), u.scale.data(),
+                                                                         h.data(), T, H);
+  });
+  cuda_host::launch((H + WARPS * ROWS - 1) / (WARPS * ROWS), slots, 32 * WARPS, [&] {
+    kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(), partial.data(), T);
+  });
+  cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), T, H); });
+  return out;
+}
+
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF = 0>
+void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads = nullptr) {
+  const int64_t T = static_cast<int64_t>(ids.size()) / K;
+  const Stack g = make_stack(E, I, H, W_FMT, seed), u = make_stack(E, I, H, W_FMT, seed + 1), d = make_stack(E, H, I, W_FMT, seed + 2);
+  uint64_t s = seed + 99;
+  std::vector<float> x(T * H), weights(T * K), y0(T * H);
+  for (float& v : x) v = uniform(s);
+  for (float& v : weights) v = uniform(s);
+  for (float& v : y0) v = uniform(s);
+  ReadCounter counter;
+  for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
+  counter.E = E;
+  cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
+  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF>(g, u, d, x, ids, weights, y0);
+  cuda_host::on_stream_load = nullptr;
+  if (reads) *reads = counter.bytes;
+
+  cpu::Routing r;
+  r.top_k = K;
+  for (int32_t e : ids) r.experts.push_back(std::clamp<int32_t>(e, 0, E - 1));
+  r.weights = weights;
+  std::vector<cpu::ExpertWeights> experts;
+  for (int64_t e = 0; e < E; ++e)
+    experts.push_back({g.values.data() + e * I * H, u.values.data() + e * I * H, d.values.data() + e * H * I, I});
+  Matrix xm(T, H);
+  xm.data = x;
+  std::vector<float> want = cpu::moe_experts(xm, r, experts).data;
+  for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
+  EXPECT_LT(relative_error(got, want), 1e-5) << "H " << H << " I " << I << " W_FMT " << W_FMT << " tokens " << T;
+}
+
+// INT4, 3 tokens x top-2 over 6 experts: experts 1 and 2 chosen by two tokens each (one pair
+// chunk of NT 2), 4 and 5 by one, 0 and 3 by none: each chosen expert's three matrices are
+// streamed exactly once, the others not at all.
+TEST(MoeGroupedOnHost, EachChosenExpertIsStreamedOncePerStep) {
+  constexpr int H = 64, I = 32, E = 6;
+  const std::vector<int32_t> ids = {1, 4, 1, 2, 5, 2};
+  std::map<std::pair<int, int64_t>, int64_t> reads;
+  check_step<H, I, E, 2, 1, 1, 2, 2>(ids, 7, &reads);
+  const int64_t gate_bytes = I * H / 2, down_bytes = H * I / 2;  // one expert's INT4 matrix
+  for (int64_t e = 0; e < E; ++e) {
+    const bool chosen = e == 1 || e == 2 || e == 4 || e == 5;
+    EXPECT_EQ((reads[{0, e}]), chosen ? gate_bytes : 0) << "gate of expert " << e;
+    EXPECT_EQ((reads[{1, e}]), chosen ? gate_bytes : 0) << "up of expert " << e;
+    EXPECT_EQ((reads[{2, e}]), chosen ? down_bytes : 0) << "down of expert " << e;
+  }
+}
+
+// Five tokens all choosing expert 3 (plus clamped ids: -7 -> 0, 40 -> 5): with NT 2 pairs per
+// chunk, expert 3's rows are streamed ceil(5 / 2) = 3 times (the later passes hit L2 on a GPU).
+TEST(MoeGroupedOnHost, PairsPastNtRestreamTheTile) {
+  constexpr int H = 64, I = 32, E = 6;
+  const std::vector<int32_t> ids = {3, -7, 3, 40, 3, 1, 3, 40, 3, -7};
+  std::map<std::pair<int, int64_t>, int64_t> reads;
+  check_step<H, I, E, 2, 1, 1, 2, 2>(ids, 8, &reads);
+  EXPECT_EQ((reads[{0, 3}]), 3 * I * H / 2);
+  EXPECT_EQ((reads[{2, 3}]), 3 * H * I / 2);
+  EXPECT_EQ((reads[{0, 0}]), I * H / 2);  // -7 twice: one chunk of 2
+  EXPECT_EQ((reads[{0, 5}]), I * H / 2);  // 40 twice
+  EXPECT_EQ((reads[{0, 1}]), I * H / 2);
+  EXPECT_EQ((reads[{0, 2}]), 0);
+  EXPECT_EQ((reads[{2, 4}]), 0);
+}
+
+// bf16 rows of odd length (the one-element path) with ragged tiles (9 rows per block over
+// I = 37, H = 75); bf16 16-byte rows and INT4 rows over two staged column chunks (H = 1040, 1056),
+// with and without the next chunk's loads issued early (PF).
+TEST(MoeGroupedOnHost, OddShapesAndColumnChunksMatchTheCpuOp) {
+  check_step<75, 37, 4, 2, 0, 1, 3, 3>({0, 2, 1, 3, 2, 0, 3, 3, -1, 2}, 11);  // 5 tokens x top-2
+  check_step<1040, 24, 2, 1, 0, 1, 8, 2, 1>({0, 1, 1}, 12);
+  check_step<1056, 32, 2, 1, 1, 1, 8, 3, 0>({1, 0, 1, 1}, 13);
+  check_step<1056, 32, 2, 1, 1, 1, 8, 3, 1>({1, 0, 1, 1}, 14);
+}
+
+}  // namespace
+}  // namespace kplan::codegen
