@@ -30,6 +30,7 @@
 #include "runtime/plan_cpu_target.h"
 #include "runtime/plan_print.h"
 #include "runtime/plan_stats.h"
+#include "runtime/tokenizer/chat_template.h"
 #include "runtime/tokenizer/tokenizer_bundle.h"
 #include "schemas/plan_reader.h"
 
@@ -59,11 +60,54 @@ class TokenizerCache {
   std::string error_;
 };
 
+// A plan's chat template (kplan_chat_template_apply), parsed on first use.
+class ChatTemplateCache {
+ public:
+  struct Entry {
+    kplan::tokenizer::BundledChatTemplate source;
+    std::optional<kplan::tokenizer::ChatTemplate> parsed;
+  };
+  // The template's source ("" when none); throws a malformed chat_template entry's error.
+  const Entry* get(const kplan::plan::Plan& plan, const std::string& path) {
+    std::call_once(once_, [&] {
+      try {
+        if (auto t = kplan::tokenizer::chat_template_from_bundle(plan.tokenizer, path)) {
+          entry_.source = std::move(*t);
+          const std::string name = path + " (" + entry_.source.origin + ")";
+          entry_.parsed = kplan::tokenizer::ChatTemplate::parse(entry_.source.text, name);
+          present_ = true;
+        }
+      } catch (const kplan::Error& e) {
+        error_ = e.what();
+      }
+    });
+    if (!error_.empty()) throw kplan::Error(error_);
+    return present_ ? &entry_ : nullptr;
+  }
+  // The source text alone, parsed or not ("" when none or malformed).
+  const std::string& text(const kplan::plan::Plan& plan, const std::string& path) {
+    std::call_once(text_once_, [&] {
+      try {
+        if (auto t = kplan::tokenizer::chat_template_from_bundle(plan.tokenizer, path)) text_ = t->text;
+      } catch (const kplan::Error&) {
+      }
+    });
+    return text_;
+  }
+
+ private:
+  std::once_flag once_, text_once_;
+  Entry entry_;
+  bool present_ = false;
+  std::string error_, text_;
+};
+
 struct kplan_plan {
   std::shared_ptr<const kplan::plan::Plan> plan;
   std::string path;
   std::string sections[6];
   TokenizerCache tokenizer;
+  ChatTemplateCache chat_template;
 };
 
 // What a model's sessions share: the plan and, on the GPU, the modules and weights on the device.
@@ -680,6 +724,62 @@ kplan_status kplan_tokenizer_decode(const kplan_plan* plan, const int32_t* ids, 
       throw kplan::Error("kplan_tokenizer_decode: the text has " + std::to_string(out.size()) + " bytes, room for " +
                          std::to_string(capacity));
     std::memcpy(text, out.data(), out.size());
+  });
+}
+
+const char* kplan_plan_chat_template(const kplan_plan* plan) {
+  if (!plan) return "";
+  auto* p = const_cast<kplan_plan*>(plan);  // the cache is not part of the plan's value
+  return p->chat_template.text(*p->plan, p->path).c_str();
+}
+
+kplan_status kplan_chat_template_apply(const kplan_plan* plan, const char* conversation_json,
+                                       int32_t add_generation_prompt, char* text, size_t capacity, size_t* length) {
+  if (!plan || !conversation_json || !length || (capacity > 0 && !text))
+    return fail(KPLAN_STATUS_ERROR, "kplan_chat_template_apply: bad arguments");
+  *length = 0;
+  return guarded([&] {
+    auto* p = const_cast<kplan_plan*>(plan);
+    const ChatTemplateCache::Entry* t = p->chat_template.get(*p->plan, p->path);
+    if (!t)
+      throw kplan::Error(
+          "no chat template: '" + p->path + "' carries none (" +
+          (kplan::tokenizer::is_tokenizer_bundle(p->plan->tokenizer)
+               ? std::string("its checkpoint had no chat_template.jinja and no chat_template in tokenizer_config.json")
+               : std::string("it carries no tokenizer files, where a chat template lives")) +
+          "); write the prompt yourself");
+    using Json = nlohmann::ordered_json;
+    Json conv = Json::parse(conversation_json, nullptr, /*allow_exceptions=*/false);
+    if (conv.is_discarded()) throw kplan::Error("conversation: not valid JSON");
+    Json vars = Json::object();
+    if (conv.is_object()) {
+      if (!conv.contains("messages")) throw kplan::Error("conversation: an object needs a \"messages\" list");
+      vars = conv;
+    } else if (conv.is_array()) {
+      vars["messages"] = conv;
+    } else {
+      throw kplan::Error("conversation: must be a JSON array of messages or an object with \"messages\"");
+    }
+    const Json& messages = vars["messages"];
+    if (!messages.is_array()) throw kplan::Error("messages: must be a list of message objects");
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const std::string at = "messages[" + std::to_string(i) + "]";
+      const Json& m = messages[i];
+      if (!m.is_object()) throw kplan::Error(at + ": must be an object with \"role\" and \"content\"");
+      if (!m.contains("role") || !m["role"].is_string()) throw kplan::Error(at + ".role: must be a string");
+      if (m.contains("content") && !(m["content"].is_string() || m["content"].is_null() || m["content"].is_array()))
+        throw kplan::Error(at + ".content: must be a string, null or a list of parts");
+    }
+    vars["add_generation_prompt"] = add_generation_prompt != 0;
+    if (!vars.contains("bos_token")) vars["bos_token"] = t->source.bos_token;
+    if (!vars.contains("eos_token")) vars["eos_token"] = t->source.eos_token;
+    const std::string out = t->parsed->render(vars);
+    *length = out.size();
+    if (out.size() > capacity)
+      throw kplan::Error("kplan_chat_template_apply: the text has " + std::to_string(out.size()) + " bytes, room for " +
+                         std::to_string(capacity));
+    std::memcpy(text, out.data(), out.size());
+    if (capacity > out.size()) text[out.size()] = '\0';
   });
 }
 

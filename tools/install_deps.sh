@@ -5,7 +5,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ libgtest-dev googletest libflatbuffers-dev flatbuffers-compiler
           llvm-16-dev llvm-16-tools nlohmann-json3-dev libcli11-dev libpcre2-dev libxxhash-dev
-          python3 pkg-config binutils clang-16 libclang-rt-16-dev llvm-16)
+          python3 pkg-config binutils clang-16 libclang-rt-16-dev llvm-16 libcpp-httplib-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

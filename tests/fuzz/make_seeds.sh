@@ -83,6 +83,9 @@ d=$(seeds tokenizer_files)
 { head -n 300 models/mini-v3/tiktoken.model; printf '\0'; cat models/mini-v3/tokenizer_config.json; } > "$d/mini-v3-300-ranks"
 { cat models/mini-v3/tiktoken.model; printf '\0'; cat models/mini-v3/tokenizer_config.json; } > "$d/mini-v3"
 
+d=$(seeds chat_template)
+for t in kimi-k2 kimi-k2.6 deepseek-v3; do cp "tests/data/chat_templates/$t.jinja" "$d/$t"; done
+
 d=$(seeds tokenizer_codec)
 python3 - "$d" <<'PY'
 import json, os, struct, sys

@@ -24,11 +24,12 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(safetensors safetensors_index model_config draft_config plan_reader tokenizer_files tokenizer_codec ir_parser)
+all=(safetensors safetensors_index model_config draft_config plan_reader tokenizer_files tokenizer_codec chat_template ir_parser)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 dict_of() {
   case "$1" in
     ir_parser) echo "$here/ir.dict" ;;
+    chat_template) echo "$here/jinja.dict" ;;
     safetensors|safetensors_index|model_config|draft_config|tokenizer_files) echo "$here/json.dict" ;;
     *) echo "" ;;
   esac

@@ -23,6 +23,10 @@ if [ "${1:-}" = "--stage" ]; then
   # The runtime tests' toy plan (real sm_90/sm_120 cubins, exact host model): the runtime's floor.
   KPLAN_TOY_PLAN_OUT=$stage/plans/toy.kplan "$build/tests/runtime_tests" --gtest_filter='ToyPlan.*' >/dev/null
   mkdir -p "$stage/lib" && cp -L /lib/x86_64-linux-gnu/libpcre2-8.so.0 "$stage/lib/"
+  # kplan serve's cpp-httplib and what it links (the device machine may lack Debian's packages).
+  for l in libcpp-httplib.so.0.11 libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1 libssl.so.3 libcrypto.so.3; do
+    [ -e "/lib/x86_64-linux-gnu/$l" ] && cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"
+  done
   (cd "$repo" && git rev-parse --short HEAD) > "$stage/commit"
   du -sh "$stage"
   exit 0

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -42,7 +43,8 @@ struct RunArgs {
   std::string device = "auto";
   std::string prompt_ids;
   std::string prompt;  // text, through the tokenizer
-  bool has_prompt = false, has_prompt_ids = false;
+  std::string chat, system, messages_file;  // --chat TEXT [--system TEXT] | --messages FILE: the chat template
+  bool has_prompt = false, has_prompt_ids = false, has_chat = false, has_messages = false, print_prompt = false;
   int64_t max_new = 16;
   std::string spec;  // as given; "" when --spec was left out (resolve_spec)
   bool compare = false;  // --compare
@@ -209,8 +211,11 @@ void run(const RunArgs& args) {
   if (args.max_context < 0) throw UsageError("--max-context must not be negative");
   const int32_t budget = parse_budget(args.budget, "--budget");
   if (args.temperature < 0) throw UsageError("--temperature must not be negative");
-  if (args.has_prompt == args.has_prompt_ids)
-    throw UsageError("give exactly one of --prompt TEXT and --prompt-ids 1,2,3");
+  if (int(args.has_prompt) + int(args.has_prompt_ids) + int(args.has_chat) + int(args.has_messages) != 1)
+    throw UsageError("give exactly one of --prompt TEXT, --prompt-ids 1,2,3, --chat TEXT and --messages FILE.json");
+  if (!args.system.empty() && !args.has_chat) throw UsageError("--system goes with --chat (in --messages, give a system message)");
+  if (args.print_prompt && !(args.has_chat || args.has_messages))
+    throw UsageError("--print-prompt prints the chat template's rendering: give --chat or --messages");
   if (args.stream && (compare || args.compare))
     throw UsageError("--stream prints one decode as it is made: not with --compare or --spec compare");
   std::vector<int32_t> prompt;
@@ -239,6 +244,36 @@ void run(const RunArgs& args) {
     require_tokenizer(info, args.model, "use --prompt-ids");
     prompt = encode_text(plan.get(), args.prompt);
     if (prompt.empty()) throw Error("--prompt: the prompt is empty (give some text)");
+  }
+  // A conversation, rendered with the checkpoint's chat template and tokenized (its turn markers
+  // become their special ids); the plan's EOS ids include the end of a turn (<|im_end|>).
+  if (args.has_chat || args.has_messages) {
+    const std::string flag = args.has_chat ? "--chat" : "--messages";
+    require_tokenizer(info, source.model, "use --prompt-ids (" + flag + " needs a tokenizer and its chat template)");
+    std::string conversation;
+    if (args.has_chat) {
+      nlohmann::json messages = nlohmann::json::array();
+      if (!args.system.empty()) messages.push_back({{"role", "system"}, {"content", args.system}});
+      messages.push_back({{"role", "user"}, {"content", args.chat}});
+      conversation = messages.dump();
+    } else {
+      std::ifstream in(args.messages_file, std::ios::binary);
+      if (!in) throw Error("--messages: cannot read " + args.messages_file);
+      conversation.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    std::string text;
+    try {
+      text = render_chat(plan.get(), conversation, true, source.model);
+    } catch (const Error& e) {
+      throw Error(flag + (args.has_messages ? " " + args.messages_file : std::string()) + ": " + e.what());
+    }
+    if (args.print_prompt) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fputc('\n', stdout);
+      return;
+    }
+    prompt = encode_text(plan.get(), text);
+    if (prompt.empty()) throw Error(flag + ": the chat template rendered an empty prompt");
   }
   kplan_generate_options g;
   kplan_generate_options_init(&g);
@@ -370,6 +405,15 @@ void register_run(CLI::App& app) {
                   "Prompt text, tokenized with the model's tiktoken tokenizer (instead of --prompt-ids); "
                   "special tokens written in it, e.g. <|im_end|>, become their ids")
       ->excludes(ids);
+  cmd->add_option("--chat", args->chat,
+                  "A user message, rendered with the model's chat template (chat_template.jinja, else "
+                  "tokenizer_config.json's chat_template) and the assistant turn's opening, then tokenized");
+  cmd->add_option("--system", args->system, "With --chat: a system message before it (default: none, the template's)");
+  cmd->add_option("--messages", args->messages_file,
+                  "A conversation as JSON (a list of {\"role\", \"content\"} messages, or {\"messages\": [...], "
+                  "\"tools\": ...}), rendered with the chat template like --chat");
+  cmd->add_flag("--print-prompt", args->print_prompt,
+                "With --chat / --messages: print the rendered prompt text and exit (no decode)");
   cmd->add_option("--max-new", args->max_new,
                   "Tokens to generate (fewer on EOS or a stop string); prompt + max-new - 1 must fit the context");
   cmd->add_option("--spec", args->spec,
@@ -424,6 +468,8 @@ void register_run(CLI::App& app) {
   cmd->callback([args, cmd] {
     args->has_prompt = cmd->count("--prompt") > 0;
     args->has_prompt_ids = cmd->count("--prompt-ids") > 0;
+    args->has_chat = cmd->count("--chat") > 0;
+    args->has_messages = cmd->count("--messages") > 0;
     args->has_seed = cmd->count("--seed") > 0;
     run(*args);
   });

@@ -1,7 +1,6 @@
 // kplan version / kplan --version: what this build is (kplan, the CUDA toolkit it was built
 // against, the NVRTC it compiles kernels with, the archs it has kernel tuning for) and what this
-// machine has (the GPU and driver, or why there is none). Also `kplan serve`, which is not built
-// yet and says so.
+// machine has (the GPU and driver, or why there is none).
 #include <cstdio>
 #include <string>
 
@@ -42,15 +41,6 @@ std::string version_text() {
 void register_version(CLI::App& app) {
   auto* cmd = app.add_subcommand("version", "Print what `kplan --version` prints");
   cmd->callback([] { std::fputs(version_text().c_str(), stdout); });
-}
-
-void register_serve(CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (not built yet: exits 2)");
-  cmd->allow_extras();
-  cmd->callback([] {
-    throw UsageError("kplan serve is not built yet (issue 11 item 4: an OpenAI-compatible server); use `kplan run`, "
-                     "or the C API / Python binding in-process");
-  });
 }
 
 }  // namespace kplan::cli

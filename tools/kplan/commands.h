@@ -24,7 +24,8 @@ void register_bench(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_soak(CLI::App& app);     // cmd_soak.cc
 void register_version(CLI::App& app);  // cmd_version.cc
-void register_serve(CLI::App& app);    // cmd_version.cc: not built yet, says so (exit 2)
+void register_serve(CLI::App& app);    // cmd_serve.cc: the OpenAI-compatible HTTP server
+void register_chat(CLI::App& app);     // cmd_chat.cc: an interactive conversation in the terminal
 
 // What `kplan --version` and `kplan version` print (several lines, ending in a newline).
 std::string version_text();

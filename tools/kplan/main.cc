@@ -1,5 +1,5 @@
 // kplan: the one command-line entry point. Subcommands: compile, inspect, run, bench, synth,
-// version (and serve, which says it is not built yet).
+// serve, version, chat.
 //
 // Exit status: 0 success; 1 an error the command reports (bad data, a failed decode: one line,
 // "kplan: error: ..."); 2 a usage error (CLI11's parse errors in the same one-line form, with the
@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   kplan::cli::register_soak(app);
   kplan::cli::register_version(app);
   kplan::cli::register_serve(app);
+  kplan::cli::register_chat(app);
   try {
     // An unknown word where the command goes: CLI11 would say "A subcommand is required".
     std::string names;

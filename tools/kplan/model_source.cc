@@ -61,6 +61,25 @@ void require_tokenizer(const kplan_plan_info& info, const std::string& model, co
   throw Error("no tokenizer: plan '" + model + "' carries no tiktoken data; " + instead);
 }
 
+std::string render_chat(const kplan_plan* plan, const std::string& conversation_json, bool add_generation_prompt,
+                        const std::string& model) {
+  const int32_t gen = add_generation_prompt ? 1 : 0;
+  size_t length = 0;
+  if (kplan_chat_template_apply(plan, conversation_json.c_str(), gen, nullptr, 0, &length) != KPLAN_STATUS_OK &&
+      length == 0) {  // a failure other than "room for 0 bytes"
+    const std::string message = kplan_error_last();
+    if (message.rfind("no chat template:", 0) == 0 && fs::is_directory(model))
+      throw Error("no chat template: looked for " + (fs::path(model) / "chat_template.jinja").string() + " and for " +
+                  "chat_template in " + (fs::path(model) / "tokenizer_config.json").string() +
+                  "; neither is there (give --prompt with the turn markers written out)");
+    throw Error(message);
+  }
+  std::string text(length + 1, '\0');
+  api_check(kplan_chat_template_apply(plan, conversation_json.c_str(), gen, text.data(), text.size(), &length));
+  text.resize(length);
+  return text;
+}
+
 void require_drafter(const kplan_plan_info& info, kplan_drafter_kind drafter, const std::string& model,
                      const std::string& what) {
   if (drafter != KPLAN_DRAFTER_DFLASH || info.has_drafter) return;

@@ -38,6 +38,12 @@ void require_drafter(const kplan_plan_info& info, kplan_drafter_kind drafter, co
                      const std::string& what);
 
 std::vector<int32_t> encode_text(const kplan_plan* plan, const std::string& text);
+// A conversation (JSON text: a list of messages, or {"messages": [...], ...}) rendered with the
+// plan's chat template (kplan_chat_template_apply). Without a template, the error names the files
+// looked for: DIR/chat_template.jinja and DIR/tokenizer_config.json's chat_template for a
+// checkpoint directory, the plan's carried ones for a plan.
+std::string render_chat(const kplan_plan* plan, const std::string& conversation_json, bool add_generation_prompt,
+                        const std::string& model);
 std::string decode_tokens(const kplan_plan* plan, std::span<const int32_t> tokens);  // raw bytes
 // What `kplan run` prints of a decode on stdout: the ids on one line, then `text: ` and their
 // decoded bytes when the plan has a tokenizer.

@@ -107,6 +107,27 @@ kplan_status kplan_tokenizer_encode(const kplan_plan* plan, const char* text, si
  * plan has no tokenizer. */
 kplan_status kplan_tokenizer_decode(const kplan_plan* plan, const int32_t* ids, int32_t n_ids, char* text,
                                     size_t capacity, size_t* length);
+/* ---- chat templates ---- */
+/* The plan's chat template as its checkpoint shipped it (chat_template.jinja, else
+ * tokenizer_config.json's `chat_template`: a string, or the list entry named "default"); owned by
+ * the plan; "" when it has none (or its chat_template entry is malformed: kplan_chat_template_apply
+ * says how). */
+const char* kplan_plan_chat_template(const kplan_plan* plan);
+/* Renders a conversation to prompt text with the plan's chat template, as transformers'
+ * apply_chat_template(..., tokenize=False) renders it (kplan renders the subset of Jinja real
+ * templates use and refuses the rest naming the construct and line: runtime/tokenizer/chat_template.h).
+ * `conversation_json` (UTF-8, NUL-terminated): a JSON array of messages, each an object with a
+ * string "role" and a "content" (a string, null, or a list of {"type": "text", "text": ...} parts;
+ * other keys such as "name", "tool_calls", "tool_call_id", "reasoning_content" are passed on), or an
+ * object {"messages": [...], ...} whose other keys become template variables too (e.g. "tools").
+ * bos_token and eos_token are the tokenizer config's; add_generation_prompt: 1 ends the text
+ * with the opening of the assistant's turn. *length is set to the text's byte count;
+ * KPLAN_STATUS_ERROR when it does not fit `capacity` (call with capacity 0 to ask), the plan has
+ * no template ("no chat template: ..."), the conversation is malformed (the message names the
+ * field, e.g. "messages[1].role") or the template fails (its line). The text is NUL-terminated
+ * when capacity > *length. Tokenize it with kplan_tokenizer_encode (special tokens become ids). */
+kplan_status kplan_chat_template_apply(const kplan_plan* plan, const char* conversation_json,
+                                       int32_t add_generation_prompt, char* text, size_t capacity, size_t* length);
 /* The plan's drafter config.json text ("" when it has no drafter). */
 const char* kplan_plan_draft_config_json(const kplan_plan* plan);
 /* The model's EOS ids the plan carries (config.json's, generation_config.json's and the

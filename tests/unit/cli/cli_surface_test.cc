@@ -1,6 +1,6 @@
 // The CLI's surface as a new user meets it (issue 11, "What was found"), each through the binary:
 // compile --ir -o refuses instead of writing nothing; run's device banner (and --quiet); --version
-// and `kplan version`; `kplan serve` says it is not built; CLI11's errors as one `kplan: error:`
+// and `kplan version`; `kplan serve`'s refusals; CLI11's errors as one `kplan: error:`
 // line with exit 2; defaults in --help; inspect on a directory; a random seed by default that
 // --seed repeats; --max-new and --max-context past the context; --stats-json; --stream.
 #include <filesystem>
@@ -105,10 +105,17 @@ TEST_F(CliSurface, VersionFlagAndCommand) {
     EXPECT_NE(flag.out.find(want), std::string::npos) << want << " in\n" << flag.out;
 }
 
-TEST_F(CliSurface, ServeSaysItIsNotBuilt) {
-  const CliResult r = kplan("serve " + target() + " --port 8000");
+TEST_F(CliSurface, ServeRefusesCommandLinesThatCannotWork) {
+  // (The server itself: serve_test.cc.)
+  CliResult r = kplan("serve " + target() + " --port 70000");
   EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(r.err.rfind("kplan: error: kplan serve is not built yet", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.rfind("kplan: error: --port: Value 70000 not in range", 0), 0u) << r.err;
+  r = kplan("serve " + target() + " --device cpu --spec ddtree --port 0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("kplan: error: --spec ddtree needs a drafter"), std::string::npos) << r.err;
+  r = kplan("serve " + (scratch_->path() / "nonexistent.kplan").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("nonexistent.kplan"), std::string::npos) << r.err;
 }
 
 TEST_F(CliSurface, ParseErrorsAreOneLineWithExitTwo) {

@@ -108,6 +108,36 @@ class Binding(unittest.TestCase):
             self.assertEqual("".join(p.text for p in mini.stream("def has_key(ch):", max_new=24, ignore_eos=True)),
                              full.text)
 
+    def test_chat_template(self):
+        import json
+        data = os.path.join(SOURCE, "tests", "data", "chat_templates")
+        ckpt = os.path.join(self.dir, "chat")
+        os.makedirs(ckpt, exist_ok=True)
+        for f in ("config.json", "model.safetensors", "tiktoken.model", "tokenizer_config.json"):
+            if not os.path.exists(os.path.join(ckpt, f)):
+                os.symlink(os.path.join(SOURCE, "models", "mini-v3", f), os.path.join(ckpt, f))
+        shutil.copy(os.path.join(data, "kimi-k2.jinja"), os.path.join(ckpt, "chat_template.jinja"))
+        plan = os.path.join(self.dir, "chat.kplan")
+        cli("compile", "--model", ckpt, "-o", plan)
+        goldens = json.load(open(os.path.join(data, "goldens.json"), encoding="utf-8"))["kimi-k2.jinja"]
+        convs = {c["name"]: c for c in json.load(open(os.path.join(data, "conversations.json"), encoding="utf-8"))}
+        with kplan.Model(plan, device="cpu") as m:
+            self.assertTrue(m.chat_template.startswith("{#- A Kimi K2-shaped"))
+            tools = convs["tools, a tool call and its result"]
+            self.assertEqual(m.apply_chat_template(tools["messages"], tools=tools["tools"]),
+                             goldens["tools, a tool call and its result"]["text"])
+            user = convs["one user turn"]["messages"]
+            text = m.apply_chat_template(user)
+            self.assertEqual(text, goldens["one user turn"]["text"])
+            want = cli_ids("run", plan, "--chat", user[0]["content"], "--max-new", "8", "--ignore-eos", "-q")
+            self.assertEqual(m.generate(text, max_new=8, ignore_eos=True).tokens, want)
+            with self.assertRaisesRegex(kplan.Error, r"messages\[0\]\.role"):
+                m.apply_chat_template([{"content": "x"}])
+        with kplan.Model(self.mini, device="cpu") as mini:
+            self.assertEqual(mini.chat_template, "")
+            with self.assertRaisesRegex(kplan.Error, "no chat template"):
+                mini.apply_chat_template([{"role": "user", "content": "hi"}])
+
     def test_errors_carry_the_runtimes_message(self):
         with self.assertRaisesRegex(kplan.Error, "top_p"):
             self.model.generate([5], top_p=1.5)

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "runtime/tokenizer/tiktoken_tokenizer.h"
 #include "runtime/tokenizer/tokenizer_bundle.h"
@@ -91,6 +94,32 @@ TEST(TokenizerFiles, BundleCarriesTheSameTokenizer) {
   EXPECT_FALSE(is_tokenizer_bundle(std::vector<uint8_t>(hf_json.begin(), hf_json.end())));
   expect_contains(error_of([&] { tokenizer_from_bundle(std::vector<uint8_t>(hf_json.begin(), hf_json.end()), "x.kplan"); }),
                   {"x.kplan", "not a kplan tiktoken bundle"});
+}
+
+TEST(TokenizerFiles, BundleCarriesTheChatTemplate) {
+  testing_util::TempDir dir("tok_bundle_chat");
+  test::write_synthetic_tokenizer(dir.path());
+  // A bundle from a checkpoint without a template (and every bundle from before the field) has none.
+  std::vector<uint8_t> bundle = bundle_tokenizer_files(dir.path());
+  EXPECT_EQ(chat_template_from_bundle(bundle, "p.kplan"), std::nullopt);
+  // chat_template.jinja beside the files is carried as is, and wins over tokenizer_config.json's.
+  std::ofstream(dir.path() / "chat_template.jinja") << "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}\n";
+  bundle = bundle_tokenizer_files(dir.path());
+  std::optional<BundledChatTemplate> t = chat_template_from_bundle(bundle, "p.kplan");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->text, "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}\n");
+  EXPECT_EQ(t->origin, "chat_template.jinja");
+  EXPECT_EQ(t->bos_token, "[BOS]");
+  EXPECT_EQ(tokenizer_from_bundle(bundle, "p.kplan").summary(), "tiktoken, 768 ranks + 256 specials");
+  // The bundle without that key (an older plan's) still loads its tokenizer.
+  nlohmann::json j = nlohmann::json::parse(bundle.begin(), bundle.end());
+  j.erase("chat_template.jinja");
+  j["tokenizer_config.json"] = R"({"bos_token": "[BOS]", "chat_template": "T"})";
+  const std::string text = j.dump();
+  t = chat_template_from_bundle(std::vector<uint8_t>(text.begin(), text.end()), "p.kplan");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->text, "T");
+  EXPECT_EQ(t->origin, "tokenizer_config.json's chat_template");
 }
 
 }  // namespace

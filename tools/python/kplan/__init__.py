@@ -134,6 +134,9 @@ def _load():
             "kplan_tokenizer_decode": (ctypes.c_int, [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_int32,
                                                       ctypes.c_char_p, ctypes.c_size_t,
                                                       ctypes.POINTER(ctypes.c_size_t)]),
+            "kplan_plan_chat_template": (ctypes.c_char_p, [P]),
+            "kplan_chat_template_apply": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p,
+                                                         ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
             "kplan_model_options_init": (None, [ctypes.POINTER(_ModelOptions)]),
             "kplan_model_create": (ctypes.c_int, [P, ctypes.POINTER(_ModelOptions), ctypes.POINTER(P)]),
             "kplan_model_destroy": (None, [P]),
@@ -275,6 +278,27 @@ class Model:
 
     def decode(self, ids):
         return self.decode_bytes(ids).decode("utf-8", "replace")
+
+    @property
+    def chat_template(self):
+        """The checkpoint's chat template the plan carries ("" when none)."""
+        return _load().kplan_plan_chat_template(self._plan).decode("utf-8")
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, **variables):
+        """A conversation (a list of {"role", "content"} dicts) rendered to prompt text with the plan's chat
+        template, as transformers' apply_chat_template(tokenize=False) renders it; `variables` (e.g. tools=[...])
+        are passed to the template. Generate from it with generate(text) (its turn markers become special ids)."""
+        import json
+        lib = _load()
+        conv = dict(variables, messages=messages) if variables else messages
+        data = json.dumps(conv, ensure_ascii=False).encode("utf-8")
+        length = ctypes.c_size_t(0)
+        gen = 1 if add_generation_prompt else 0
+        if lib.kplan_chat_template_apply(self._plan, data, gen, None, 0, ctypes.byref(length)) != 0 and length.value == 0:
+            _check(1)
+        buf = ctypes.create_string_buffer(length.value + 1)
+        _check(lib.kplan_chat_template_apply(self._plan, data, gen, buf, length.value + 1, ctypes.byref(length)))
+        return buf.raw[:length.value].decode("utf-8")
 
     def _prompt_ids(self, prompt):
         if isinstance(prompt, str):
