@@ -26,6 +26,25 @@ if [ -f "$slice" ]; then
   echo "== K2.6 3-layer slice: every bucket (verify time and distinct experts against nodes)"
   timeout 120 "$bin/kplan" bench "$slice" --steps 50 --all-buckets --context 128 2>&1 | tail -14
 fi
+# The tensor-core instances for steps of 16+ tokens against the CUDA cores only, on the bundled
+# pair and the slice: the same plans compiled both ways here (KPLAN_MATMUL_MMA_MIN_TOKENS=0).
+if [ -n "${KPLAN_MMA_SWEEP:-}" ]; then
+  head -20 "$repo/tests/data/mini-v3/heldout_prompts.jsonl" > /tmp/prompts20.jsonl
+  for mma in 16 0; do
+    KPLAN_MATMUL_MMA_MIN_TOKENS=$mma "$bin/kplan" compile --model "$repo/models/mini-v3" --draft "$repo/models/mini-v3-dflash" \
+        --arch sm_90 --buckets 1,2,4,8,16,32,64,128 -o /tmp/mini-v3-mma$mma.kplan > /dev/null 2>&1
+    echo "== bundled pair, tensor cores from $mma tokens (0: never): 20 held-out prompts, 64 tokens"
+    timeout 60 "$bin/kplan" bench --acceptance /tmp/prompts20.jsonl /tmp/mini-v3-mma$mma.kplan --budgets 15,31,auto \
+        --temperatures 0 --max-new 64 --ignore-eos --device gpu 2>&1 | tail -6
+    timeout 60 "$bin/kplan" bench /tmp/mini-v3-mma$mma.kplan --steps 200 --all-buckets 2>&1 | tail -9
+    if [ "$mma" = 0 ] && [ -f "$slice" ]; then
+      KPLAN_MATMUL_MMA_MIN_TOKENS=0 "$bin/kplan" compile --model "$repo/tests/data/kimi-k2.6/config.json" --no-weights --layers 3 \
+          --synthetic-weights 1 --arch sm_90 -o /tmp/k26_l3_mma0.kplan > /dev/null 2>&1
+      echo "== K2.6 slice, CUDA cores only: every bucket"
+      timeout 120 "$bin/kplan" bench /tmp/k26_l3_mma0.kplan --steps 50 --all-buckets --context 128 2>&1 | tail -8
+    fi
+  done
+fi
 if [ -f "$pair" ]; then
   echo "== soak on the GPU: 10,000 tokens in one session, 1,000 sessions on one model"
   timeout ${KPLAN_SOAK_S:-240} "$bin/kplan" soak "$pair" --device gpu --tokens 10000 --sessions ${KPLAN_SOAK_SESSIONS:-1000} \

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <string>
 
 #include "ir/support/error.h"
 
@@ -62,8 +64,16 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
 int64_t matmul_mma_min_tokens(std::string_view arch) {
   // Below 16 tokens an m16 tile would be mostly padding and the CUDA-core stream is at the floor;
   // from 16 on its FMAs (8 per weight per token tile, every tile) and x's L1 traffic bind
-  // (kernels_templates/matmul.cuh). Set to 0 to keep every step on the CUDA cores.
+  // (kernels_templates/matmul.cuh). 0 keeps every step on the CUDA cores. KPLAN_MATMUL_MMA_MIN_TOKENS
+  // overrides it for a compile, so a device run can sweep both (tools/device/width_check.sh).
   (void)tuning_for(arch);  // refuses an arch with no table
+  if (const char* env = std::getenv("KPLAN_MATMUL_MMA_MIN_TOKENS")) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end == env || *end || v < 0 || v > 1 << 20)
+      throw Error(std::string("KPLAN_MATMUL_MMA_MIN_TOKENS must be a token count >= 0 (0: never), not '") + env + "'");
+    return v;
+  }
   return 16;
 }
 
