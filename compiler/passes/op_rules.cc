@@ -59,7 +59,7 @@ LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 // tiles of 16: steps of 16 to 63 tokens, tiles side by side) or 2 (tiles of 64) use the tensor
 // cores. All three are chosen once, at select-kernels; each bucket picks by its token count.
 KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows) {
-  const int64_t mma_min = k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch) : 0;
+  const int64_t mma_min = k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0;
   const KernelSource cuda_cores = instance(ctx, 0, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch); });
   if (mma_min <= 0) return cuda_cores;
   const KernelSource mma16 = instance(ctx, 1, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 16); });

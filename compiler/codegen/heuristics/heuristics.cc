@@ -61,11 +61,15 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
   set("WARPS", std::max<int64_t>(4, ksplit));
 }
 
-int64_t matmul_mma_min_tokens(std::string_view arch) {
+int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k) {
   // Below 16 tokens an m16 tile would be mostly padding and the CUDA-core stream is at the floor;
   // from 16 on its FMAs (8 per weight per token tile, every tile) and x's L1 traffic bind
   // (kernels_templates/matmul.cuh). 0 keeps every step on the CUDA cores. KPLAN_MATMUL_MMA_MIN_TOKENS
   // overrides it for a compile, so a device run can sweep both (tools/device/width_check.sh).
+  // Measured on the H200 (bench/RESULTS.md 2026-12-01 20:20): at K2.6 width the tensor cores win
+  // from 16 tokens (lm_head 1.30 against 2.74 ms, o_proj 0.094 against 0.27; kv_a, just under 4 M
+  // weights, ties), while under 4 M weights (the bundled pair's 192-wide model) the CUDA-core stream is
+  // faster at every step size (DDTree 15 at 5718 against 4474 tokens/s): small weights stay there.
   (void)tuning_for(arch);  // refuses an arch with no table
   if (const char* env = std::getenv("KPLAN_MATMUL_MMA_MIN_TOKENS")) {
     char* end = nullptr;
@@ -74,7 +78,7 @@ int64_t matmul_mma_min_tokens(std::string_view arch) {
       throw Error(std::string("KPLAN_MATMUL_MMA_MIN_TOKENS must be a token count >= 0 (0: never), not '") + env + "'");
     return v;
   }
-  return 16;
+  return n * k >= (int64_t{1} << 22) ? 16 : 0;
 }
 
 void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {

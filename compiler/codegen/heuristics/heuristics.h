@@ -38,8 +38,9 @@ int64_t row_threads(int64_t d);
 // tensor-core instance the op rule adds for steps of 16+ tokens) `mma_unroll` k-chunks of 32 are
 // in flight per lane and row.
 void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mma_unroll);
-// Steps of at least this many tokens take the tensor-core matmul (0: never), per arch.
-int64_t matmul_mma_min_tokens(std::string_view arch);
+// Steps of at least this many tokens take the tensor-core matmul of an [n, k] weight (0: never),
+// per arch.
+int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k);
 // The same weight stream over INT4 g32 rows (kernels_templates/matmul_int4.cuh).
 void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
 

@@ -1,4 +1,6 @@
 // Instantiation: readable ids, generated sources, parameter checks, launch geometry, arch names.
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -85,7 +87,16 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   EXPECT_EQ(mma(7168, 163840, 64, "sm_90"), (std::vector<int64_t>{1, 64, 4, 16, 1, 2}));
   EXPECT_EQ(mma(7168, 576, 16, "sm_90"), (std::vector<int64_t>{1, 16, 8, 16, 8, 2}));
   EXPECT_EQ(mma(7168, 576, 16, "sm_120"), (std::vector<int64_t>{1, 16, 8, 16, 8, 4}));
-  EXPECT_EQ(matmul_mma_min_tokens("sm_90"), 16);
+  // Tensor cores from 16 tokens for a K2.6-sized weight; never for a small one (the bundled pair's).
+  EXPECT_EQ(matmul_mma_min_tokens("sm_90", 163840, 7168), 16);
+  EXPECT_EQ(matmul_mma_min_tokens("sm_90", 1536, 7168), 16);
+  EXPECT_EQ(matmul_mma_min_tokens("sm_90", 576, 7168), 0);  // kv_a: just under 4 M weights (a tie measured)
+  EXPECT_EQ(matmul_mma_min_tokens("sm_90", 4352, 192), 0);
+  setenv("KPLAN_MATMUL_MMA_MIN_TOKENS", "0", 1);
+  EXPECT_EQ(matmul_mma_min_tokens("sm_90", 163840, 7168), 0);
+  setenv("KPLAN_MATMUL_MMA_MIN_TOKENS", "sixteen", 1);
+  EXPECT_THROW(matmul_mma_min_tokens("sm_90", 163840, 7168), Error);
+  unsetenv("KPLAN_MATMUL_MMA_MIN_TOKENS");
   auto message = [](const ParamValues& p) {
     try {
       instantiate("matmul", p);
