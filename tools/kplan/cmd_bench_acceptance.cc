@@ -307,10 +307,28 @@ void run_acceptance_bench(const AcceptanceArgs& args, const std::string& model_p
   }
   std::fputs(table.str().c_str(), stdout);
 
+  // Greedy: every mode must emit AR's tokens (the lossless check; a difference fails the bench).
+  // Sampled: the same seed draws the same uniform for each output position, so the modes emit AR's
+  // sample too while the target's logits at a position agree to the bit between its step sizes;
+  // where they differ in the last bits a draw at a near-tie can pick the neighbouring token. That
+  // is reported, not failed: each mode still samples AR's distribution (tests/unit/ddtree's
+  // chi-square tests), it is the coupling that a last bit can break.
   const ModeMeasurement* mismatched = nullptr;
-  for (const ModeMeasurement& m : rows)
-    if (m.first_mismatch && !mismatched) mismatched = &m;
-  if (!mismatched) std::printf("identical: every mode emitted AR's tokens for every prompt and temperature\n");
+  std::vector<const ModeMeasurement*> sampled_differences;
+  for (const ModeMeasurement& m : rows) {
+    if (!m.first_mismatch) continue;
+    if (m.temperature > 0)
+      sampled_differences.push_back(&m);
+    else if (!mismatched)
+      mismatched = &m;
+  }
+  if (!mismatched && sampled_differences.empty())
+    std::printf("identical: every mode emitted AR's tokens for every prompt and temperature\n");
+  else if (!mismatched)
+    std::printf("identical when greedy: every mode emitted AR's tokens at temperature 0\n");
+  for (const ModeMeasurement* m : sampled_differences)
+    std::printf("sampled, not AR's sample of the same seed (a near-tie; the distribution is AR's): temperature %s: %s\n",
+                format_cell("%g", m->temperature).c_str(), m->first_mismatch->c_str());
   std::fflush(stdout);
 
   if (!json_out.empty()) {
