@@ -132,7 +132,7 @@ TEST_F(CliSurface, ParseErrorsAreOneLineWithExitTwo) {
   const CliResult unknown = kplan("runn " + target());
   EXPECT_EQ(unknown.status, 2);
   EXPECT_EQ(unknown.err.rfind("kplan: error: unknown command 'runn' (commands: compile, inspect, run, bench, synth, "
-                              "version, serve",
+                              "soak, version, serve, chat",
                               0),
             0u)
       << unknown.err;

@@ -1,5 +1,5 @@
-// kplan soak (issue 12 item 5): the verdict on a memory series (a leak of a few KiB a call over
-// many calls shows, allocator noise within the tolerance does not), and the command on a
+// kplan soak (issue 12 item 5): the verdict on a memory series (a leak of 64 KiB a call over a
+// hundred calls shows, allocator noise within the tolerance does not), and the command on a
 // compiled tiny pair on the CPU: both phases run their counts, every series is sampled and judged
 // flat, the JSON carries the samples, bad counts are refused by name.
 #include <fstream>
@@ -20,12 +20,12 @@ TEST(SoakVerdict, ALeakPerCallGrowsAndNoiseDoesNot) {
   using cli::MemorySeries;
   MemorySeries leak{"host RSS", {}}, noise{"host RSS", {}};
   for (uint64_t i = 0; i < 100; ++i) {
-    leak.bytes.push_back(100'000'000 + i * 8 * 1024);                    // 8 KiB a call
+    leak.bytes.push_back(100'000'000 + i * 64 * 1024);                   // 64 KiB a call
     noise.bytes.push_back(100'000'000 + (i % 3) * 512 * 1024 + (i % 7) * 4096);  // up to ~1 MiB, no trend
   }
   const cli::Growth grew = growth_of(leak, 4 << 20);
   EXPECT_FALSE(grew.flat);
-  EXPECT_EQ(grew.grown, 99 * 8 * 1024);
+  EXPECT_EQ(grew.grown, 99 * 64 * 1024);
   EXPECT_TRUE(growth_of(noise, 4 << 20).flat);
   EXPECT_FALSE(growth_of(noise, 0).flat) << "a tolerance of 0 refuses any growth";
   EXPECT_EQ(growth_of(noise, 4 << 20).peak, 100'000'000u + 2 * 512 * 1024 + 6 * 4096);

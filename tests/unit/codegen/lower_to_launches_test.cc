@@ -2,6 +2,8 @@
 // launch argument matches its kernel's signature, slots fit the arena, step inputs are bound),
 // compiles for the shipped archs, views cost no launches, scratch slots are reused, and each
 // bucket returns logits (and the captured hidden states) for its token count.
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -62,7 +64,21 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
   o.buckets = {1, 8, 40};
   o.max_context = 128;
   o.max_tree_nodes = 40;
+  // Tiny's weights are all under the tensor-core threshold's 4 M elements: without the override
+  // no bucket takes a tensor-core instance.
+  {
+    Lowered small = lower_config("tiny", o);
+    for (const plan::Bucket& b : small.plan.buckets)
+      for (const plan::Launch& launch : b.launches) {
+        const codegen::KernelSource& k = small.plan.kernels[launch.kernel];
+        if (k.family == "matmul") EXPECT_EQ(codegen::kernel_param(k, "MMA"), 0) << k.id << " at " << b.tokens << " tokens";
+      }
+  }
+  // Below, the tensor cores from 16 tokens for every weight (KPLAN_MATMUL_MMA_MIN_TOKENS), so the
+  // per-bucket choice of instances is checked on tiny too.
+  setenv("KPLAN_MATMUL_MMA_MIN_TOKENS", "16", 1);
   Lowered l = lower_config("tiny", o);
+  unsetenv("KPLAN_MATMUL_MMA_MIN_TOKENS");
   const plan::LoweredPlan& lp = l.plan;
   ASSERT_EQ(lp.buckets.size(), 3u);
   EXPECT_EQ(lp.kv_caches.size(), 4u);
