@@ -336,8 +336,13 @@ void validate_plan(const Plan& plan, const std::string& source) {
     for (const StepOutput& o : b.outputs) {
       std::string oname = bname + " output " + output_kind_name(o.kind);
       if (o.slot >= bp.slots.size()) fail(oname + " names a missing slot");
-      uint64_t bytes = static_cast<uint64_t>(o.rows * o.cols) * dtype_size(o.dtype);
-      if (o.offset + bytes > bp.slots[o.slot].size) fail(oname + " does not fit its slot");
+      // rows and cols come from the file: a product past 64 bits must be refused, not wrapped.
+      uint64_t elements = 0, bytes = 0;
+      if (o.rows < 0 || o.cols < 0 ||
+          __builtin_mul_overflow(static_cast<uint64_t>(o.rows), static_cast<uint64_t>(o.cols), &elements) ||
+          __builtin_mul_overflow(elements, dtype_size(o.dtype), &bytes))
+        fail(oname + " has a shape whose size overflows");
+      if (bytes > bp.slots[o.slot].size || o.offset > bp.slots[o.slot].size - bytes) fail(oname + " does not fit its slot");
       // @draft's block row 0 is the bonus token: its outputs are the B - 1 rows after it.
       // A round's state is one row of words whatever the bucket.
       const int64_t rows = o.kind == OutputKind::RoundState ? 1

@@ -232,6 +232,23 @@ TEST(PlanValidate, RefusesAKvCacheWhoseSizeWraps) {
   }
 }
 
+// A step output whose rows x cols overflows int64 (a fuzzer's plan: 7 x 3.8e18) is refused by
+// name, not multiplied with undefined behaviour and a wrapped size (corpus/plan_reader/crashes/
+// fuzz-output-shape-overflows).
+TEST(PlanValidate, RefusesAStepOutputWhoseSizeOverflows) {
+  Plan p = testing::sample_plan();
+  ASSERT_FALSE(p.buckets.empty());
+  ASSERT_FALSE(p.buckets[0].outputs.empty());
+  p.buckets[0].outputs[0].rows = 7;
+  p.buckets[0].outputs[0].cols = 3819052484010180640;
+  try {
+    validate_plan(p, "overflowing.kplan");
+    FAIL() << "accepted an output of 7 x 3819052484010180640 elements";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has a shape whose size overflows"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(PlanFileTest, RefusesChangedMetadata) {
   std::vector<uint8_t> bad = bytes;
   bad[kPrefixSize + 100] ^= 0x40;
