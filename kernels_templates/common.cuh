@@ -28,6 +28,17 @@ __device__ __forceinline__ void grid_dependency_begin() {
 }
 typedef long long i64;
 
+// The block's dynamic shared memory (the launch's smem_bytes), 16-byte aligned. The host shim of
+// the CPU tests (tests/unit/codegen/cuda_host_shim.h) supplies its own.
+#ifndef KP_HOST_SHIM
+__device__ __forceinline__ void* dynamic_smem() {
+  extern __shared__ float4 kp_dynamic_smem[];  // float4: 16-byte aligned
+  return kp_dynamic_smem;
+}
+#else
+inline void* dynamic_smem() { return ::kplan::cuda_host::dynamic_smem(); }
+#endif
+
 __device__ __forceinline__ float bf16_to_f32(unsigned short v) {
   return __uint_as_float(static_cast<unsigned>(v) << 16);
 }

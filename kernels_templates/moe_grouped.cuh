@@ -8,23 +8,27 @@
 // moe_combine:          out[t, j] = (ACC ? out[t, j] : 0) + sum_k partial[t * TOPK + k, j]  (k in order)
 //   where p = t * TOPK + k is a (token, k) pair and e = clamp(topk_ids[p], 0, E - 1) its expert.
 //
-// Grouping. Block (tile, slot) of the two expert kernels serves the slot-th distinct expert id
+// Grouping. Block (x, slot) of the two expert kernels serves the slot-th distinct expert id
 // among the step's clamped topk_ids (in increasing id order): every block ORs the ids into a
 // shared bitmap of E bits (n_tokens * TOPK <= a few hundred int32, read from L2), warp 0 finds
 // the slot-th set bit, and a block whose slot is past the number of distinct experts exits at
-// once. grid.y = min(E, n_tokens * TOPK), so at most n_tokens * TOPK - distinct blocks per row
-// tile are empty (none at 1 token). No compaction kernel, no atomics on global memory: results
+// once. grid.y = min(E, n_tokens * TOPK), so at most n_tokens * TOPK - distinct blocks per grid
+// column are empty (none at 1 token). No compaction kernel, no atomics on global memory: results
 // are deterministic, and the only difference from the CPU reference (runtime/cpu/moe.cc) is the
 // f32 summation order of each dot product (the combine adds the k terms in the CPU's order).
 // The block then takes the pairs that chose its expert NT at a time (warp 0 compacts them with
-// a ballot, in increasing p) and, for each such chunk, streams its tile of the expert's rows
-// (ROWS rows per warp; gate/up: ROWS gate rows and the same ROWS up rows) over the reduction
-// dim in chunks of 1024 columns: the chunk's activations of the nt <= NT tokens are staged in
-// shared memory as f32 (4 KiB per pair), each lane loads its 32 columns of every row of the
-// warp's tile (INT4: one 16-byte load per row; bf16: four) before the chunk's activations are
-// staged and before any math — ROWS (x2) loads in flight per lane, several warps per SM, their
-// latency overlapping the staging — then applies each weight to the nt tokens. A pair
-// chunk past the first re-streams the tile: from L2 (just read by this block), not from HBM.
+// a ballot, in increasing p) and, for each such chunk, stages the nt <= NT tokens' activations
+// of the whole reduction dim in shared memory as f32 (dynamic shared memory: NT * 4 KiB per
+// 1024 columns; 28 KiB a pair at K2.6's H = 7168), once, behind one barrier. Then every warp
+// streams on its own, with no further block barrier: the block's row tiles x, x + grid.x, ...
+// (ROWS rows per warp and tile; gate/up: ROWS gate rows and the same ROWS up rows), each row
+// over the reduction dim in chunks of 1024 columns, each lane loading its 32 columns of every
+// row of the warp's tile (INT4: one 16-byte load per row; bf16: four), with PF 1 the next
+// (tile, chunk)'s loads issued before this one's math, across tile boundaries too. grid.x
+// (BLOCKS blocks over the experts a step is expected to touch, families/moe_grouped.cc) keeps a
+// block streaming several tiles, so its prologue (the bitmap of ids, the pair scan, the
+// staging) is paid once per block, not once per tile. A pair chunk past the first re-streams
+// the tiles: from L2 (just read by this block), not from HBM.
 // Why no repacked weight layout: the stacked checkpoint layout is already row-major per expert,
 // so a warp's row chunk is one coalesced 512-byte (INT4) or 2 KiB (bf16) run and a block's
 // tile is ROWS * WARPS contiguous rows; the synthetic-weight generator and the CPU reference
@@ -43,8 +47,10 @@
 // ~1-2 tokens, so the kernels are bandwidth- and issue-bound, not FLOP-bound.
 //
 // Launch (families/moe_grouped.cc):
-//   gate_up: grid (ceil(I / (ROWS * WARPS)), min(E, n_tokens * TOPK)), block 32 * WARPS.
-//   down:    grid (ceil(H / (ROWS * WARPS)), min(E, n_tokens * TOPK)), block 32 * WARPS.
+//   gate_up: grid (blocks per expert <= ceil(I / (ROWS * WARPS)), min(E, n_tokens * TOPK)),
+//            block 32 * WARPS, dynamic shared memory NT * ceil(H / 1024) * 4 KiB.
+//   down:    grid (blocks per expert <= ceil(H / (ROWS * WARPS)), min(E, n_tokens * TOPK)),
+//            block 32 * WARPS, dynamic shared memory NT * ceil(I / 1024) * 4 KiB.
 //   combine: grid (ceil(H / THREADS), n_tokens), block THREADS.
 // Arguments:
 //   gate_up: x (X_DT, row t at t * x_row_stride), topk_ids (int32 [n_tokens, TOPK]), w_gate,
@@ -62,8 +68,9 @@
 //
 // Template parameters: H (hidden), I (moe_intermediate_size), E (routed experts), TOPK, W_FMT
 // (0 bf16, 1 INT4), X_DT / Y_DT activation element types, ACC (combine: add into out), and the
-// tuning WARPS, ROWS (rows per warp), NT (pairs per chunk), PF (1: the next column chunk's
-// weights are loaded before this chunk's math), THREADS (combine).
+// tuning WARPS, ROWS (rows per warp), NT (pairs per chunk), PF (1: the next (tile, column
+// chunk)'s weights are loaded before this one's math), BLOCKS (the grid's target size; read by
+// the launch geometry only), THREADS (combine).
 #include "common.cuh"
 
 namespace kp {
@@ -162,17 +169,26 @@ __device__ __forceinline__ int moe_xs_slot(int f) {
   return f;
 }
 
-// Stages columns [c0, c0 + kMoeChunk) of NTC activation rows (row r at element offset rows[r])
-// into xs [NTC][kMoeChunk] f32; columns past K are 0.
+// Float4s per staged activation row: K rounded up to whole column chunks.
+template <int K>
+__device__ constexpr int moe_xs_row() {
+  return (K + kMoeChunk - 1) / kMoeChunk * (kMoeChunk / 4);
+}
+
+// Stages all K columns of NTC activation rows (row r at element offset rows[r]) into xs
+// [NTC][moe_xs_row<K>()] f32, chunk by chunk (each chunk's float4s swizzled as moe_xs_slot);
+// columns past K are 0.
 template <int K, int DT, int W_FMT, int NTC, int THREADS>
-__device__ __forceinline__ void moe_stage(float4* xs, const void* x, const i64* rows, int c0) {
-  for (int idx = threadIdx.x; idx < NTC * (kMoeChunk / 4); idx += THREADS) {
-    const int r = idx / (kMoeChunk / 4), f = idx % (kMoeChunk / 4);
-    const int col = c0 + 4 * f;
+__device__ __forceinline__ void moe_stage(float4* xs, const void* x, const i64* rows) {
+  constexpr int XS = moe_xs_row<K>();
+  for (int idx = threadIdx.x; idx < NTC * XS; idx += THREADS) {
+    const int r = idx / XS, f = idx % XS;
+    const int chunk = f / (kMoeChunk / 4), fc = f % (kMoeChunk / 4);
+    const int col = 4 * f;
     float v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) v[u] = col + u < K ? load<DT>(x, rows[r] + col + u) : 0.f;
-    float4& dst = xs[r * (kMoeChunk / 4) + moe_xs_slot<W_FMT>(f)];
+    float4& dst = xs[r * XS + chunk * (kMoeChunk / 4) + moe_xs_slot<W_FMT>(fc)];
     dst.x = v[0];
     dst.y = v[1];
     dst.z = v[2];
@@ -188,6 +204,36 @@ __device__ __forceinline__ float moe_nibble(unsigned w) {
   return fmaf(__uint_as_float((w & (0xFu << (4 * J))) | 0x4B000000u), kScale, kBias);
 }
 
+// Row `row` (clamped to the matrix) of expert e's [rows, K] matrix and its scales.
+template <int K, int W_FMT>
+__device__ __forceinline__ const void* moe_row(const void* w, i64 row) {
+  return W_FMT == 1 ? static_cast<const void*>(static_cast<const int*>(w) + row * (K / 8))
+                    : static_cast<const void*>(static_cast<const unsigned short*>(w) + row * K);
+}
+template <int K, int W_FMT>
+__device__ __forceinline__ const unsigned short* moe_row_scale(const void* s, i64 row) {
+  return W_FMT == 1 ? static_cast<const unsigned short*>(s) + row * (K / 32) : nullptr;
+}
+
+// A warp's rows of one row tile: ROWS consecutive rows (clamped to the matrix) of each of MATS
+// stacked matrices (gate/up: 2, down: 1); row r of the NR = MATS * ROWS is row r % ROWS of
+// matrix r / ROWS. Moving to the next tile changes `first` only (no pointer arrays held twice).
+template <int K, int W_FMT, int MATS, int ROWS>
+struct MoeTileRows {
+  static constexpr int NR = MATS * ROWS, K_DIM = K, FMT = W_FMT;
+  const void* w[MATS];
+  const unsigned short* s[MATS];
+  i64 base;   // the expert's first row in the stack
+  int first;  // the warp's first row of the tile, within the expert
+  int rows;   // the expert's rows per matrix
+  __device__ __forceinline__ i64 row(int r) const {
+    const int i = first + r % ROWS;
+    return base + (i < rows ? i : rows - 1);
+  }
+  __device__ __forceinline__ const void* ptr(int r) const { return moe_row<K, W_FMT>(w[r / ROWS], row(r)); }
+  __device__ __forceinline__ const unsigned short* scale(int r) const { return moe_row_scale<K, W_FMT>(s[r / ROWS], row(r)); }
+};
+
 // This lane's 16-byte loads of columns [c0, c0 + kMoeChunk) of NR rows (INT4: one per row, its
 // group's scale beside it; bf16: four per row; odd-length bf16 rows: none, read in the math).
 // Issued before the chunk's activations are staged, so the loads' latency overlaps the staging.
@@ -198,17 +244,16 @@ struct MoeChunkWeights {
   float sc[NR];
 };
 
-template <int K, int W_FMT, int NR>
-__device__ __forceinline__ void moe_chunk_load(const void* const (&w)[NR], const unsigned short* const (&s)[NR], int c0,
-                                               MoeChunkWeights<K, W_FMT, NR>& cw) {
+template <class Rows, int K, int W_FMT, int NR>
+__device__ __forceinline__ void moe_chunk_load(const Rows& t, int c0, MoeChunkWeights<K, W_FMT, NR>& cw) {
   const int lane = threadIdx.x % 32;
   if constexpr (W_FMT == 1) {
     const int gi = c0 / 32 + lane;  // this lane's group of 32 columns
     if (gi >= K / 32) return;
 #pragma unroll
-    for (int r = 0; r < NR; ++r) cw.q[0][r] = __ldcs(static_cast<const uint4*>(w[r]) + gi);
+    for (int r = 0; r < NR; ++r) cw.q[0][r] = __ldcs(static_cast<const uint4*>(t.ptr(r)) + gi);
 #pragma unroll
-    for (int r = 0; r < NR; ++r) cw.sc[r] = bf16_to_f32(__ldg(s[r] + gi));
+    for (int r = 0; r < NR; ++r) cw.sc[r] = bf16_to_f32(__ldg(t.scale(r) + gi));
   } else if constexpr (K % 8 == 0) {
     // Load m covers columns c0 + (32 m + lane) * 8 + [0, 8).
 #pragma unroll
@@ -216,18 +261,19 @@ __device__ __forceinline__ void moe_chunk_load(const void* const (&w)[NR], const
       const int col = c0 + (32 * m + lane) * 8;
 #pragma unroll
       for (int r = 0; r < NR; ++r)
-        cw.q[m][r] = col < K ? __ldcs(reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(w[r]) + col)) : uint4{0u, 0u, 0u, 0u};
+        cw.q[m][r] = col < K ? __ldcs(reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(t.ptr(r)) + col)) : uint4{0u, 0u, 0u, 0u};
     }
   }
 }
 
 // acc[r][t] += row r's columns [c0, c0 + kMoeChunk) . staged activation t, this lane's part.
-// w[r]: row r (INT4: int32 words; bf16: bf16), cw: this lane's loads of them (moe_chunk_load).
-template <int K, int W_FMT, int NR, int NTC>
-__device__ __forceinline__ void moe_chunk_dot(const void* const (&w)[NR], const MoeChunkWeights<K, W_FMT, NR>& cw, int c0,
-                                              const float4* xs, float (&acc)[NR][NTC]) {
+// t.ptr(r): row r (INT4: int32 words; bf16: bf16), cw: this lane's loads of them (moe_chunk_load);
+// xs: the staged rows (moe_stage), already offset to the chunk of c0.
+template <int NTC, class Rows, int K, int W_FMT, int NR>
+__device__ __forceinline__ void moe_chunk_dot(const Rows& t, const MoeChunkWeights<K, W_FMT, NR>& cw, int c0, const float4* xs,
+                                              float (&acc)[NR][NTC]) {
   const int lane = threadIdx.x % 32;
-  constexpr int F4 = kMoeChunk / 4;
+  constexpr int F4 = moe_xs_row<K>();  // float4s between two tokens' staged rows
   if constexpr (W_FMT == 1) {
     const int gi = c0 / 32 + lane;
     if (gi >= K / 32) return;
@@ -313,55 +359,71 @@ __device__ __forceinline__ void moe_chunk_dot(const void* const (&w)[NR], const 
       if (col >= K) break;
 #pragma unroll
       for (int r = 0; r < NR; ++r) {
-        const float v = bf16_to_f32(__ldcs(static_cast<const unsigned short*>(w[r]) + col));
+        const float v = bf16_to_f32(__ldcs(static_cast<const unsigned short*>(t.ptr(r)) + col));
 #pragma unroll
-        for (int t = 0; t < NTC; ++t) acc[r][t] = fmaf(v, xf[t * kMoeChunk + 32 * m + lane], acc[r][t]);
+        for (int t = 0; t < NTC; ++t) acc[r][t] = fmaf(v, xf[t * 4 * F4 + 32 * m + lane], acc[r][t]);
       }
     }
   }
 }
 
-// One chunk of NTC pairs through NR rows of every warp: acc[r][t] = w[r] . activation row t
-// (full sums, in every lane).
-// PF 1: the next chunk's loads are issued before this chunk's math (two chunks in flight per
-// lane, more registers); PF 0: each chunk's loads before its activations are staged.
-template <int K, int DT, int W_FMT, int NR, int NTC, int THREADS, int PF>
-__device__ __forceinline__ void moe_rows_by_pairs(const void* const (&w)[NR], const unsigned short* const (&s)[NR],
-                                                  const void* x, const i64* rows, float4* xs, float (&acc)[NR][NTC]) {
-#pragma unroll
-  for (int r = 0; r < NR; ++r)
-#pragma unroll
-    for (int t = 0; t < NTC; ++t) acc[r][t] = 0.f;
+// The row tiles blockIdx.x, blockIdx.x + gridDim.x, ... (< n_tiles; TILE rows each) of one pair
+// chunk through this warp's rows t (t.first: its first row of tile 0), against the NTC
+// activation rows staged in xs (no block barrier inside: each warp streams on its own).
+// emit(tile, acc) gets acc[r][j] = row r . activation row j (full sums, in every lane).
+// PF 1: the next (tile, column chunk)'s loads are issued before this one's math, across tile
+// boundaries too (two steps in flight per lane, more registers); PF 0: load, then math.
+template <int NTC, int PF, int TILE, class Rows, class Emit>
+__device__ __forceinline__ void moe_stream_tiles(int n_tiles, const float4* xs, Rows t, Emit emit) {
+  constexpr int K = Rows::K_DIM, W_FMT = Rows::FMT, NR = Rows::NR;
+  constexpr int KC = (K + kMoeChunk - 1) / kMoeChunk;  // column chunks per row
+  int tile = blockIdx.x;
+  if (tile >= n_tiles) return;
+  const int first0 = t.first;
+  t.first = first0 + tile * TILE;
   MoeChunkWeights<K, W_FMT, NR> cw;
-  if constexpr (PF == 1) moe_chunk_load<K, W_FMT, NR>(w, s, 0, cw);
-  for (int c0 = 0; c0 < K; c0 += kMoeChunk) {
-    MoeChunkWeights<K, W_FMT, NR> next;
-    if constexpr (PF == 1) {
-      if (c0 + kMoeChunk < K) moe_chunk_load<K, W_FMT, NR>(w, s, c0 + kMoeChunk, next);
-    } else {
-      moe_chunk_load<K, W_FMT, NR>(w, s, c0, cw);  // in flight while the activations are staged
+  if constexpr (PF == 1) moe_chunk_load(t, 0, cw);
+  for (;;) {
+    float acc[NR][NTC];
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+#pragma unroll
+      for (int j = 0; j < NTC; ++j) acc[r][j] = 0.f;
+    const int next_tile = tile + static_cast<int>(gridDim.x);
+    Rows nt = t;
+    nt.first = first0 + next_tile * TILE;
+    for (int c = 0; c < KC; ++c) {
+      MoeChunkWeights<K, W_FMT, NR> next;
+      if constexpr (PF == 1) {
+        if (c + 1 < KC) {
+          moe_chunk_load(t, (c + 1) * kMoeChunk, next);
+        } else if (next_tile < n_tiles) {
+          moe_chunk_load(nt, 0, next);
+        }
+      } else {
+        moe_chunk_load(t, c * kMoeChunk, cw);
+      }
+      moe_chunk_dot<NTC>(t, cw, c * kMoeChunk, xs + c * (kMoeChunk / 4), acc);
+      if constexpr (PF == 1) cw = next;
     }
-    __syncthreads();  // the previous chunk's activations are no longer read
-    moe_stage<K, DT, W_FMT, NTC, THREADS>(xs, x, rows, c0);
-    __syncthreads();
-    moe_chunk_dot<K, W_FMT, NR, NTC>(w, cw, c0, xs, acc);
-    if constexpr (PF == 1) cw = next;
+#pragma unroll
+    for (int r = 0; r < NR; ++r)
+#pragma unroll
+      for (int j = 0; j < NTC; ++j) acc[r][j] = warp_sum(acc[r][j]);
+    emit(tile, acc);
+    if (next_tile >= n_tiles) return;
+    tile = next_tile;
+    t.first = nt.first;
   }
-#pragma unroll
-  for (int r = 0; r < NR; ++r)
-#pragma unroll
-    for (int t = 0; t < NTC; ++t) acc[r][t] = warp_sum(acc[r][t]);
 }
 
-// Row `row` (clamped to the matrix) of expert e's [rows, K] matrix and its scales.
-template <int K, int W_FMT>
-__device__ __forceinline__ const void* moe_row(const void* w, i64 row) {
-  return W_FMT == 1 ? static_cast<const void*>(static_cast<const int*>(w) + row * (K / 8))
-                    : static_cast<const void*>(static_cast<const unsigned short*>(w) + row * K);
-}
-template <int K, int W_FMT>
-__device__ __forceinline__ const unsigned short* moe_row_scale(const void* s, i64 row) {
-  return W_FMT == 1 ? static_cast<const unsigned short*>(s) + row * (K / 32) : nullptr;
+// Stages the chunk's activation rows (row r at element offset rows[r], written by threads < NTC
+// before the call) once, for every row tile of the block.
+template <int K, int DT, int W_FMT, int NTC, int THREADS>
+__device__ __forceinline__ void moe_stage_pairs(float4* xs, const void* x, const i64* rows) {
+  __syncthreads();  // rows[] written; the previous chunk's activations are no longer read
+  moe_stage<K, DT, W_FMT, NTC, THREADS>(xs, x, rows);
+  __syncthreads();
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTC>
@@ -369,38 +431,34 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
                                                   const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                   int x_row_stride, float4* xs, i64* rows) {
   constexpr int NR = 2 * ROWS;  // ROWS gate rows, then the same ROWS up rows
-  const int i0 = (blockIdx.x * WARPS + threadIdx.x / 32) * ROWS;
-  const void* w[NR];
-  const unsigned short* s[NR];
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    const i64 row = static_cast<i64>(g.expert) * I + (i0 + r < I ? i0 + r : I - 1);
-    w[r] = moe_row<H, W_FMT>(w_gate, row);
-    s[r] = moe_row_scale<H, W_FMT>(w_gate_scale, row);
-    w[ROWS + r] = moe_row<H, W_FMT>(w_up, row);
-    s[ROWS + r] = moe_row_scale<H, W_FMT>(w_up_scale, row);
-  }
+  constexpr int TILE = WARPS * ROWS;
   if (threadIdx.x < NTC) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x] / TOPK) * x_row_stride;
-  float acc[NR][NTC];
-  moe_rows_by_pairs<H, X_DT, W_FMT, NR, NTC, WARPS * 32, PF>(w, s, x, rows, xs, acc);
-  if (threadIdx.x % 32 == 0) {
+  moe_stage_pairs<H, X_DT, W_FMT, NTC, WARPS * 32>(xs, x, rows);
+  const int warp = threadIdx.x / 32;
+  MoeTileRows<H, W_FMT, 2, ROWS> t{{w_gate, w_up},
+                                   {static_cast<const unsigned short*>(w_gate_scale), static_cast<const unsigned short*>(w_up_scale)},
+                                   static_cast<i64>(g.expert) * I, warp * ROWS, I};
+  auto emit = [&](int tile, const float (&acc)[NR][NTC]) {
+    const int i0 = tile * TILE + warp * ROWS;
+    if (threadIdx.x % 32 != 0) return;
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       if (i0 + r >= I) break;
 #pragma unroll
-      for (int t = 0; t < NTC; ++t) static_cast<float*>(h)[static_cast<i64>(g.pairs[t]) * I + i0 + r] = silu(acc[r][t]) * acc[ROWS + r][t];
+      for (int j = 0; j < NTC; ++j) static_cast<float*>(h)[static_cast<i64>(g.pairs[j]) * I + i0 + r] = silu(acc[r][j]) * acc[ROWS + r][j];
     }
-  }
+  };
+  moe_stream_tiles<NTC, PF, TILE>((I + TILE - 1) / TILE, xs, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF>
+template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS>
 __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const void* w_gate, const void* w_gate_scale,
                                     const void* w_up, const void* w_up_scale, void* h, int n_tokens, int x_row_stride) {
   static_assert(NT >= 1 && NT <= 8, "NT pairs per chunk: 1..8");
   static_assert(W_FMT == 0 || H % 32 == 0, "INT4 rows hold whole groups of 32");
   __shared__ MoeGroup<E, TOPK, NT> g;
-  __shared__ float4 xs[NT * kMoeChunk / 4];
   __shared__ i64 rows[NT];
+  float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of H (the launch's smem_bytes)
   const int* ids = static_cast<const int*>(topk_ids);
   const int n_pairs = n_tokens * TOPK;
   moe_find_group<E, TOPK, NT, WARPS * 32>(g, ids, n_pairs, blockIdx.y);
@@ -426,19 +484,14 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
 template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int NTC>
 __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
                                                const void* w_down, const void* w_down_scale, void* partial, float4* xs, i64* rows) {
-  const int j0 = (blockIdx.x * WARPS + threadIdx.x / 32) * ROWS;
-  const void* w[ROWS];
-  const unsigned short* s[ROWS];
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    const i64 row = static_cast<i64>(g.expert) * H + (j0 + r < H ? j0 + r : H - 1);
-    w[r] = moe_row<I, W_FMT>(w_down, row);
-    s[r] = moe_row_scale<I, W_FMT>(w_down_scale, row);
-  }
+  constexpr int TILE = WARPS * ROWS;
   if (threadIdx.x < NTC) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x]) * I;
-  float acc[ROWS][NTC];
-  moe_rows_by_pairs<I, F32, W_FMT, ROWS, NTC, WARPS * 32, PF>(w, s, h, rows, xs, acc);
-  if (threadIdx.x % 32 == 0) {
+  moe_stage_pairs<I, F32, W_FMT, NTC, WARPS * 32>(xs, h, rows);
+  const int warp = threadIdx.x / 32;
+  MoeTileRows<I, W_FMT, 1, ROWS> t{{w_down}, {static_cast<const unsigned short*>(w_down_scale)}, static_cast<i64>(g.expert) * H, warp * ROWS, H};
+  auto emit = [&](int tile, const float (&acc)[ROWS][NTC]) {
+    const int j0 = tile * TILE + warp * ROWS;
+    if (threadIdx.x % 32 != 0) return;
 #pragma unroll
     for (int t = 0; t < NTC; ++t) {
       const int p = g.pairs[t];
@@ -448,17 +501,18 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
         if (j0 + r < H) static_cast<float*>(partial)[static_cast<i64>(p) * H + j0 + r] = wt * acc[r][t];
       }
     }
-  }
+  };
+  moe_stream_tiles<NTC, PF, TILE>((H + TILE - 1) / TILE, xs, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF>
+template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
   static_assert(NT >= 1 && NT <= 8, "NT pairs per chunk: 1..8");
   static_assert(W_FMT == 0 || I % 32 == 0, "INT4 rows hold whole groups of 32");
   __shared__ MoeGroup<E, TOPK, NT> g;
-  __shared__ float4 xs[NT * kMoeChunk / 4];
   __shared__ i64 rows[NT];
+  float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of I (the launch's smem_bytes)
   const int* ids = static_cast<const int*>(topk_ids);
   const int n_pairs = n_tokens * TOPK;
   moe_find_group<E, TOPK, NT, WARPS * 32>(g, ids, n_pairs, blockIdx.y);

@@ -27,6 +27,9 @@ if [ "${1:-}" = "--stage" ]; then
   for l in libcpp-httplib.so.0.11 libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1 libssl.so.3 libcrypto.so.3; do
     [ -e "/lib/x86_64-linux-gnu/$l" ] && cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"
   done
+  # The peers the project was given (../shared/peers beside the checkout, which does not travel).
+  peers=${KPLAN_PEERS_DIR:-$repo/../shared/peers}
+  [ -d "$peers" ] && mkdir -p "$stage/peers" && cp "$peers"/*.py "$stage/peers/"
   (cd "$repo" && git rev-parse --short HEAD) > "$stage/commit"
   du -sh "$stage"
   exit 0

@@ -6,6 +6,8 @@ namespace kplan::codegen {
 
 int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens) { return std::min(experts, n_tokens * top_k); }
 
+int64_t moe_smem_bytes(int64_t reduction, int64_t pairs) { return pairs * ceil_div(reduction, 1024) * 1024 * 4; }
+
 namespace {
 
 void check_experts(const ParamValues& p, const char* family, int64_t k) {
@@ -15,13 +17,26 @@ void check_experts(const ParamValues& p, const char* family, int64_t k) {
   require(p.at("ROWS") >= 1 && p.at("ROWS") <= 8, family, "ROWS must be 1..8");
   require(p.at("NT") >= 1 && p.at("NT") <= 8, family, "NT must be 1..8");
   require(p.at("PF") == 0 || p.at("PF") == 1, family, "PF must be 0 or 1");
+  require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
+  // The staged activations plus the block's static few hundred bytes within sm_90's 227 KiB.
+  require(moe_smem_bytes(k, p.at("NT")) <= 224 * 1024, family, "NT staged rows of the reduction dim exceed 224 KiB of shared memory");
 }
 
-// grid (row tiles of `rows`, expert slots), one block of WARPS warps, ROWS rows per warp.
-LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows) {
+// grid (blocks per expert, expert slots), one block of WARPS warps, ROWS rows per warp; a block
+// takes row tiles x, x + grid.x, ... of its expert (moe_stream_tiles). grid.x spreads BLOCKS
+// blocks over the experts the step is expected to touch: TOPK at 1 token, else half its slots
+// (tree tokens share experts: the K2.6 slice's 16-token verify touches 58 of 128 slots), with
+// the tiles dealt evenly (K2.6 at 1 token: 4 of gate/up's 128 tiles a block, 32 blocks an expert).
+LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows, int64_t reduction) {
   LaunchDims d = block_of(k);
-  const int64_t slots = moe_expert_slots(kernel_param(k, "E"), kernel_param(k, "TOPK"), s.rows);
-  d.grid = {ceil_div(rows, kernel_param(k, "WARPS") * kernel_param(k, "ROWS")), static_cast<uint32_t>(std::max<int64_t>(slots, 1)), 1};
+  const int64_t top_k = kernel_param(k, "TOPK");
+  const int64_t slots = std::max<int64_t>(moe_expert_slots(kernel_param(k, "E"), top_k, s.rows), 1);
+  const int64_t tiles = ceil_div(rows, kernel_param(k, "WARPS") * kernel_param(k, "ROWS"));
+  const int64_t expected = std::min(slots, std::max(top_k, slots / 2));
+  const int64_t wanted = std::clamp<int64_t>(ceil_div(kernel_param(k, "BLOCKS"), expected), 1, tiles);
+  const int64_t per_block = ceil_div(tiles, wanted);  // tiles per block, then as few blocks as that needs
+  d.grid = {ceil_div(tiles, per_block), static_cast<uint32_t>(slots), 1};
+  d.smem_bytes = static_cast<uint32_t>(moe_smem_bytes(reduction, kernel_param(k, "NT")));
   return d;
 }
 
@@ -31,7 +46,7 @@ namespace moe_grouped_gate_up {
 namespace {
 
 void check(const ParamValues& p) { check_experts(p, "moe_grouped_gate_up", p.at("H")); }
-LaunchDims geometry(const KernelSource& k, const LaunchShape& s) { return expert_grid(k, s, kernel_param(k, "I")); }
+LaunchDims geometry(const KernelSource& k, const LaunchShape& s) { return expert_grid(k, s, kernel_param(k, "I"), kernel_param(k, "H")); }
 
 }  // namespace
 
@@ -42,7 +57,7 @@ const Family& family() {
       .function = "kp::moe_grouped_gate_up",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
-                 tuning_param("PF", "pf")},
+                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -57,7 +72,7 @@ namespace moe_grouped_down {
 namespace {
 
 void check(const ParamValues& p) { check_experts(p, "moe_grouped_down", p.at("I")); }
-LaunchDims geometry(const KernelSource& k, const LaunchShape& s) { return expert_grid(k, s, kernel_param(k, "H")); }
+LaunchDims geometry(const KernelSource& k, const LaunchShape& s) { return expert_grid(k, s, kernel_param(k, "H"), kernel_param(k, "I")); }
 
 }  // namespace
 
@@ -68,7 +83,7 @@ const Family& family() {
       .function = "kp::moe_grouped_down",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
-                 tuning_param("PF", "pf")},
+                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

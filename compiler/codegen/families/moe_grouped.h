@@ -7,8 +7,8 @@
 //   moe_combine:         out[t] (+)= sum_k partial[t * TOPK + k]
 //
 // Template parameters (compile-time constants, template order):
-//   moe_grouped_gate_up: H, I, E, TOPK, W_FMT, X_DT (dtype), WARPS, ROWS, NT, PF (tuning)
-//   moe_grouped_down:    H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF (tuning)
+//   moe_grouped_gate_up: H, I, E, TOPK, W_FMT, X_DT (dtype), WARPS, ROWS, NT, PF, BLOCKS (tuning)
+//   moe_grouped_down:    H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF, BLOCKS (tuning)
 //   moe_combine:         H, TOPK, Y_DT (dtype), ACC, THREADS (tuning)
 // See the template's doc block for their meaning and the launch geometry (families/moe_grouped.cc).
 #include <cstdint>
@@ -75,5 +75,8 @@ KernelSource moe_combine_kernel(int64_t hidden, int64_t top_k, ElemType y, bool 
 
 // The grid's expert slots at n_tokens: min(E, n_tokens * TOPK) (one per distinct expert at most).
 int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens);
+// Dynamic shared memory of an expert kernel: `pairs` staged f32 activation rows of the reduction
+// dim, rounded up to whole 1024-column chunks.
+int64_t moe_smem_bytes(int64_t reduction, int64_t pairs);
 
 }  // namespace kplan::codegen

@@ -3,15 +3,27 @@
 // here is one a device run on sm_120 justified (record it in bench/RESULTS.md).
 #include "compiler/codegen/heuristics/heuristics.h"
 
+#include "compiler/codegen/families/moe_grouped.h"
+
 namespace kplan::codegen {
 
 const TuningTable& sm120_tuning() {
   static const TuningTable table = [] {
     TuningTable t = sm90_tuning();
-    // The expert-grouped MoE kernels keep Hopper's values: their <= 12 KiB of static shared memory
-    // per block fits sm_120's 100 KiB per SM many times over, and 64 K registers per SM are the same;
-    // with 188 SMs at ~1.8 TB/s the bytes in flight per SM that Hopper's values give are ample,
-    // and 1 token still makes ~5 gate/up blocks per SM (K2.6: 128 row tiles x 8 experts).
+    // The expert-grouped MoE kernels: Hopper's rows and pair chunks (64 K registers per SM are the
+    // same; with 188 SMs at ~1.8 TB/s the bytes in flight per SM are ample), the grid sized for
+    // 188 SMs, and gate/up's staged pairs capped so two blocks fit sm_120's 100 KiB per SM
+    // (K2.6's H = 7168: 28 KiB a pair, so NT 1; down's I = 2048: 8 KiB a pair).
+    t["moe_grouped_gate_up"] = [](ParamValues& p) {
+      p.try_emplace("NT", moe_smem_bytes(p.at("H"), 2) <= 48 * 1024 ? 2 : 1);
+      p.try_emplace("BLOCKS", 2 * 188);
+      sm90_tuning().at("moe_grouped_gate_up")(p);
+    };
+    t["moe_grouped_down"] = [](ParamValues& p) {
+      p.try_emplace("NT", moe_smem_bytes(p.at("I"), 3) <= 48 * 1024 ? 3 : 1);
+      p.try_emplace("BLOCKS", 2 * 188);
+      sm90_tuning().at("moe_grouped_down")(p);
+    };
     // 188 SMs of at most 48 resident warps (1536 threads): the same weight stream, sized for
     // the wider grid; GDDR7's lower bandwidth needs fewer bytes in flight per SM.
     t["matmul"] = [](ParamValues& p) { matmul_tiling(p, 188, 24, 4); };

@@ -24,20 +24,16 @@ const TuningTable& sm90_tuning() {
       {"kv_append", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
       {"kv_compact", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
       {"moe_router", [](ParamValues& p) { set(p, "WARPS", 4); }},
-      // Expert-grouped MoE (kernels_templates/moe_grouped.cuh; not yet measured on the device):
-      // 8 warps and NT x 4 KiB of staged activations per block; NT 2 (gate/up) and 3 (down) are
-      // the largest pair chunks ptxas keeps at <= 128 registers without spills at K2.6 width on
-      // sm_90 and sm_120 (gate/up NT 3: 176, NT 4: 186; down NT 4: 188), so 2 blocks per SM.
-      // Loads in flight per lane: gate/up 2 x ROWS (4), down ROWS (4), 16 B each: ~32 KiB per SM,
-      // above the ~13 KiB that 2.8 TB/s over 132 SMs at ~600 ns needs. Row tiles of 16 (gate/up)
-      // and 32 (down) rows keep >= 1000 blocks busy at 1 token (8 experts) on K2.6's I = 2048,
-      // H = 7168. PF 1 (the next column chunk's loads issued before this chunk's math: two chunks
-      // in flight per lane) for INT4 gate/up's 7 chunks of H, still 128 registers at NT 2 (bf16:
-      // 168; its 4 loads per row already keep 4x the bytes in flight); not for down's 2 chunks of
-      // I (NT 3 with PF 1: 255 registers). GpuOps.MoeGroupedKimiK26WidthInt4 times these against
-      // other (ROWS, NT, PF) choices.
-      {"moe_grouped_gate_up", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 2); set(p, "PF", p.at("W_FMT")); }},
-      {"moe_grouped_down", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 3); set(p, "PF", 0); }},
+      // Expert-grouped MoE (kernels_templates/moe_grouped.cuh): 8 warps a block; NT 2 (gate/up)
+      // and 3 (down) are the largest pair chunks ptxas keeps at <= 128 registers without spills
+      // at K2.6 width (gate/up NT 3: 176, NT 4: 186; down NT 4: 188), so 2 blocks per SM, each
+      // with NT staged activation rows (gate/up 56 KiB at H = 7168, down 24 KiB at I = 2048).
+      // Loads in flight per lane: gate/up 2 x ROWS (4) x 2 (PF: the next chunk's too), down ROWS
+      // (4), 16 B each. BLOCKS 264: the 2 x 132 resident blocks, one wave (a block streams
+      // several row tiles; a second wave would only add a tail). GpuOps.MoeGroupedKimiK26WidthInt4
+      // times these against other (ROWS, NT, PF, BLOCKS) choices.
+      {"moe_grouped_gate_up", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 2); set(p, "PF", p.at("W_FMT")); set(p, "BLOCKS", 264); }},
+      {"moe_grouped_down", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 3); set(p, "PF", 0); set(p, "BLOCKS", 264); }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},
       {"swiglu", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("I"))); }},
       {"add", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("D"))); }},

@@ -6,6 +6,7 @@
 // template's `__shared__` variables become function statics (one per instantiation, shared by
 // the pool), so a launch must finish before the next begins. Streaming loads (__ldcs) are
 // reported to `on_stream_load` when set, so a test can count the bytes a kernel reads where.
+// A launch's dynamic shared memory (kp::dynamic_smem) is one buffer of its smem_bytes.
 #include <math.h>
 
 #include <atomic>
@@ -20,6 +21,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define KP_HOST_SHIM 1
 
 struct uint4 {
   unsigned x, y, z, w;
@@ -34,11 +36,13 @@ struct Index {
   unsigned x = 0, y = 0, z = 0;
 };
 inline thread_local Index thread_index, block_index;
+inline Index grid_dim;
 
 struct LaunchState {
   std::barrier<>* block = nullptr;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   std::vector<unsigned long long> exchange;  // one slot per thread, for warp exchanges
+  std::vector<float4> dynamic_smem;          // the launch's smem_bytes, 16-byte aligned
 };
 inline LaunchState* current = nullptr;
 inline std::function<void(const void*, size_t)> on_stream_load;
@@ -60,14 +64,19 @@ T warp_exchange(T v, Src src) {
   return out;
 }
 
-// grid.x * grid.y blocks of `threads` threads, each running body().
-inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std::function<void()>& body) {
+inline void* dynamic_smem() { return current->dynamic_smem.data(); }
+
+// grid.x * grid.y blocks of `threads` threads, each running body(), with smem_bytes of dynamic
+// shared memory.
+inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std::function<void()>& body, size_t smem_bytes = 0) {
   std::barrier<> block(threads);
   LaunchState state;
   state.block = &block;
+  state.dynamic_smem.resize((smem_bytes + sizeof(float4) - 1) / sizeof(float4));
   for (unsigned w = 0; w < threads / 32; ++w) state.warps.push_back(std::make_unique<std::barrier<>>(32));
   state.exchange.resize(threads);
   current = &state;
+  grid_dim = {grid_x, grid_y, 1};
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
@@ -88,6 +97,7 @@ inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std
 
 #define threadIdx (::kplan::cuda_host::thread_index)
 #define blockIdx (::kplan::cuda_host::block_index)
+#define gridDim (::kplan::cuda_host::grid_dim)
 
 inline void __syncthreads() { ::kplan::cuda_host::current->block->arrive_and_wait(); }
 template <class T>

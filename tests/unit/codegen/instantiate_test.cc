@@ -209,15 +209,24 @@ TEST(CodegenLaunchGeometry, GridsFollowTheTemplateDocs) {
   const KernelSource mla = mla_attention_kernel(4, 64, 16, ElemType::F32, ElemType::F32, ElemType::F32);
   d = launch_dims(mla, 32);
   EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{4, 32, 1}));
-  // Grouped experts: 16 rows of I per block (8 warps x 2), one block row per expert slot:
-  // min(E, tokens * top_k) slots (5 tokens x top-2 over 8 experts: 8; 1 token: 2).
+  // Grouped experts: tiles of 16 rows of I (8 warps x 2), one block row per expert slot:
+  // min(E, tokens * top_k) slots (5 tokens x top-2 over 8 experts: 8; 1 token: 2); 9 tiles are
+  // fewer than BLOCKS asks per expert, so a block each.
   const KernelSource up = moe_grouped_gate_up_kernel(256, 136, 8, 2, false, ElemType::F32);
   d = launch_dims(up, 5);
   EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{9, 8, 1}));
   EXPECT_EQ(d.block, (std::array<uint32_t, 3>{256, 1, 1}));
   EXPECT_EQ(launch_dims(up, 1).grid, (std::array<uint32_t, 3>{9, 2, 1}));
+  EXPECT_EQ(d.smem_bytes, 2u * 4096);  // NT 2 staged rows of H = 256 (one 1024-column chunk)
   const KernelSource down = moe_grouped_down_kernel(256, 136, 8, 2, false);
   EXPECT_EQ(launch_dims(down, 3).grid, (std::array<uint32_t, 3>{8, 6, 1}));  // 32 rows of H per block
+  EXPECT_EQ(launch_dims(down, 3).smem_bytes, 3u * 4096);
+  // K2.6 width at 1 token (8 experts): BLOCKS 264 over 8 experts, tiles dealt evenly: gate/up's 128
+  // tiles of 16 rows 4 a block, down's 224 tiles of 32 rows 7 a block; H's 7 column chunks staged.
+  const KernelSource k26_up = moe_grouped_gate_up_kernel(7168, 2048, 384, 8, true, ElemType::F32, "sm_90");
+  EXPECT_EQ(launch_dims(k26_up, 1).grid, (std::array<uint32_t, 3>{32, 8, 1}));
+  EXPECT_EQ(launch_dims(k26_up, 1).smem_bytes, 2u * 7 * 4096);
+  EXPECT_EQ(launch_dims(moe_grouped_down_kernel(7168, 2048, 384, 8, true, "sm_90"), 1).grid, (std::array<uint32_t, 3>{32, 8, 1}));
   const KernelSource combine = moe_combine_kernel(256, 2, ElemType::F32, false);
   EXPECT_EQ(launch_dims(combine, 3).grid, (std::array<uint32_t, 3>{1, 3, 1}));
   const KernelSource norm = rms_norm_kernel(256, ElemType::F32, ElemType::F32);

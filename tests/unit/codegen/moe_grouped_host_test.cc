@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "compiler/codegen/families/moe_grouped.h"
 #include "ir/support/dtype.h"
 #include "runtime/cpu/moe.h"
 #include "tests/unit/codegen/codegen_test_util.h"
@@ -83,24 +84,33 @@ struct ReadCounter {
 };
 
 // One MoE step of T tokens through the three kernels on the host; returns out = y0 + experts(x).
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF>
+// GX: blocks per expert (grid.x) at most; fewer than the row tiles make each block stream several.
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF, unsigned GX>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
   std::vector<float> h(static_cast<size_t>(T) * K * I, NAN), partial(static_cast<size_t>(T) * K * H, NAN), out = y0;
   const unsigned slots = static_cast<unsigned>(std::min(E, T * K));
-  cuda_host::launch((I + WARPS * ROWS - 1) / (WARPS * ROWS), slots, 32 * WARPS, [&] {
-    kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, ROWS, NT, PF>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(), u.scale.data(),
-                                                                         h.data(), T, H);
-  });
-  cuda_host::launch((H + WARPS * ROWS - 1) / (WARPS * ROWS), slots, 32 * WARPS, [&] {
-    kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(), partial.data(), T);
-  });
+  const unsigned gu_tiles = (I + WARPS * ROWS - 1) / (WARPS * ROWS), dn_tiles = (H + WARPS * ROWS - 1) / (WARPS * ROWS);
+  cuda_host::launch(
+      std::min(GX, gu_tiles), slots, 32 * WARPS,
+      [&] {
+        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, ROWS, NT, PF, 1>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
+                                                                               u.scale.data(), h.data(), T, H);
+      },
+      moe_smem_bytes(H, NT));
+  cuda_host::launch(
+      std::min(GX, dn_tiles), slots, 32 * WARPS,
+      [&] {
+        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF, 1>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
+                                                                    partial.data(), T);
+      },
+      moe_smem_bytes(I, NT));
   cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), T, H); });
   return out;
 }
 
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF = 0>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF = 0, unsigned GX = 1u << 30>
 void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads = nullptr) {
   const int64_t T = static_cast<int64_t>(ids.size()) / K;
   const Stack g = make_stack(E, I, H, W_FMT, seed), u = make_stack(E, I, H, W_FMT, seed + 1), d = make_stack(E, H, I, W_FMT, seed + 2);
@@ -113,7 +123,7 @@ void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pa
   for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
   counter.E = E;
   cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
-  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF>(g, u, d, x, ids, weights, y0);
+  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF, GX>(g, u, d, x, ids, weights, y0);
   cuda_host::on_stream_load = nullptr;
   if (reads) *reads = counter.bytes;
 
@@ -166,12 +176,28 @@ TEST(MoeGroupedOnHost, PairsPastNtRestreamTheTile) {
 
 // bf16 rows of odd length (the one-element path) with ragged tiles (9 rows per block over
 // I = 37, H = 75); bf16 16-byte rows and INT4 rows over two staged column chunks (H = 1040, 1056),
-// with and without the next chunk's loads issued early (PF).
+// with and without the next (tile, chunk)'s loads issued early (PF).
 TEST(MoeGroupedOnHost, OddShapesAndColumnChunksMatchTheCpuOp) {
   check_step<75, 37, 4, 2, 0, 1, 3, 3>({0, 2, 1, 3, 2, 0, 3, 3, -1, 2}, 11);  // 5 tokens x top-2
   check_step<1040, 24, 2, 1, 0, 1, 8, 2, 1>({0, 1, 1}, 12);
   check_step<1056, 32, 2, 1, 1, 1, 8, 3, 0>({1, 0, 1, 1}, 13);
   check_step<1056, 32, 2, 1, 1, 1, 8, 3, 1>({1, 0, 1, 1}, 14);
+}
+
+// Fewer blocks per expert than row tiles: each block streams tiles x, x + grid.x, ... (ragged
+// last tiles; with PF 1 the next tile's first chunk is loaded during the last chunk of this
+// one), and still reads each chosen expert once per pair chunk.
+TEST(MoeGroupedOnHost, BlocksStreamSeveralRowTiles) {
+  check_step<75, 37, 4, 2, 0, 1, 3, 3, 0, 2>({0, 2, 1, 3, 2, 0, 3, 3, -1, 2}, 21);  // 5 and 9 tiles over 2 blocks
+  check_step<1056, 64, 3, 2, 1, 2, 2, 2, 1, 3>({2, 0, 1, 2, 0, 1}, 22);  // INT4, 16 and 264 tiles over 3 blocks
+  std::map<std::pair<int, int64_t>, int64_t> reads;
+  constexpr int H = 64, I = 32, E = 6;
+  check_step<H, I, E, 2, 1, 1, 2, 2, 1, 3>({1, 4, 1, 2, 5, 2}, 23, &reads);  // 16 and 32 tiles over 3 blocks
+  for (int64_t e = 0; e < E; ++e) {
+    const bool chosen = e == 1 || e == 2 || e == 4 || e == 5;
+    EXPECT_EQ((reads[{0, e}]), chosen ? I * H / 2 : 0) << "gate of expert " << e;
+    EXPECT_EQ((reads[{2, e}]), chosen ? H * I / 2 : 0) << "down of expert " << e;
+  }
 }
 
 }  // namespace
