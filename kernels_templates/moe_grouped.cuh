@@ -27,8 +27,9 @@
 // (tile, chunk)'s loads issued before this one's math, across tile boundaries too. grid.x
 // (BLOCKS blocks over the experts a step is expected to touch, families/moe_grouped.cc) keeps a
 // block streaming several tiles, so its prologue (the bitmap of ids, the pair scan, the
-// staging) is paid once per block, not once per tile. A pair chunk past the first re-streams
-// the tiles: from L2 (just read by this block), not from HBM.
+// staging) is paid once per block, not once per tile. An expert's pair chunks are dealt over
+// grid.z (block z takes chunks z, z + grid.z, ...), so the chunks of an expert many tokens chose
+// stream side by side; a chunk past the first re-streams the tiles, mostly from L2.
 // Why no repacked weight layout: the stacked checkpoint layout is already row-major per expert,
 // so a warp's row chunk is one coalesced 512-byte (INT4) or 2 KiB (bf16) run and a block's
 // tile is ROWS * WARPS contiguous rows; the synthetic-weight generator and the CPU reference
@@ -47,10 +48,10 @@
 // ~1-2 tokens, so the kernels are bandwidth- and issue-bound, not FLOP-bound.
 //
 // Launch (families/moe_grouped.cc):
-//   gate_up: grid (blocks per expert <= ceil(I / (ROWS * WARPS)), min(E, n_tokens * TOPK)),
-//            block 32 * WARPS, dynamic shared memory NT * ceil(H / 1024) * 4 KiB.
-//   down:    grid (blocks per expert <= ceil(H / (ROWS * WARPS)), min(E, n_tokens * TOPK)),
-//            block 32 * WARPS, dynamic shared memory NT * ceil(I / 1024) * 4 KiB.
+//   gate_up: grid (blocks per expert <= ceil(I / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
+//            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(H / 1024) * 4 KiB.
+//   down:    grid (blocks per expert <= ceil(H / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
+//            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(I / 1024) * 4 KiB.
 //   combine: grid (ceil(H / THREADS), n_tokens), block THREADS.
 // Arguments:
 //   gate_up: x (X_DT, row t at t * x_row_stride), topk_ids (int32 [n_tokens, TOPK]), w_gate,
@@ -463,10 +464,11 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
   const int n_pairs = n_tokens * TOPK;
   moe_find_group<E, TOPK, NT, WARPS * 32>(g, ids, n_pairs, blockIdx.y);
   if (g.expert < 0) return;
-  for (;;) {
+  for (int chunk = 0;; ++chunk) {
     moe_next_pairs<E, TOPK, NT, WARPS * 32>(g, ids, n_pairs);
     const int nt = g.count;
     if (nt == 0) return;
+    if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
 #define KP_MOE_GU(N) \
   if (nt == N) moe_gate_up_chunk<H, I, E, TOPK, W_FMT, X_DT, WARPS, ROWS, NT, PF, N>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xs, rows);
     KP_MOE_GU(1)
@@ -517,10 +519,11 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
   const int n_pairs = n_tokens * TOPK;
   moe_find_group<E, TOPK, NT, WARPS * 32>(g, ids, n_pairs, blockIdx.y);
   if (g.expert < 0) return;
-  for (;;) {
+  for (int chunk = 0;; ++chunk) {
     moe_next_pairs<E, TOPK, NT, WARPS * 32>(g, ids, n_pairs);
     const int nt = g.count;
     if (nt == 0) return;
+    if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
 #define KP_MOE_DN(N) \
   if (nt == N) moe_down_chunk<H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF, N>(g, h, topk_weights, w_down, w_down_scale, partial, xs, rows);
     KP_MOE_DN(1)

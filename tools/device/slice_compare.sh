@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 10's step time against N at Kimi K2.6 width, kplan and its peer in one device run: the
 # 3-layer slice (1 dense + 2 MoE layers, full width), kplan's with INT4 g32 experts (the published
-# config) and with bf16 experts (bench/configs/k26-bf16-experts.json: the same config without its
+# config) and with bf16 experts (bench/configs/k26-bf16-experts/config.json: the same config without its
 # quantization_config), weights generated on the device at load; the peer
 # (../shared/peers/hf_deepseek_v3_slice.py, staged by `gpu_check.sh --stage` into .carry/gpu/peers)
 # builds the same shape in transformers with random bf16 weights, eager and compiled
@@ -23,7 +23,7 @@ tokens=${KPLAN_SLICE_TOKENS:-1,2,4,8,16,32,64}
 max_t=${tokens##*,}
 for fmt in int4 bf16; do
   cfg=$repo/tests/data/kimi-k2.6/config.json
-  [ "$fmt" = bf16 ] && cfg=$repo/bench/configs/k26-bf16-experts.json
+  [ "$fmt" = bf16 ] && cfg=$repo/bench/configs/k26-bf16-experts/config.json
   plan=/tmp/k26_l3_$fmt.kplan
   [ -f "$plan" ] || "$bin/kplan" compile --model "$cfg" --no-weights --layers 3 --synthetic-weights 1 --arch sm_90 \
       --buckets "$tokens" --max-context $((2 * ctx + max_t)) -o "$plan" > "$out/compile_$fmt.log" 2>&1 \

@@ -18,8 +18,9 @@ slice=$stage/plans/k26_l3.kplan
 pair=$stage/plans/mini-v3.kplan
 {
 echo "== MoE grouped kernels (GpuOps.MoeGrouped*) and dense matmuls (GpuOps.Matmul*)"
-timeout ${KPLAN_KERNEL_TESTS_S:-240} "$bin/codegen_tests" --gtest_color=no --gtest_filter='GpuOps.MoeGrouped*:GpuOps.Matmul*' 2>&1 \
-  | grep -E "^\[ (figures|lm_head|moe|sweep)|^\[  (PASSED|FAILED) |Failure|OK \]|^ *[a-z_]+ .*ms|\*" | head -120
+timeout ${KPLAN_KERNEL_TESTS_S:-240} "$bin/codegen_tests" --gtest_color=no --gtest_filter='GpuOps.MoeGrouped*:GpuOps.Matmul*' \
+  > "$out/kernel_tests.txt" 2>&1
+grep -E "^\[ (figures|lm_head|moe|sweep)|^\[  (PASSED|FAILED) |Failure|OK \]|^moe_grouped |^[a-z_]+ +matmul_|^shape " "$out/kernel_tests.txt" | head -160
 if [ -f "$slice" ]; then
   echo "== K2.6 3-layer slice: per-kernel times at 1, 16, 64 tokens"
   timeout 150 "$bin/kplan" bench "$slice" --steps 20 --kernels --kernel-tokens 1,16,64 --json "$out/k26_kernels.json" 2>&1 | tail -80

@@ -22,21 +22,32 @@ void check_experts(const ParamValues& p, const char* family, int64_t k) {
   require(moe_smem_bytes(k, p.at("NT")) <= 224 * 1024, family, "NT staged rows of the reduction dim exceed 224 KiB of shared memory");
 }
 
-// grid (blocks per expert, expert slots), one block of WARPS warps, ROWS rows per warp; a block
-// takes row tiles x, x + grid.x, ... of its expert (moe_stream_tiles). grid.x spreads BLOCKS
-// blocks over the experts the step is expected to touch: TOPK at 1 token, else half its slots
-// (tree tokens share experts: the K2.6 slice's 16-token verify touches 58 of 128 slots), with
-// the tiles dealt evenly (K2.6 at 1 token: 4 of gate/up's 128 tiles a block, 32 blocks an expert).
+// grid (blocks per expert, expert slots, pair chunk blocks), one block of WARPS warps, ROWS rows
+// per warp; block (x, y, z) takes row tiles x, x + grid.x, ... (moe_stream_tiles) of pair chunks
+// z, z + grid.z, ... of its expert. The grid is sized for the experts a step is expected to
+// touch, an underestimate (more blocks than needed, not fewer): TOPK * ceil(sqrt(n_tokens))
+// (tree tokens share experts; the K2.6 slice's steps touched 8, 15, 28.5, 45, 59, 95.5 at 1, 2,
+// 4, 8, 16, 64 tokens), their pair chunks (NT pairs each) over grid.z (at most 8), then BLOCKS
+// blocks over those, at most kMaxTilesPerBlock tiles a block (its prologue amortised, the grid
+// still deep), the tiles dealt evenly (K2.6 at 1 token: 4 of gate/up's 128 tiles a block, 32
+// blocks an expert).
+constexpr int64_t kMaxTilesPerBlock = 8;
+
 LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows, int64_t reduction) {
   LaunchDims d = block_of(k);
-  const int64_t top_k = kernel_param(k, "TOPK");
-  const int64_t slots = std::max<int64_t>(moe_expert_slots(kernel_param(k, "E"), top_k, s.rows), 1);
+  const int64_t top_k = kernel_param(k, "TOPK"), nt = kernel_param(k, "NT");
+  const int64_t tokens = std::max<int64_t>(s.rows, 1);
+  const int64_t slots = moe_expert_slots(kernel_param(k, "E"), top_k, tokens);
   const int64_t tiles = ceil_div(rows, kernel_param(k, "WARPS") * kernel_param(k, "ROWS"));
-  const int64_t expected = std::min(slots, std::max(top_k, slots / 2));
-  const int64_t wanted = std::clamp<int64_t>(ceil_div(kernel_param(k, "BLOCKS"), expected), 1, tiles);
+  int64_t root = 1;
+  while (root * root < tokens) ++root;
+  const int64_t expected = std::min(slots, top_k * root);
+  const int64_t chunks = std::clamp<int64_t>(ceil_div(ceil_div(tokens * top_k, expected), nt), 1, 8);
+  const int64_t wanted = std::clamp<int64_t>(
+      std::max<int64_t>(ceil_div(kernel_param(k, "BLOCKS"), expected * chunks), ceil_div(tiles, kMaxTilesPerBlock)), 1, tiles);
   const int64_t per_block = ceil_div(tiles, wanted);  // tiles per block, then as few blocks as that needs
-  d.grid = {ceil_div(tiles, per_block), static_cast<uint32_t>(slots), 1};
-  d.smem_bytes = static_cast<uint32_t>(moe_smem_bytes(reduction, kernel_param(k, "NT")));
+  d.grid = {ceil_div(tiles, per_block), static_cast<uint32_t>(slots), static_cast<uint32_t>(chunks)};
+  d.smem_bytes = static_cast<uint32_t>(moe_smem_bytes(reduction, nt));
   return d;
 }
 

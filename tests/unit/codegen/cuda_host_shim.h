@@ -66,9 +66,10 @@ T warp_exchange(T v, Src src) {
 
 inline void* dynamic_smem() { return current->dynamic_smem.data(); }
 
-// grid.x * grid.y blocks of `threads` threads, each running body(), with smem_bytes of dynamic
-// shared memory.
-inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std::function<void()>& body, size_t smem_bytes = 0) {
+// grid.x * grid.y * grid.z blocks of `threads` threads, each running body(), with smem_bytes of
+// dynamic shared memory.
+inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std::function<void()>& body, size_t smem_bytes = 0,
+                   unsigned grid_z = 1) {
   std::barrier<> block(threads);
   LaunchState state;
   state.block = &block;
@@ -76,18 +77,18 @@ inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std
   for (unsigned w = 0; w < threads / 32; ++w) state.warps.push_back(std::make_unique<std::barrier<>>(32));
   state.exchange.resize(threads);
   current = &state;
-  grid_dim = {grid_x, grid_y, 1};
+  grid_dim = {grid_x, grid_y, grid_z};
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       thread_index.x = t;
-      for (unsigned by = 0; by < grid_y; ++by)
-        for (unsigned bx = 0; bx < grid_x; ++bx) {
-          block_index.x = bx;
-          block_index.y = by;
-          body();
-          block.arrive_and_wait();  // the block is done before the next one starts
-        }
+      for (unsigned bz = 0; bz < grid_z; ++bz)
+        for (unsigned by = 0; by < grid_y; ++by)
+          for (unsigned bx = 0; bx < grid_x; ++bx) {
+            block_index = {bx, by, bz};
+            body();
+            block.arrive_and_wait();  // the block is done before the next one starts
+          }
     });
   for (std::thread& t : pool) t.join();
   current = nullptr;

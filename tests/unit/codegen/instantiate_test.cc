@@ -227,6 +227,9 @@ TEST(CodegenLaunchGeometry, GridsFollowTheTemplateDocs) {
   EXPECT_EQ(launch_dims(k26_up, 1).grid, (std::array<uint32_t, 3>{32, 8, 1}));
   EXPECT_EQ(launch_dims(k26_up, 1).smem_bytes, 2u * 7 * 4096);
   EXPECT_EQ(launch_dims(moe_grouped_down_kernel(7168, 2048, 384, 8, true, "sm_90"), 1).grid, (std::array<uint32_t, 3>{32, 8, 1}));
+  // 64 tokens: 384 slots, 8 * 8 experts expected with 8 pairs each, 4 chunks of NT 2 over grid.z,
+  // at most 8 tiles a block.
+  EXPECT_EQ(launch_dims(k26_up, 64).grid, (std::array<uint32_t, 3>{16, 384, 4}));
   const KernelSource combine = moe_combine_kernel(256, 2, ElemType::F32, false);
   EXPECT_EQ(launch_dims(combine, 3).grid, (std::array<uint32_t, 3>{1, 3, 1}));
   const KernelSource norm = rms_norm_kernel(256, ElemType::F32, ElemType::F32);

@@ -85,7 +85,8 @@ struct ReadCounter {
 
 // One MoE step of T tokens through the three kernels on the host; returns out = y0 + experts(x).
 // GX: blocks per expert (grid.x) at most; fewer than the row tiles make each block stream several.
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF, unsigned GX>
+// GZ: blocks an expert's pair chunks are dealt over (grid.z).
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF, unsigned GX, unsigned GZ>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
@@ -98,19 +99,19 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
         kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, ROWS, NT, PF, 1>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
                                                                                u.scale.data(), h.data(), T, H);
       },
-      moe_smem_bytes(H, NT));
+      moe_smem_bytes(H, NT), GZ);
   cuda_host::launch(
       std::min(GX, dn_tiles), slots, 32 * WARPS,
       [&] {
         kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF, 1>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
                                                                     partial.data(), T);
       },
-      moe_smem_bytes(I, NT));
+      moe_smem_bytes(I, NT), GZ);
   cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), T, H); });
   return out;
 }
 
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF = 0, unsigned GX = 1u << 30>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF = 0, unsigned GX = 1u << 30, unsigned GZ = 1>
 void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads = nullptr) {
   const int64_t T = static_cast<int64_t>(ids.size()) / K;
   const Stack g = make_stack(E, I, H, W_FMT, seed), u = make_stack(E, I, H, W_FMT, seed + 1), d = make_stack(E, H, I, W_FMT, seed + 2);
@@ -123,7 +124,7 @@ void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pa
   for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
   counter.E = E;
   cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
-  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF, GX>(g, u, d, x, ids, weights, y0);
+  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF, GX, GZ>(g, u, d, x, ids, weights, y0);
   cuda_host::on_stream_load = nullptr;
   if (reads) *reads = counter.bytes;
 
@@ -160,18 +161,25 @@ TEST(MoeGroupedOnHost, EachChosenExpertIsStreamedOncePerStep) {
 
 // Five tokens all choosing expert 3 (plus clamped ids: -7 -> 0, 40 -> 5): with NT 2 pairs per
 // chunk, expert 3's rows are streamed ceil(5 / 2) = 3 times (the later passes hit L2 on a GPU).
+// The same with the pair chunks dealt over grid.z = 2 blocks (expert 3's chunks 0 and 2 in one,
+// 1 in the other; the others' single chunks in block z = 0): the same result, the same reads.
 TEST(MoeGroupedOnHost, PairsPastNtRestreamTheTile) {
   constexpr int H = 64, I = 32, E = 6;
   const std::vector<int32_t> ids = {3, -7, 3, 40, 3, 1, 3, 40, 3, -7};
-  std::map<std::pair<int, int64_t>, int64_t> reads;
-  check_step<H, I, E, 2, 1, 1, 2, 2>(ids, 8, &reads);
-  EXPECT_EQ((reads[{0, 3}]), 3 * I * H / 2);
-  EXPECT_EQ((reads[{2, 3}]), 3 * H * I / 2);
-  EXPECT_EQ((reads[{0, 0}]), I * H / 2);  // -7 twice: one chunk of 2
-  EXPECT_EQ((reads[{0, 5}]), I * H / 2);  // 40 twice
-  EXPECT_EQ((reads[{0, 1}]), I * H / 2);
-  EXPECT_EQ((reads[{0, 2}]), 0);
-  EXPECT_EQ((reads[{2, 4}]), 0);
+  for (bool split : {false, true}) {
+    std::map<std::pair<int, int64_t>, int64_t> reads;
+    if (split)
+      check_step<H, I, E, 2, 1, 1, 2, 2, 0, 1u << 30, 2>(ids, 8, &reads);
+    else
+      check_step<H, I, E, 2, 1, 1, 2, 2>(ids, 8, &reads);
+    EXPECT_EQ((reads[{0, 3}]), 3 * I * H / 2) << "split " << split;
+    EXPECT_EQ((reads[{2, 3}]), 3 * H * I / 2);
+    EXPECT_EQ((reads[{0, 0}]), I * H / 2);  // -7 twice: one chunk of 2
+    EXPECT_EQ((reads[{0, 5}]), I * H / 2);  // 40 twice
+    EXPECT_EQ((reads[{0, 1}]), I * H / 2);
+    EXPECT_EQ((reads[{0, 2}]), 0);
+    EXPECT_EQ((reads[{2, 4}]), 0);
+  }
 }
 
 // bf16 rows of odd length (the one-element path) with ragged tiles (9 rows per block over
