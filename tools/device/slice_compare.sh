@@ -5,10 +5,12 @@
 # quantization_config), weights generated on the device at load; the peer
 # (../shared/peers/hf_deepseek_v3_slice.py, staged by `gpu_check.sh --stage` into .carry/gpu/peers)
 # builds the same shape in transformers with random bf16 weights, eager and compiled
-# (torch.compile reduce-overhead: CUDA graphs). The same context and token counts for all. Writes
+# (torch.compile reduce-overhead: CUDA graphs), run by tools/device/peer_slice.py (a fresh context
+# before each timed step: transformers 5's StaticCache otherwise writes past its end). The same context and token counts for all. Writes
 # $OUT/slice_*.json and the plot $OUT/slice_steps.png (tools/plot_step_times.py); prints a table.
 # Env: KPLAN_SLICE_CONTEXT (512), KPLAN_SLICE_TOKENS (1,2,4,8,16,32,64), KPLAN_SLICE_PEER_TOKENS (the
-# compiled peer's: 1,4,16,64; torch.compile recompiles for each), KPLAN_SLICE_PEER=0 (skip it).
+# compiled peer's: 1,4,16,64; torch.compile recompiles for each), KPLAN_SLICE_PEER=0 (skip it),
+# KPLAN_SLICE_KPLAN=0 (the peer only).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 stage=$repo/.carry/gpu
@@ -21,7 +23,7 @@ export PYTHONUNBUFFERED=1
 ctx=${KPLAN_SLICE_CONTEXT:-512}
 tokens=${KPLAN_SLICE_TOKENS:-1,2,4,8,16,32,64}
 max_t=${tokens##*,}
-for fmt in int4 bf16; do
+for fmt in $([ "${KPLAN_SLICE_KPLAN:-1}" != 0 ] && echo int4 bf16); do
   cfg=$repo/tests/data/kimi-k2.6/config.json
   [ "$fmt" = bf16 ] && cfg=$repo/bench/configs/k26-bf16-experts/config.json
   plan=/tmp/k26_l3_$fmt.kplan
@@ -32,13 +34,12 @@ for fmt in int4 bf16; do
   timeout 180 "$bin/kplan" bench "$plan" --steps 30 --context "$ctx" --all-buckets --json "$out/slice_kplan_$fmt.json" 2>&1 | tail -9
 done
 if [ "${KPLAN_SLICE_PEER:-1}" != 0 ]; then
-  peer=$stage/peers/hf_deepseek_v3_slice.py
   for mode in eager compiled; do
     flag=; peer_tokens=$tokens
     [ "$mode" = compiled ] && flag=--compile && peer_tokens=${KPLAN_SLICE_PEER_TOKENS:-1,4,16,64}
     echo "== peer: transformers DeepseekV3, $mode, same slice shape (bf16 experts), context $ctx"
-    timeout 420 python3 "$peer" --layers 3 --tokens "$peer_tokens" --context "$ctx" $flag --json "$out/slice_peer_$mode.json" \
-        2> "$out/peer_$mode.err" || tail -5 "$out/peer_$mode.err"
+    timeout 420 python3 "$repo/tools/device/peer_slice.py" --peer-dir "$stage/peers" --layers 3 --tokens "$peer_tokens" \
+        --context "$ctx" $flag --json "$out/slice_peer_$mode.json" 2> "$out/peer_$mode.err" || tail -5 "$out/peer_$mode.err"
   done
 fi
 python3 "$repo/tools/plot_step_times.py" --out "$out/slice_steps.png" --hbm-gbps 4300 "$out"/slice_*.json
