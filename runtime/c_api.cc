@@ -197,6 +197,20 @@ const kplan::tokenizer::Tokenizer& plan_tokenizer(const kplan_plan* plan) {
   return p->tokenizer.get(*p->plan, p->path);
 }
 
+// The weight bytes GpuModel uploads: those some launch reads and the plan carries (synthetic
+// weights are generated on the device, not uploaded).
+uint64_t gpu_upload_bytes(const kplan::plan::Plan& p) {
+  std::vector<bool> used(p.weights.size(), false);
+  for (const kplan::plan::Bucket& b : p.buckets)
+    for (const kplan::plan::Launch& l : b.launches)
+      for (const kplan::plan::LaunchArg& a : l.args)
+        if (a.kind == kplan::plan::ArgKind::Weight && a.index < used.size()) used[a.index] = true;
+  uint64_t total = 0;
+  for (size_t i = 0; i < p.weights.size(); ++i)
+    if (used[i] && !p.weights[i].synthetic) total += p.weights[i].data().size();
+  return total;
+}
+
 void copy_text(char* dst, size_t cap, const std::string& s) {
   size_t n = std::min(cap - 1, s.size());
   std::memcpy(dst, s.data(), n);
@@ -212,6 +226,11 @@ const char* kplan_error_last(void) { return g_error.c_str(); }
 const char* kplan_version(void) { return "0.1.0"; }
 
 kplan_status kplan_plan_open(const char* path, const kplan_plan_open_options* options, kplan_plan** out) {
+  return kplan_plan_open_with_progress(path, options, nullptr, nullptr, out);
+}
+
+kplan_status kplan_plan_open_with_progress(const char* path, const kplan_plan_open_options* options,
+                                           kplan_progress_callback on_progress, void* user_data, kplan_plan** out) {
   if (!path || !out) return fail(KPLAN_STATUS_ERROR, "kplan_plan_open: null argument");
   *out = nullptr;
   return guarded([&] {
@@ -222,6 +241,8 @@ kplan_status kplan_plan_open(const char* path, const kplan_plan_open_options* op
                          "runs with `kplan run DIR`; compile one with `kplan compile --model DIR -o model.kplan`)");
     kplan::plan::ReadOptions ro;
     if (options) ro.verify_weights = options->verify_weights != 0;
+    if (on_progress)
+      ro.on_progress = [on_progress, user_data](uint64_t done, uint64_t total) { on_progress(user_data, done, total); };
     auto h = std::make_unique<kplan_plan>();
     h->path = path;
     h->plan = std::make_shared<const kplan::plan::Plan>(kplan::plan::read_plan(path, ro));
@@ -332,6 +353,12 @@ void kplan_model_options_init(kplan_model_options* options) {
 }
 
 kplan_status kplan_model_create(kplan_plan* plan, const kplan_model_options* options, kplan_model** out) {
+  return kplan_model_create_with_progress(plan, options, nullptr, nullptr, out);
+}
+
+kplan_status kplan_model_create_with_progress(kplan_plan* plan, const kplan_model_options* options,
+                                              kplan_progress_callback on_progress, void* user_data,
+                                              kplan_model** out) {
   if (!plan || !out) return fail(KPLAN_STATUS_ERROR, "kplan_model_create: null argument");
   *out = nullptr;
   return guarded([&] {
@@ -351,7 +378,14 @@ kplan_status kplan_model_create(kplan_plan* plan, const kplan_model_options* opt
       kplan::gpu::DeviceInfo d;
       gpu = kplan::gpu::probe_device(&d, nullptr);
     }
-    if (gpu) state->gpu = std::make_shared<const kplan::gpu::GpuModel>(plan->plan, plan->path);
+    if (gpu) {
+      // The upload happens inside GpuModel's constructor, in one pass over the weights: its bytes
+      // are reported before and after it (GpuModel has no per-chunk hook yet).
+      const uint64_t to_upload = gpu_upload_bytes(*plan->plan);
+      if (on_progress && to_upload > 0) on_progress(user_data, 0, to_upload);
+      state->gpu = std::make_shared<const kplan::gpu::GpuModel>(plan->plan, plan->path);
+      if (on_progress && to_upload > 0) on_progress(user_data, state->gpu->weight_upload_bytes(), to_upload);
+    }
     state->cpu_weights = std::make_shared<const kplan::cpu::WeightTable>(plan->plan->weights, plan->path);
     state->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     *out = new kplan_model{std::move(state)};

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -261,6 +262,15 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
     for (const auto* k : *root->kernels()) plan.kernels.push_back(read_kernel(k));
 
   const uint8_t* data = base + prefix.data_offset;
+  // Progress over the bytes to hash (the entries' sizes, capped at the data section's: they are
+  // checked one by one below).
+  uint64_t verify_total = 0, verified = 0;
+  const bool report = options.verify_weights && options.on_progress;
+  if (report && root->weights()) {
+    for (const fb::Weight* w : *root->weights())
+      if (!w->synthetic()) verify_total += std::min<uint64_t>(w->size(), prefix.data_size);
+    options.on_progress(0, verify_total);
+  }
   if (root->weights()) {
     plan.weights.reserve(root->weights()->size());
     for (const fb::Weight* w : *root->weights()) {
@@ -285,8 +295,13 @@ Plan read_plan(const std::filesystem::path& path, const ReadOptions& options) {
       if (out.offset > prefix.data_size || out.size > prefix.data_size - out.offset)
         throw Error(src + ": damaged plan: weight " + out.name + " lies outside the data section");
       out.view = std::span<const uint8_t>(data + out.offset, out.size);
-      if (options.verify_weights && checksum64(out.view.data(), out.size) != out.checksum)
-        throw Error(src + ": damaged plan: checksum mismatch in weight " + out.name);
+      if (options.verify_weights) {
+        const uint64_t sum =
+            report ? checksum64_chunked(out.view.data(), out.size, kVerifyChunkBytes,
+                                        [&](size_t n) { options.on_progress(verified += n, verify_total); })
+                   : checksum64(out.view.data(), out.size);
+        if (sum != out.checksum) throw Error(src + ": damaged plan: checksum mismatch in weight " + out.name);
+      }
       plan.weights.push_back(std::move(out));
     }
   }

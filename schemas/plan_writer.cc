@@ -153,9 +153,17 @@ class OutFile {
 
 }  // namespace
 
-void write_plan(Plan& plan, const std::filesystem::path& path) {
+void write_plan(Plan& plan, const std::filesystem::path& path, const WriteProgress& on_progress) {
   plan.header.format_version = kFormatVersion;
   uint64_t data_size = 0;
+  uint64_t weight_bytes = 0, done = 0;
+  for (const Weight& w : plan.weights)
+    if (!w.synthetic) weight_bytes += w.data().size();
+  auto advance = [&](const char* step, size_t n) {
+    done += n;
+    on_progress(step, done, weight_bytes);
+  };
+  if (on_progress) on_progress("hashing", 0, weight_bytes);
   for (Weight& w : plan.weights) {
     if (w.synthetic) {  // generated at load: no bytes here; size is what it will hold
       w.offset = 0;
@@ -166,7 +174,9 @@ void write_plan(Plan& plan, const std::filesystem::path& path) {
     std::span<const uint8_t> bytes = w.data();
     w.offset = align_up(data_size, kWeightAlignment);
     w.size = bytes.size();
-    w.checksum = checksum64(bytes.data(), bytes.size());
+    w.checksum = on_progress ? checksum64_chunked(bytes.data(), bytes.size(), kWriteChunkBytes,
+                                                  [&](size_t n) { advance("hashing", n); })
+                             : checksum64(bytes.data(), bytes.size());
     data_size = w.offset + w.size;
   }
   validate_plan(plan, path.string());
@@ -191,10 +201,17 @@ void write_plan(Plan& plan, const std::filesystem::path& path) {
     OutFile out(tmp);
     out.write(&prefix, sizeof prefix);
     out.write(builder.GetBufferPointer(), builder.GetSize());
+    done = 0;
+    if (on_progress) on_progress("writing", 0, weight_bytes);
     for (const Weight& w : plan.weights) {
       if (w.synthetic) continue;
       out.pad_to(prefix.data_offset + w.offset);
-      out.write(w.data().data(), w.data().size());
+      const std::span<const uint8_t> bytes = w.data();
+      for (size_t at = 0; at < bytes.size(); at += kWriteChunkBytes) {
+        const size_t n = std::min(kWriteChunkBytes, bytes.size() - at);
+        out.write(bytes.data() + at, n);
+        if (on_progress) advance("writing", n);
+      }
     }
     out.pad_to(prefix.data_offset + data_size);
     out.close();

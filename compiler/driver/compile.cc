@@ -17,12 +17,12 @@ CompileResult compile_to_ir(const CompileOptions& options) {
   const WeightsMode mode = options.load_weights ? WeightsMode::Load : WeightsMode::None;
   if (!options.stop_after.empty()) passes::find_pass(options.stop_after);  // fail fast on typos
   check_draft_context_window(options.draft_context_window, options.draft.has_value());
-  r.target = TargetCheckpoint::open(options.model, mode, options.layers);
+  r.target = TargetCheckpoint::open(options.model, mode, options.layers, options.on_files);
   if (options.draft) {
     // A drafter's mask_token string is resolved by the target's special tokens.
     r.draft = DraftCheckpoint::open(*options.draft, mode,
                                     {target_special_tokens(r.target->dir()), options.draft_yarn_amplitude,
-                                     options.draft_context_window});
+                                     options.draft_context_window, options.on_files});
     check_draft_fits_target(r.draft->config(), r.target->config(), options.max_context);
   }
   DraftInput draft;

@@ -27,6 +27,9 @@ struct CompileOptions {
   // drafter's attention window at least this long changes nothing and is accepted.
   int64_t max_context = 0;
   BuildOptions build;
+  // Checkpoint validation's progress: safetensors files opened of how many (the target's, then
+  // the drafter's).
+  SafetensorsCheckpoint::FileProgress on_files{};
 };
 
 struct CompileResult {

@@ -17,6 +17,7 @@ plan::Plan reference_plan(const std::filesystem::path& checkpoint_dir, const Ref
   compile.draft = options.draft;
   compile.build.tree_mask = options.tree_mask;
   compile.draft_context_window = options.draft_context_window;
+  compile.on_files = options.on_files;
   if (options.capture_all_layers) {
     // The layer count comes from the config alone, before the weights are opened.
     const int64_t layers = TargetCheckpoint::open(checkpoint_dir, WeightsMode::None).config().num_hidden_layers;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "compiler/frontend/safetensors.h"
 #include "schemas/plan_model.h"
 
 namespace kplan {
@@ -22,6 +23,7 @@ struct ReferencePlanOptions {
   bool capture_all_layers = true;
   bool tree_mask = true;  // @target takes %tree_mask (false: causal only)
   int64_t draft_context_window = 0;  // CompileOptions::draft_context_window
+  SafetensorsCheckpoint::FileProgress on_files{};  // CompileOptions::on_files
 };
 
 // Opens and validates the checkpoint(s) (every tensor; a drafter that does not fit the target is

@@ -135,7 +135,8 @@ void refuse_unexpected_tensors(const SafetensorsCheckpoint& tensors, const std::
   throw Error(msg);
 }
 
-TargetCheckpoint TargetCheckpoint::open(const fs::path& path, WeightsMode mode, std::optional<int64_t> layers) {
+TargetCheckpoint TargetCheckpoint::open(const fs::path& path, WeightsMode mode, std::optional<int64_t> layers,
+                                        const SafetensorsCheckpoint::FileProgress& on_files) {
   CheckpointPaths p = locate(path);
   TargetCheckpoint c;
   c.dir_ = p.dir;
@@ -144,7 +145,7 @@ TargetCheckpoint TargetCheckpoint::open(const fs::path& path, WeightsMode mode, 
   c.config_.eos_token_ids = checkpoint_eos_ids(p.dir, c.config_);  // + generation_config.json, tokenizer
   c.specs_ = target_tensor_specs(c.config_);
   if (mode == WeightsMode::Load) {
-    c.weights_ = std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(p.dir));
+    c.weights_ = std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(p.dir, on_files));
     convert_stored_floats(*c.weights_, c.specs_);
     validate_checkpoint_tensors(*c.weights_, c.specs_, "checkpoint " + p.dir.string());
   }
@@ -168,7 +169,7 @@ DraftCheckpoint DraftCheckpoint::open(const fs::path& path, WeightsMode mode, co
   c.config_.context_window = options.context_window;
   c.specs_ = draft_tensor_specs(c.config_);
   if (mode == WeightsMode::Load) {
-    c.weights_ = std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(p.dir));
+    c.weights_ = std::make_shared<SafetensorsCheckpoint>(SafetensorsCheckpoint::open(p.dir, options.on_files));
     const std::string where = "drafter checkpoint " + p.dir.string();
     refuse_unexpected_tensors(*c.weights_, c.specs_, where);
     convert_stored_floats(*c.weights_, c.specs_);

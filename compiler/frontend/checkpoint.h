@@ -27,8 +27,10 @@ class TargetCheckpoint {
   // `path`: the checkpoint directory, or its config.json (then only WeightsMode::None makes
   // sense unless the safetensors sit beside it). `layers`: only the first that many decoder
   // layers (slice_layers; their tensors alone are validated); unset: all.
+  // `on_files`: the safetensors files opened so far, of how many (SafetensorsCheckpoint::open).
   static TargetCheckpoint open(const std::filesystem::path& path, WeightsMode mode = WeightsMode::Load,
-                               std::optional<int64_t> layers = std::nullopt);
+                               std::optional<int64_t> layers = std::nullopt,
+                               const SafetensorsCheckpoint::FileProgress& on_files = {});
 
   const std::filesystem::path& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }
@@ -54,6 +56,8 @@ struct DraftOpenOptions {
   std::string yarn_amplitude = "config";
   // The drafter context window (`kplan compile --draft-context-window`): DraftConfig::context_window.
   int64_t context_window = 0;
+  // The safetensors files opened so far, of how many (SafetensorsCheckpoint::open).
+  SafetensorsCheckpoint::FileProgress on_files{};
 };
 
 class DraftCheckpoint {

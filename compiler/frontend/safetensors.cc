@@ -210,7 +210,10 @@ SafetensorsCheckpoint::~SafetensorsCheckpoint() = default;
 SafetensorsCheckpoint::SafetensorsCheckpoint(SafetensorsCheckpoint&&) noexcept = default;
 SafetensorsCheckpoint& SafetensorsCheckpoint::operator=(SafetensorsCheckpoint&&) noexcept = default;
 
-SafetensorsCheckpoint SafetensorsCheckpoint::open(const fs::path& path) {
+SafetensorsCheckpoint SafetensorsCheckpoint::open(const fs::path& path, const FileProgress& on_files) {
+  auto report = [&on_files](uint64_t done, uint64_t total) {
+    if (on_files) on_files(done, total);
+  };
   SafetensorsCheckpoint ckpt;
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error("checkpoint " + path.string() + ": no such file or directory");
@@ -230,7 +233,9 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const fs::path& path) {
   };
 
   if (!fs::is_directory(path)) {
+    report(0, 1);
     add_file(path);
+    report(1, 1);
     return ckpt;
   }
 
@@ -260,6 +265,8 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const fs::path& path) {
       names_by_shard[shard].push_back(it.key());
     }
     std::sort(shards.begin(), shards.end());
+    report(0, shards.size());
+    uint64_t opened = 0;
     for (const std::string& shard : shards) {
       const fs::path shard_path = path / shard;
       if (!fs::exists(shard_path))
@@ -272,6 +279,7 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const fs::path& path) {
         if (!present.count(name))
           throw Error(index_name + ": tensor " + name + " is mapped to " + shard +
                       ", which does not hold it");
+      report(++opened, shards.size());
     }
     if (index.contains("metadata") && index["metadata"].is_object())
       for (auto it = index["metadata"].begin(); it != index["metadata"].end(); ++it)
@@ -288,7 +296,9 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const fs::path& path) {
   if (files.size() > 1)
     throw Error("checkpoint " + path.string() + ": " + std::to_string(files.size()) +
                 " .safetensors files but no " + kIndexName + " to say which tensors they hold");
+  report(0, 1);
   add_file(files.front());
+  report(1, 1);
   return ckpt;
 }
 

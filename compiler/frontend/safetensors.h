@@ -30,7 +30,10 @@ class SafetensorsFile;  // one mmap-ed file
 class SafetensorsCheckpoint {
  public:
   // `path`: a directory holding model.safetensors.index.json or *.safetensors, or one file.
-  static SafetensorsCheckpoint open(const std::filesystem::path& path);
+  // `on_files` (may be empty): (0, files) once the files are known, then (i, files) as the i-th
+  // is opened and its header validated.
+  using FileProgress = std::function<void(uint64_t files_done, uint64_t files_total)>;
+  static SafetensorsCheckpoint open(const std::filesystem::path& path, const FileProgress& on_files = {});
   ~SafetensorsCheckpoint();
   SafetensorsCheckpoint(SafetensorsCheckpoint&&) noexcept;
   SafetensorsCheckpoint& operator=(SafetensorsCheckpoint&&) noexcept;

@@ -72,7 +72,18 @@ Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const Assemb
 
   codegen::CompileOptions copt = options.kernels;
   copt.archs = p.header.archs;
+  const StageProgress& progress = options.progress;
+  if (progress.begin || progress.advance || progress.end) {
+    // compile_kernels' lines carry its counters ("codegen: [3/40] ..."); its summary is the
+    // caller's to print (write_compiled_plan's line).
+    copt.progress = [&progress](const std::string& line) {
+      uint64_t done = 0, total = 0;
+      if (parse_kernel_progress(line, &done, &total) && progress.advance) progress.advance(done, total);
+    };
+    if (progress.begin) progress.begin("compiling kernels", false, "kernels");
+  }
   std::vector<codegen::KernelInstance> built = codegen::compile_kernels(lowered.kernels, copt, stats);
+  if (progress.end) progress.end();
   const size_t n_arch = p.header.archs.size();
   for (size_t k = 0; k < lowered.kernels.size(); ++k) {
     const codegen::KernelSource& src = lowered.kernels[k];
@@ -112,7 +123,23 @@ Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const Assemb
 Plan write_plan_from_compile(const PlanSources& sources, LoweredPlan lowered, const AssembleOptions& options,
                              const std::filesystem::path& out, codegen::CompileStats* stats) {
   Plan p = assemble_plan(sources, std::move(lowered), options, stats);
-  write_plan(p, out);
+  const StageProgress& progress = options.progress;
+  if (!progress.begin && !progress.advance && !progress.end) {
+    write_plan(p, out);
+    return p;
+  }
+  // Two passes over the weights, a stage each: their checksums, then the file.
+  std::string step;
+  write_plan(p, out, [&](const char* now, uint64_t done, uint64_t total) {
+    if (step != now) {
+      if (!step.empty() && progress.end) progress.end();
+      step = now;
+      if (progress.begin)
+        progress.begin(step == "hashing" ? "checksumming the weights" : "writing " + out.string(), true, "");
+    }
+    if (progress.advance) progress.advance(done, total);
+  });
+  if (!step.empty() && progress.end) progress.end();
   return p;
 }
 

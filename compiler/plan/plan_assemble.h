@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/codegen/compile_kernels.h"
+#include "compiler/plan/stage_progress.h"
 #include "compiler/frontend/safetensors.h"
 #include "compiler/frontend/tensor_spec.h"
 #include "compiler/passes/lowered_plan.h"
@@ -26,6 +27,9 @@ struct PlanSources {
 struct AssembleOptions {
   std::vector<std::string> archs = {"sm_90"};
   codegen::CompileOptions kernels;  // its archs are replaced by `archs`
+  // The kernel compile (kernels compiled by NVRTC, cache hits aside) and, in
+  // write_plan_from_compile, the weights' checksums and writing; replaces kernels.progress.
+  StageProgress progress{};
 };
 
 // Sets what a plan reads from its sources beside the launches: the typed specs, the config.json

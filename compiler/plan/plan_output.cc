@@ -114,6 +114,7 @@ void write_compiled_plan(const ir::Module& module, const TargetCheckpoint& targe
 
   AssembleOptions assemble;
   assemble.archs = split(options.archs);
+  assemble.progress = options.progress;
   codegen::CompileStats stats;
   PlanSources sources{target.dir(), draft_dir, ir::print_module(module), target.config(), std::nullopt};
   // The drafter's config as compiled (its YaRN amplitude choice, resolved mask token, context

@@ -8,6 +8,7 @@
 #include "compiler/frontend/checkpoint.h"
 #include "compiler/passes/lower_state.h"
 #include "compiler/passes/lowered_plan.h"
+#include "compiler/plan/stage_progress.h"
 #include "ir/ir.h"
 
 namespace kplan::plan {
@@ -20,6 +21,8 @@ struct PlanOutputOptions {
   // --synthetic-weights SEED: no weight bytes; every weight is recorded as generated at load
   // (synthetic_init.h), with the synthetic_weights kernels that write them on the device.
   std::optional<uint64_t> synthetic_seed;
+  // The long steps (kernel compile, the weights' checksums and writing) as they advance.
+  StageProgress progress{};
 };
 
 // The lowering options of a compile: buckets (1 always added), max_context (0: the config's

@@ -127,7 +127,15 @@ SynthResult write_checkpoint(const std::string& what, const std::vector<TensorSp
     if (!out) throw Error("synth: cannot write " + config_path.string());
     result.files.push_back("config.json");
   }
-  SpecProducer produce(specs, options.seed, group_size);
+  SpecProducer spec_producer(specs, options.seed, group_size);
+  uint64_t made = 0;
+  if (options.on_progress) options.on_progress(0, total);
+  auto produce = [&](size_t i) {
+    std::vector<uint8_t> bytes = spec_producer(i);
+    made += bytes.size();
+    if (options.on_progress) options.on_progress(made, total);
+    return bytes;
+  };
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
   if (options.shard_bytes > 0 && total > options.shard_bytes) {
     for (std::string& name : write_sharded_safetensors_streamed(out_dir, headers, std::ref(produce),

@@ -10,6 +10,7 @@
 //   synthesize_draft(preset_draft_config("tiny"), dir / "draft", {.seed = 1});
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ struct SynthOptions {
   uint64_t max_total_bytes = uint64_t{2} << 30;
   // The config.json to write; default: model_config_to_json / draft_config_to_json of the config.
   std::optional<nlohmann::json> config_json;
+  // The weight bytes made so far of the checkpoint's total: (0, total) first, then after each
+  // tensor is generated (a tensor at a time; may be empty).
+  std::function<void(uint64_t done, uint64_t total)> on_progress{};
 };
 
 // What was written: file names relative to the output directory, config.json first.

@@ -26,19 +26,23 @@ using PlanPtr = std::unique_ptr<kplan_plan, PlanClose>;
 using ModelPtr = std::unique_ptr<kplan_model, ModelDestroy>;
 using SessionPtr = std::unique_ptr<kplan_session, SessionDestroy>;
 
-inline PlanPtr open_plan(const char* path, bool verify_weights) {
+// `on_progress` (may be null): the weight bytes hashed (Phase::progress_callback with a Phase).
+inline PlanPtr open_plan(const char* path, bool verify_weights, kplan_progress_callback on_progress = nullptr,
+                         void* user_data = nullptr) {
   kplan_plan_open_options o{verify_weights ? 1 : 0};
   kplan_plan* p = nullptr;
-  api_check(kplan_plan_open(path, &o, &p));
+  api_check(kplan_plan_open_with_progress(path, &o, on_progress, user_data, &p));
   return PlanPtr(p);
 }
 
-inline ModelPtr create_model(kplan_plan* plan, kplan_device_kind device) {
+// `on_progress` (may be null): the weight bytes uploaded to the GPU.
+inline ModelPtr create_model(kplan_plan* plan, kplan_device_kind device, kplan_progress_callback on_progress = nullptr,
+                             void* user_data = nullptr) {
   kplan_model_options o;
   kplan_model_options_init(&o);
   o.device = device;
   kplan_model* m = nullptr;
-  api_check(kplan_model_create(plan, &o, &m));
+  api_check(kplan_model_create_with_progress(plan, &o, on_progress, user_data, &m));
   return ModelPtr(m);
 }
 

@@ -21,6 +21,7 @@
 #include "tools/kplan/commands.h"
 #include "tools/kplan/kernel_table.h"
 #include "tools/kplan/number_list.h"
+#include "tools/kplan/phase.h"
 
 namespace kplan::cli {
 
@@ -64,16 +65,18 @@ std::vector<int32_t> kernel_steps(const BenchArgs& a, kplan_plan* plan) {
 void run_bench(const BenchArgs& a) {
   if (a.steps <= 0) throw Error("--steps must be positive");
   if (!(a.hbm_gbps > 0)) throw Error("--hbm-gbps must be a positive bandwidth in GB/s (1e9 bytes), not " + std::to_string(a.hbm_gbps));
-  auto t0 = std::chrono::steady_clock::now();
-  PlanPtr plan = open_plan(a.plan.c_str(), true);
-  double open_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Phase open_phase("kplan bench", "opening " + a.plan + " (verifying its weights' checksums)", false);
+  PlanPtr plan = open_plan(a.plan.c_str(), true, &Phase::progress_callback, &open_phase);
+  const double open_s = open_phase.done();
   const std::vector<int32_t> kernel_tokens = a.kernels ? kernel_steps(a, plan.get()) : std::vector<int32_t>{};
   kplan_device_info dev{};
   api_check(kplan_device_probe(&dev));
   kplan_plan_info info{};
   info.struct_size = sizeof info;
   api_check(kplan_plan_info_get(plan.get(), &info));
-  ModelPtr model = create_model(plan.get(), KPLAN_DEVICE_GPU);
+  Phase load_phase("kplan bench", "loading the model (uploading its weights)", false);
+  ModelPtr model = create_model(plan.get(), KPLAN_DEVICE_GPU, &Phase::progress_callback, &load_phase);
+  load_phase.done();
   kplan_session_options so;
   kplan_session_options_init(&so);
   so.use_graphs = a.no_graphs ? 0 : 1;

@@ -39,7 +39,9 @@ void chat(const ChatArgs& args) {
   if (args.temperature < 0) throw UsageError("--temperature must not be negative");
   if (!(args.top_p > 0 && args.top_p <= 1)) throw UsageError("--top-p must be within (0, 1]");
   const ModelSource source = resolve_source(args.model, args.draft_dir, args.device);
-  PlanPtr plan = open_model_plan(source);
+  Phase open_phase("kplan chat", open_phase_text(source), args.quiet, open_phase_unit(source));
+  PlanPtr plan = open_model_plan(source, &open_phase);
+  open_phase.done();
   const kplan_plan_info info = plan_info(plan.get());
   require_tokenizer(info, source.model, "kplan chat needs a tokenizer and its chat template");
   // The template is checked before the weights load.
@@ -55,7 +57,9 @@ void chat(const ChatArgs& args) {
   g.temperature = args.temperature;
   g.top_p = args.top_p;
   g.seed = args.has_seed ? args.seed : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  ModelPtr model = create_model(plan.get(), device_kind(args.device));
+  Phase load_phase("kplan chat", "loading the model (" + progress::format_bytes(static_cast<double>(info.weight_bytes)) + " of weights)", args.quiet);
+  ModelPtr model = create_model(plan.get(), device_kind(args.device), &Phase::progress_callback, &load_phase);
+  load_phase.done();
   kplan_session_options so;
   kplan_session_options_init(&so);
   SessionPtr session = create_session(model.get(), so);

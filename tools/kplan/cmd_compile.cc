@@ -19,6 +19,7 @@
 #include "ir/verifier.h"
 #include "tools/kplan/commands.h"
 #include "tools/kplan/hf_cache.h"
+#include "tools/kplan/phase.h"
 
 namespace kplan::cli {
 
@@ -123,10 +124,35 @@ void run_compile(CompileArgs a) {
     // (what lower_options resolves for this target), not the model's longest.
     if (opt.draft && !a.plan.out.empty())
       opt.max_context = plan::lower_options(TargetCheckpoint::open(opt.model, WeightsMode::None, opt.layers).config(), a.plan).max_context;
+    // Reading the checkpoints: a bar over their safetensors files, each opened and its header
+    // validated (phase.h); the IR is built and its passes run in the same phase.
+    std::optional<Phase> read_phase;
+    if (opt.load_weights) {
+      read_phase.emplace("kplan compile", "reading checkpoint " + opt.model.string() + (opt.draft ? " and its drafter" : "") +
+                                              " (validating every tensor)",
+                         false, ProgressUnit::count("files"));
+      opt.on_files = [&read_phase](uint64_t done, uint64_t total) { read_phase->progress(done, total); };
+    }
     CompileResult r = compile_to_ir(opt);
+    if (read_phase) read_phase->done();
     module = std::move(r.module);
     if (!a.plan.out.empty()) {
       if (!a.dump_after.empty()) throw Error("-o writes the whole pipeline's plan: drop --dump-ir-after");
+      // Kernel compile (kernels compiled by NVRTC), the weights' checksums and their writing: a
+      // phase each, fed their counters.
+      std::unique_ptr<Phase> step;
+      a.plan.progress.begin = [&step](const std::string& what, bool bytes, const std::string& items) {
+        step.reset();
+        step = std::make_unique<Phase>("kplan compile", what, false,
+                                       bytes ? ProgressUnit::byte_count() : ProgressUnit::count(items));
+      };
+      a.plan.progress.advance = [&step](uint64_t done, uint64_t total) {
+        if (step) step->progress(done, total);
+      };
+      a.plan.progress.end = [&step] {
+        if (step) step->done();
+        step.reset();
+      };
       plan::write_compiled_plan(*module, *r.target, r.draft ? &*r.draft : nullptr, a.plan);
     }
     if (lowering_dump) {

@@ -23,7 +23,7 @@ struct InspectArgs {
 void run_inspect(const InspectArgs& a) {
   // Checksumming a big plan's weights takes a while: shown on stderr (phase.h).
   Phase phase("kplan inspect", a.no_verify ? "opening " + a.plan : "opening " + a.plan + " (verifying its weights' checksums; --no-verify skips it)", false);
-  PlanPtr plan = open_plan(a.plan.c_str(), !a.no_verify);
+  PlanPtr plan = open_plan(a.plan.c_str(), !a.no_verify, &Phase::progress_callback, &phase);
   phase.done();
   std::vector<kplan_plan_section> sections;
   if (a.ir) sections.push_back(KPLAN_PLAN_SECTION_IR);

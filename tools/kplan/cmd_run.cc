@@ -226,12 +226,8 @@ void run(const RunArgs& args) {
   const ModelSource source = resolve_source(args.model, args.draft_dir, args.device);
   // The phases before the decode can take a while on a big model (issue 11: ~13 s of checksumming
   // a plan's weights, shown nowhere): each is timed, shown on stderr (phase.h) and in --stats.
-  Phase open_phase("kplan run",
-                   std::filesystem::is_directory(source.model)
-                       ? "reading checkpoint " + source.model + " (validating every tensor)"
-                       : "opening " + source.model + " (verifying its weights' checksums)",
-                   args.quiet);
-  PlanPtr plan = open_model_plan(source);
+  Phase open_phase("kplan run", open_phase_text(source), args.quiet, open_phase_unit(source));
+  PlanPtr plan = open_model_plan(source, &open_phase);
   const kplan_plan_info info = plan_info(plan.get());
   const double open_seconds = open_phase.done();
   if (args.max_context > 0 && info.max_context > 0 && args.max_context > info.max_context)
@@ -314,7 +310,7 @@ void run(const RunArgs& args) {
   if (args.oracle_accuracy < 0 || args.oracle_accuracy > 1) throw Error("--oracle-accuracy must be within [0, 1]");
 
   Phase load_phase("kplan run", "loading the model (" + bytes_text(info.weight_bytes) + " of weights)", args.quiet);
-  ModelPtr model = create_model(plan.get(), device_kind(args.device));
+  ModelPtr model = create_model(plan.get(), device_kind(args.device), &Phase::progress_callback, &load_phase);
   const double load_seconds = load_phase.done();
   kplan_session_options so;
   kplan_session_options_init(&so);

@@ -93,12 +93,20 @@ class Server {
   void run() {
     const ModelSource source = resolve_source(args_.model, args_.draft_dir, args_.device);
     if (!args_.quiet) std::fprintf(stderr, "kplan serve: loading %s\n", source.model.c_str());
-    plan_ = open_model_plan(source);
+    {
+      Phase phase("kplan serve", open_phase_text(source), args_.quiet, open_phase_unit(source));
+      plan_ = open_model_plan(source, &phase);
+      phase.done();
+    }
     const kplan_plan_info info = plan_info(plan_.get());
     if (args_.max_context > 0 && info.max_context > 0 && args_.max_context > info.max_context)
       throw UsageError("--max-context " + std::to_string(args_.max_context) + " is past the plan's context of " +
                        std::to_string(info.max_context) + " positions");
-    model_ = create_model(plan_.get(), device_kind(args_.device));
+    {
+      Phase phase("kplan serve", "loading the model (" + progress::format_bytes(static_cast<double>(info.weight_bytes)) + " of weights)", args_.quiet);
+      model_ = create_model(plan_.get(), device_kind(args_.device), &Phase::progress_callback, &phase);
+      phase.done();
+    }
     kplan_session_options so;
     kplan_session_options_init(&so);
     so.max_context = args_.max_context;

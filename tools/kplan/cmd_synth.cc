@@ -68,7 +68,9 @@ void run_synth(const SynthArgs& a) {
     draft = draft_config_for(config);
   }
 
-  Phase phase("kplan synth", "writing " + a.out_dir, false);  // a K2.6-sized slice takes a minute
+  // A K2.6-sized slice takes a minute: a bar over the weight bytes generated.
+  Phase phase("kplan synth", "writing " + a.out_dir, false);
+  options.on_progress = [&phase](uint64_t done, uint64_t total) { phase.progress(done, total); };
   SynthResult target = synthesize_target(config, a.out_dir, options);
   phase.done();
   std::printf("wrote %s (%zu files, %llu weight bytes)\n", a.out_dir.c_str(), target.files.size(),
@@ -77,6 +79,7 @@ void run_synth(const SynthArgs& a) {
     SynthOptions draft_options = options;
     draft_options.config_json.reset();
     Phase draft_phase("kplan synth", "writing " + a.draft_dir, false);
+    draft_options.on_progress = [&draft_phase](uint64_t done, uint64_t total) { draft_phase.progress(done, total); };
     SynthResult d = synthesize_draft(draft, a.draft_dir, draft_options);
     draft_phase.done();
     std::printf("wrote %s (%zu files, %llu weight bytes)\n", a.draft_dir.c_str(), d.files.size(),

@@ -23,19 +23,29 @@ ModelSource resolve_source(const std::string& model, const std::string& draft_di
   return s;
 }
 
-PlanPtr open_model_plan(const ModelSource& source) {
+ProgressUnit open_phase_unit(const ModelSource& source) {
+  return fs::is_directory(source.model) ? ProgressUnit::count("files") : ProgressUnit::byte_count();
+}
+
+std::string open_phase_text(const ModelSource& source) {
+  return fs::is_directory(source.model) ? "reading checkpoint " + source.model + " (validating every tensor)"
+                                        : "opening " + source.model + " (verifying its weights' checksums)";
+}
+
+PlanPtr open_model_plan(const ModelSource& source, Phase* phase) {
   const fs::path model(source.model);
   if (!fs::exists(model)) throw Error("MODEL '" + source.model + "' does not exist");
   if (!fs::is_directory(model)) {
     if (!source.draft_dir.empty())
       throw Error("--draft DIR is for a checkpoint directory; a plan carries its drafter (compile it with --draft)");
-    return open_plan(source.model.c_str(), true);
+    return open_plan(source.model.c_str(), true, phase ? &Phase::progress_callback : nullptr, phase);
   }
   if (source.device == "gpu")
     throw Error("MODEL '" + source.model + "': --device gpu needs a compiled .kplan plan; run a "
                 "checkpoint directory with --device cpu");
   ReferencePlanOptions options;
   if (!source.draft_dir.empty()) options.draft = source.draft_dir;
+  if (phase) options.on_files = [phase](uint64_t done, uint64_t total) { phase->progress(done, total); };
   kplan_plan* p = nullptr;
   api_check(kplan_plan_adopt(std::make_shared<const plan::Plan>(reference_plan(model, options)), source.model, &p));
   return PlanPtr(p);

@@ -10,6 +10,7 @@
 
 #include "kplan/kplan.h"
 #include "tools/kplan/api_handles.h"
+#include "tools/kplan/phase.h"
 
 namespace kplan::cli {
 
@@ -24,8 +25,15 @@ struct ModelSource {
 ModelSource resolve_source(const std::string& model, const std::string& draft_dir, const std::string& device);
 
 // Throws kplan::Error naming MODEL when it does not exist, when --draft is given for a plan, or
-// when --device gpu is asked of a checkpoint directory.
-PlanPtr open_model_plan(const ModelSource& source);
+// when --device gpu is asked of a checkpoint directory. `phase` (may be null) is fed the work's
+// counters: a plan's weight bytes hashed, or a checkpoint's safetensors files opened and validated
+// (make it with open_phase_unit(source)).
+PlanPtr open_model_plan(const ModelSource& source, Phase* phase = nullptr);
+// What opening MODEL counts: bytes hashed (a plan) or safetensors files (a checkpoint directory).
+ProgressUnit open_phase_unit(const ModelSource& source);
+// The phase's text: "reading checkpoint DIR (validating every tensor)" or "opening PLAN
+// (verifying its weights' checksums)".
+std::string open_phase_text(const ModelSource& source);
 
 kplan_plan_info plan_info(const kplan_plan* plan);
 kplan_device_kind device_kind(const std::string& device);  // "auto" | "cpu" | "gpu"

@@ -118,8 +118,16 @@ def write_dir(path, config, tensors, tokenizer_dir=None):
         f.write("\n")
     save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
     if tokenizer_dir:
-        for name in ("tiktoken.model", "tokenizer_config.json"):
-            shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(path, name))
+        shutil.copyfile(os.path.join(tokenizer_dir, "tiktoken.model"), os.path.join(path, "tiktoken.model"))
+        # tokenizer_config.json with the chat template added (chat_template.jinja beside this
+        # script: Kimi K2's turn markers, which the tokenizer has), keys in sorted order.
+        with open(os.path.join(tokenizer_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+            tok = json.load(f)
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "chat_template.jinja"), encoding="utf-8") as f:
+            tok["chat_template"] = f.read()
+        with open(os.path.join(path, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump(dict(sorted(tok.items())), f, indent=2, ensure_ascii=False)
+            f.write("\n")
 
 
 def dir_bytes(path):

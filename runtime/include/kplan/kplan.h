@@ -56,6 +56,17 @@ typedef struct kplan_plan_open_options {
 
 /* Maps and validates a plan file. `options` may be NULL. */
 kplan_status kplan_plan_open(const char* path, const kplan_plan_open_options* options, kplan_plan** out);
+
+/* Progress of a long step (a plan's checksums, the weights' upload): `done` of `total` bytes. It
+ * is called on the thread that made the call, once with done = 0 when the total is known, then as
+ * the work advances (at most once per chunk of several MiB), the last time with done = total when
+ * the step completes. It must not call into the object being made. */
+typedef void (*kplan_progress_callback)(void* user_data, uint64_t done, uint64_t total);
+
+/* kplan_plan_open, reporting the weight bytes hashed while their checksums are verified (not
+ * called with verify_weights = 0 or a plan without weight bytes). `on_progress` may be NULL. */
+kplan_status kplan_plan_open_with_progress(const char* path, const kplan_plan_open_options* options,
+                                           kplan_progress_callback on_progress, void* user_data, kplan_plan** out);
 void kplan_plan_close(kplan_plan* plan);
 
 typedef enum kplan_plan_section {
@@ -165,6 +176,13 @@ void kplan_model_options_init(kplan_model_options* options);
 /* Loads the plan onto the device: on the GPU the cubins of its arch and every weight a launch
  * reads, once. `options` may be NULL (AUTO). */
 kplan_status kplan_model_create(kplan_plan* plan, const kplan_model_options* options, kplan_model** out);
+/* kplan_model_create, reporting the weight bytes uploaded to the GPU (0 of the bytes to upload
+ * before the upload, all of them once the weights are on the device). Not called on the CPU
+ * reference, which copies nothing at create (its fp32 copies are made as sessions first read
+ * them). `on_progress` may be NULL. */
+kplan_status kplan_model_create_with_progress(kplan_plan* plan, const kplan_model_options* options,
+                                              kplan_progress_callback on_progress, void* user_data,
+                                              kplan_model** out);
 void kplan_model_destroy(kplan_model* model);
 
 typedef struct kplan_model_info {

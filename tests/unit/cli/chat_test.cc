@@ -34,6 +34,15 @@ class Chat : public ::testing::Test {
     fs::copy_file(kMini / "tokenizer_config.json", dir / "tokenizer_config.json");
     return dir;
   }
+  // The bundled target without its chat template (tokenizer_config.json's chat_template removed):
+  // a checkpoint that ships none.
+  fs::path untemplated(const std::string& name) {
+    const fs::path dir = checkpoint(name);
+    nlohmann::ordered_json config = nlohmann::ordered_json::parse(testing_util::read_file(dir / "tokenizer_config.json"));
+    config.erase("chat_template");
+    std::ofstream(dir / "tokenizer_config.json") << config.dump(2);
+    return dir;
+  }
   CliResult kplan(const std::string& args) { return test::run_kplan(args, scratch_.path()); }
   std::string golden(const std::string& tmpl, const std::string& conversation) {
     const nlohmann::json g = nlohmann::json::parse(testing_util::read_file(kTemplates / "goldens.json"));
@@ -138,18 +147,19 @@ TEST_F(Chat, TheInteractiveChatKeepsTheConversation) {
   EXPECT_EQ(replies[1], run_text("--messages " + write("two.json", two.dump()).string()));
   EXPECT_EQ(replies[2], replies[0]);
   // Without a template it says so before loading anything.
-  const CliResult none = kplan("chat " + kMini.string() + " --device cpu < " + input.string());
+  const CliResult none = kplan("chat " + untemplated("plain").string() + " --device cpu < " + input.string());
   EXPECT_EQ(none.status, 1);
   expect_contains(none.err, {"no chat template"});
 }
 
 TEST_F(Chat, NoTemplateAndBadConversationsAreRefusedClearly) {
-  CliResult r = kplan("run " + kMini.string() + " --chat hi -q");
+  const fs::path plain = untemplated("plain");
+  CliResult r = kplan("run " + plain.string() + " --chat hi -q");
   EXPECT_EQ(r.status, 1);
-  expect_contains(r.err, {"kplan: error: --chat: no chat template: looked for " + (kMini / "chat_template.jinja").string(),
-                          (kMini / "tokenizer_config.json").string()});
+  expect_contains(r.err, {"kplan: error: --chat: no chat template: looked for " + (plain / "chat_template.jinja").string(),
+                          (plain / "tokenizer_config.json").string()});
   const fs::path plan = scratch_.path() / "plain.kplan";
-  ASSERT_EQ(kplan("compile --model " + kMini.string() + " -o " + plan.string()).status, 0);
+  ASSERT_EQ(kplan("compile --model " + plain.string() + " -o " + plan.string()).status, 0);
   r = kplan("run " + plan.string() + " --chat hi -q");
   EXPECT_EQ(r.status, 1);
   expect_contains(r.err, {"no chat template: '" + plan.string() + "' carries none", "chat_template.jinja"});

@@ -133,10 +133,30 @@ class Binding(unittest.TestCase):
             self.assertEqual(m.generate(text, max_new=8, ignore_eos=True).tokens, want)
             with self.assertRaisesRegex(kplan.Error, r"messages\[0\]\.role"):
                 m.apply_chat_template([{"content": "x"}])
+        # The bundled target's own template (tokenizer_config.json's chat_template, Kimi K2's turn markers).
         with kplan.Model(self.mini, device="cpu") as mini:
-            self.assertEqual(mini.chat_template, "")
+            self.assertTrue(mini.chat_template.startswith("{#- The bundled pair's chat template"))
+            self.assertEqual(mini.apply_chat_template([{"role": "system", "content": "Be brief."},
+                                                       {"role": "user", "content": "hi"}]),
+                             "<|im_system|>system<|im_middle|>Be brief.<|im_end|><|im_user|>user<|im_middle|>hi"
+                             "<|im_end|><|im_assistant|>assistant<|im_middle|>")
+        # A checkpoint without one: said so.
+        plain = os.path.join(self.dir, "plain")
+        os.makedirs(plain, exist_ok=True)
+        for f in ("config.json", "model.safetensors", "tiktoken.model"):
+            if not os.path.exists(os.path.join(plain, f)):
+                os.symlink(os.path.join(SOURCE, "models", "mini-v3", f), os.path.join(plain, f))
+        with open(os.path.join(SOURCE, "models", "mini-v3", "tokenizer_config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        del config["chat_template"]
+        with open(os.path.join(plain, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        plain_plan = os.path.join(self.dir, "plain.kplan")
+        cli("compile", "--model", plain, "-o", plain_plan)
+        with kplan.Model(plain_plan, device="cpu") as untemplated:
+            self.assertEqual(untemplated.chat_template, "")
             with self.assertRaisesRegex(kplan.Error, "no chat template"):
-                mini.apply_chat_template([{"role": "user", "content": "hi"}])
+                untemplated.apply_chat_template([{"role": "user", "content": "hi"}])
 
     def test_errors_carry_the_runtimes_message(self):
         with self.assertRaisesRegex(kplan.Error, "top_p"):

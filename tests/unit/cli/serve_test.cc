@@ -415,7 +415,15 @@ TEST_F(Serve, ConcurrentRequestsAllComplete) {
 }
 
 TEST_F(Serve, AnApiKeyGuardsTheV1RoutesAQueueLimitAndSigtermStopsCleanly) {
-  ServerProcess keyed({(kModels / "mini-v3").string(), "--api-key", "s3cret", "--max-queue", "0", "-q"},
+  // The bundled target without its chat template (a checkpoint that ships none), still named mini-v3.
+  const fs::path plain = g->dir.path() / "plain" / "mini-v3";
+  fs::create_directories(plain);
+  for (const char* f : {"config.json", "model.safetensors", "tiktoken.model"})
+    fs::create_symlink(kModels / "mini-v3" / f, plain / f);
+  Json tokenizer_config = Json::parse(testing_util::read_file(kModels / "mini-v3" / "tokenizer_config.json"));
+  tokenizer_config.erase("chat_template");
+  std::ofstream(plain / "tokenizer_config.json") << tokenizer_config.dump(2);
+  ServerProcess keyed({plain.string(), "--api-key", "s3cret", "--max-queue", "0", "-q"},
                       g->dir.path() / "keyed.log");
   ASSERT_GT(keyed.port(), 0) << keyed.log();
   httplib::Client c("127.0.0.1", keyed.port());
@@ -430,7 +438,7 @@ TEST_F(Serve, AnApiKeyGuardsTheV1RoutesAQueueLimitAndSigtermStopsCleanly) {
   res = c.Get("/health");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
-  // No chat template in the bundled target's own directory: a clear 400.
+  // No chat template in the checkpoint: a clear 400.
   res = c.Post("/v1/chat/completions", {{"Authorization", "Bearer s3cret"}},
                R"({"messages": [{"role": "user", "content": "hi"}]})", "application/json");
   ASSERT_TRUE(res);
@@ -453,6 +461,78 @@ TEST_F(Serve, AnApiKeyGuardsTheV1RoutesAQueueLimitAndSigtermStopsCleanly) {
   }
   EXPECT_TRUE(served);
   EXPECT_EQ(keyed.terminate(10), 0) << keyed.log();
+}
+
+// The bundled pair ships a chat template (models/mini-v3/tokenizer_config.json, Kimi K2's turn
+// markers): a plan compiled from the pair carries it, renders a two-message conversation as
+// jinja2 renders it (the text below), and `kplan serve` on that plan streams a chat completion
+// whose content is `kplan run --messages`'s text.
+TEST(ServeBundledPair, APlanFromTheBundledPairServesAStreamedChatCompletion) {
+  testing_util::TempDir dir("serve_bundled");
+  const fs::path plan = dir.path() / "mini.kplan";
+  const CliResult compiled = test::run_kplan("compile --model " + (kModels / "mini-v3").string() + " --draft " +
+                                                 (kModels / "mini-v3-dflash").string() + " -o " + plan.string(),
+                                             dir.path());
+  ASSERT_EQ(compiled.status, 0) << compiled.err;
+  const Json messages = {{{"role", "system"}, {"content", "You are terse."}}, {{"role", "user"}, {"content", "def f(x):"}}};
+  const fs::path conversation = dir.path() / "two.json";
+  std::ofstream(conversation) << messages.dump();
+  // tools/train/chat_template.jinja rendered by jinja2 3.1 (transformers' environment) for these two messages.
+  const std::string rendered =
+      "<|im_system|>system<|im_middle|>You are terse.<|im_end|><|im_user|>user<|im_middle|>def f(x):<|im_end|>"
+      "<|im_assistant|>assistant<|im_middle|>";
+  for (const fs::path& model : {plan, kModels / "mini-v3"}) {
+    SCOPED_TRACE(model.string());
+    const CliResult shown = test::run_kplan("run " + model.string() + " --messages " + conversation.string() + " --print-prompt",
+                                            dir.path());
+    ASSERT_EQ(shown.status, 0) << shown.err;
+    EXPECT_EQ(shown.out, rendered + "\n");
+  }
+  // Without a system message the template opens with its default one.
+  const CliResult one = test::run_kplan("run " + plan.string() + " --chat hi --print-prompt", dir.path());
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(one.out, "<|im_system|>system<|im_middle|>You are a helpful assistant.<|im_end|><|im_user|>user<|im_middle|>hi"
+                     "<|im_end|><|im_assistant|>assistant<|im_middle|>\n");
+  // The decode `kplan run` makes of that conversation: its text.
+  const CliResult ran = test::run_kplan("run " + plan.string() + " --messages " + conversation.string() +
+                                            " --max-new 12 --ignore-eos --device cpu -q",
+                                        dir.path());
+  ASSERT_EQ(ran.status, 0) << ran.err;
+  const size_t at = ran.out.find("\ntext: ");
+  ASSERT_NE(at, std::string::npos) << ran.out;
+  std::string want = ran.out.substr(at + 7);
+  if (!want.empty() && want.back() == '\n') want.pop_back();
+
+  ServerProcess server({plan.string(), "-q"}, dir.path() / "serve.log");
+  ASSERT_GT(server.port(), 0) << server.log();
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(120, 0);
+  const Json body = {{"messages", messages}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}};
+  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  // Server-sent events: a role chunk, the content chunks, the finish chunk, data: [DONE].
+  std::vector<Json> events;
+  bool done = false;
+  for (size_t pos = 0, end; pos < res->body.size() && (end = res->body.find("\n\n", pos)) != std::string::npos; pos = end + 2) {
+    const std::string event = res->body.substr(pos, end - pos);
+    ASSERT_EQ(event.rfind("data: ", 0), 0u) << event;
+    if (event == "data: [DONE]") done = true;
+    else events.push_back(Json::parse(event.substr(6)));
+  }
+  EXPECT_TRUE(done) << res->body;
+  ASSERT_GE(events.size(), 3u) << res->body;
+  EXPECT_EQ(events.front()["choices"][0]["delta"]["role"], "assistant");
+  std::string content;
+  for (size_t i = 1; i + 1 < events.size(); ++i) {
+    EXPECT_EQ(events[i]["object"], "chat.completion.chunk");
+    content += events[i]["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  EXPECT_EQ(content, want);
+  EXPECT_FALSE(content.empty());
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(server.terminate(10), 0) << server.log();
 }
 
 }  // namespace

@@ -67,6 +67,42 @@ TEST(RuntimeApi, AGpuSessionWithoutAGpuSaysNoGpu) {
   kplan_plan_close(plan);
 }
 
+// kplan_plan_open_with_progress: the weight bytes hashed, from 0 to all of them, each call with
+// the total; none when the checksums are not verified. kplan_model_create_with_progress on the
+// CPU reference: not called (nothing is copied at create).
+TEST(RuntimeApi, OpeningAPlanReportsTheBytesHashed) {
+  const fs::path file = sample_plan_file("progress.kplan");
+  struct Calls {
+    std::vector<std::pair<uint64_t, uint64_t>> seen;
+    static void on(void* self, uint64_t done, uint64_t total) { static_cast<Calls*>(self)->seen.push_back({done, total}); }
+  } calls;
+  kplan_plan* plan = nullptr;
+  ASSERT_EQ(kplan_plan_open_with_progress(file.c_str(), nullptr, &Calls::on, &calls, &plan), KPLAN_STATUS_OK)
+      << kplan_error_last();
+  uint64_t total = 0;
+  for (const plan::Weight& w : plan::testing::sample_plan().weights) total += w.data().size();
+  ASSERT_GE(calls.seen.size(), 2u);
+  EXPECT_EQ(calls.seen.front(), std::make_pair(uint64_t{0}, total));
+  EXPECT_EQ(calls.seen.back(), std::make_pair(total, total));
+  kplan_model_options o;
+  kplan_model_options_init(&o);
+  o.device = KPLAN_DEVICE_CPU;
+  calls.seen.clear();
+  kplan_model* model = nullptr;
+  ASSERT_EQ(kplan_model_create_with_progress(plan, &o, &Calls::on, &calls, &model), KPLAN_STATUS_OK) << kplan_error_last();
+  EXPECT_TRUE(calls.seen.empty());
+  kplan_model_destroy(model);
+  kplan_plan_close(plan);
+
+  kplan_plan_open_options no_verify{0};
+  ASSERT_EQ(kplan_plan_open_with_progress(file.c_str(), &no_verify, &Calls::on, &calls, &plan), KPLAN_STATUS_OK);
+  EXPECT_TRUE(calls.seen.empty());
+  kplan_plan_close(plan);
+  // A null callback is plain kplan_plan_open.
+  ASSERT_EQ(kplan_plan_open_with_progress(file.c_str(), nullptr, nullptr, nullptr, &plan), KPLAN_STATUS_OK);
+  kplan_plan_close(plan);
+}
+
 TEST(RuntimeApi, OpenCarriesTheReadersMessage) {
   fs::path file = test_dir() / "empty.kplan";
   std::ofstream(file) << "KPLX and more";

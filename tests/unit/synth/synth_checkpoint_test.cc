@@ -92,6 +92,34 @@ TEST_P(SynthPreset, TargetAndDrafterMatchTheirSpecs) {
   expect_matches_specs(SafetensorsCheckpoint::open(dir.path() / "draft"), draft_tensor_specs(draft_reread));
 }
 
+// The progress `kplan synth` and `kplan compile` draw: the weight bytes generated, from (0, total)
+// to (total, total), and the safetensors files opened (each shard once, then all of them).
+TEST(SynthProgress, ReportsTheBytesMadeAndTheFilesOpened) {
+  TempDir dir("progress");
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  SynthOptions o;
+  o.seed = 1;
+  o.shard_bytes = 64 << 10;  // several shards
+  o.on_progress = [&](uint64_t done, uint64_t total) { calls.push_back({done, total}); };
+  const SynthResult r = synthesize_target(preset_config("tiny"), dir.path() / "t", o);
+  ASSERT_GE(calls.size(), 3u);
+  EXPECT_EQ(calls.front(), std::make_pair(uint64_t{0}, r.weight_bytes));
+  EXPECT_EQ(calls.back(), std::make_pair(r.weight_bytes, r.weight_bytes));
+  for (size_t i = 1; i < calls.size(); ++i) EXPECT_GT(calls[i].first, calls[i - 1].first);
+
+  size_t shards = 0;
+  for (const std::string& f : r.files) shards += f.rfind("model-", 0) == 0 ? 1 : 0;
+  ASSERT_GT(shards, 1u);
+  std::vector<std::pair<uint64_t, uint64_t>> opened;
+  SafetensorsCheckpoint::open(dir.path() / "t", [&](uint64_t done, uint64_t total) { opened.push_back({done, total}); });
+  ASSERT_EQ(opened.size(), shards + 1);
+  for (size_t i = 0; i <= shards; ++i) EXPECT_EQ(opened[i], std::make_pair(uint64_t{i}, uint64_t{shards}));
+  opened.clear();
+  synthesize_target(preset_config("tiny"), dir.path() / "one", {.seed = 1});
+  SafetensorsCheckpoint::open(dir.path() / "one", [&](uint64_t done, uint64_t total) { opened.push_back({done, total}); });
+  EXPECT_EQ(opened, (std::vector<std::pair<uint64_t, uint64_t>>{{0, 1}, {1, 1}}));
+}
+
 TEST_P(SynthPreset, Int4ExpertsRoundTrip) {
   TempDir dir("int4");
   ModelConfig config = preset_config(GetParam());
