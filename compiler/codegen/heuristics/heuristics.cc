@@ -44,18 +44,22 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
   // Rows per warp: each x value read from L1 feeds RPW rows (at 8 tokens x's L1 traffic is
   // 16 / RPW bytes per weight byte), but fewer warps cover N; 4 rows * 8 tokens = 32
   // accumulators + 4 * UNROLL 16-byte loads stay in registers.
+  // Measured on the H200 (bench/RESULTS.md 2026-12-01 22:49, GpuOps.MatmulVariantSweepAtK26Shapes):
+  // 4 rows a warp win from N = 7168 on even where the grid then holds fewer warps than `want`
+  // (o_proj 8192 x 7168 at 1 token: 0.043 ms against 0.061 with 1 row; q_b's 12288 rows: 0.0139
+  // against 0.0147 with 2): the bytes in flight per warp matter more than the warps.
   const int64_t want = sms * warps_per_sm;
-  const int64_t rpw = n >= 4 * want ? 4 : n >= 2 * want ? 2 : 1;
+  const int64_t rpw = 2 * n >= 3 * want ? 4 : n >= want ? 2 : 1;
   set("RPW", rpw);
   // 16-byte loads in flight per lane and row: 4 (4 rows), 8 (2 rows, 1 row): 128-256 bytes per
   // lane, 4-8 KiB per warp, before the first FMA.
   const int64_t unroll = rpw == 4 ? 4 : 8;
   set("UNROLL", unroll);
-  // Split K across the warps of a block until the grid holds `want` warps, while each warp's
+  // Narrow N (1 row a warp): split K across the warps of a block until the grid holds `want` warps, while each warp's
   // slice keeps at least half a round of loads (16 lanes * UNROLL chunks of 8 weights).
   const int64_t chunks = k / 8;
   int64_t ksplit = 1;
-  while (ksplit < 8 && (n + rpw - 1) / rpw * ksplit < want && chunks / (2 * ksplit) >= 16 * unroll) ksplit *= 2;
+  while (rpw == 1 && ksplit < 8 && n * ksplit < want && chunks / (2 * ksplit) >= 16 * unroll) ksplit *= 2;
   set("KSPLIT", ksplit);
   // 4 warps a block (finer blocks fill SMs whose registers hold 2-3 of them), 8 with KSPLIT 8.
   set("WARPS", std::max<int64_t>(4, ksplit));

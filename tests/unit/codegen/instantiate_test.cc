@@ -72,8 +72,9 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   };
   EXPECT_EQ(tiling(7168, 163840, "sm_90"), (std::vector<int64_t>{4, 4, 1, 4}));  // lm_head
   EXPECT_EQ(tiling(7168, 576, "sm_90"), (std::vector<int64_t>{4, 1, 4, 8}));     // kv_a: split-K
-  EXPECT_EQ(tiling(1536, 12288, "sm_90"), (std::vector<int64_t>{4, 2, 1, 8}));   // q_b
-  EXPECT_EQ(tiling(8192, 7168, "sm_90"), (std::vector<int64_t>{4, 1, 1, 8}));    // o_proj
+  EXPECT_EQ(tiling(1536, 12288, "sm_90"), (std::vector<int64_t>{4, 4, 1, 4}));  // q_b
+  EXPECT_EQ(tiling(8192, 7168, "sm_90"), (std::vector<int64_t>{4, 4, 1, 4}));    // o_proj: 4 rows, 1792 warps
+  EXPECT_EQ(tiling(7168, 4224, "sm_90"), (std::vector<int64_t>{4, 2, 1, 8}));    // N = the grid's warps: 2 rows
   EXPECT_EQ(tiling(7168, 2112, "sm_90"), (std::vector<int64_t>{4, 1, 2, 8}));    // q_a + kv_a
   EXPECT_EQ(tiling(7168, 2112, "sm_120"), (std::vector<int64_t>{4, 1, 4, 8}));   // 188 SMs: more split
   EXPECT_EQ(tiling(64, 32, "sm_90"), (std::vector<int64_t>{4, 1, 1, 8}));        // too short to split
