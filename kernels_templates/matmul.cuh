@@ -3,7 +3,7 @@
 // tree verify (and prefill chunks, by tiling tokens):
 //   y[b, t, n] = (ACC ? y[b, t, n] : 0) + sum_k x[b, t, k] * W[b](n, k)
 // W_LAYOUT 0: W[b] is bf16 [N, K] row-major (nn.Linear's weight): the bandwidth path below.
-// W_LAYOUT 1: W[b] is bf16 [K, N] row-major (e.g. absorbed MLA W_UK per head); one thread per n.
+// W_LAYOUT 1: W[b] is bf16 [K, N] row-major (e.g. absorbed MLA W_UK per head): a column stream.
 // Batches (heads of OPS head_matmul) sit w_batch_stride elements apart in W; with W_LAYOUT 1 a
 // transposed weight view (the absorbed W_UK) needs no copy.
 //
@@ -28,6 +28,14 @@
 //     within f32 summation-order differences of the CPU op); see kp::matmul_rows_mma. Not yet:
 //     x staged once per block in shared memory (today every row group of a block reads it
 //     through L1), cp.async / TMA weight pipelines, wgmma on sm_90.
+// The W_LAYOUT 1 path streams W's rows k along N: lane l of a warp owns RPW chunks of 8 columns
+// (chunk c: columns base + (32 c + l) * 8 .. + 8, one coalesced 512-byte run per chunk and k), the
+// KSPLIT warps of a column group split the k rows (warp s: k = s, s + KSPLIT, ...), each lane
+// keeping UNROLL k rows' 16-byte loads in flight, and the slices' partial sums meet in shared
+// memory, added in slice order. (At K2.6's W_UK, 64 heads of [128, 512]: 8 warps of 16 k rows
+// each per head, against one thread per column and 128 serial 2-byte loads before.) N not a
+// multiple of 8 or an unaligned view takes a scalar path over the same columns: one thread per
+// column, all of K.
 // Rows past N are clamped for the loads (no predicated loads) and never stored. K not a multiple
 // of 8, or a weight view that is not 16-byte aligned, takes a scalar path with the same split.
 //
@@ -39,14 +47,14 @@
 //   ACC       1: add into y (fused residual add); 0: overwrite y
 //   WARPS     warps per block
 //   TOK_TILE  tokens handled per block (each weight load is reused TOK_TILE times)
-//   RPW       W_LAYOUT 0: rows per warp (each x load reused RPW times); 1 for W_LAYOUT 1
-//   KSPLIT    W_LAYOUT 0: warps of a block sharing rows, splitting K (divides WARPS); 1 for W_LAYOUT 1
-//   UNROLL    W_LAYOUT 0: 16-byte weight loads in flight per lane and row; 1 for W_LAYOUT 1
+//   RPW       W_LAYOUT 0: rows per warp (each x load reused RPW times); 1: chunks of 8 columns per lane
+//   KSPLIT    warps of a block sharing rows (W_LAYOUT 1: columns), splitting K (divides WARPS)
+//   UNROLL    W_LAYOUT 0: 16-byte weight loads in flight per lane and row; 1: k rows in flight per lane
 //   MMA       W_LAYOUT 0: 1 = tensor cores (RPW a multiple of 8, TOK_TILE of 16 .. 64, K % 8 == 0),
 //             0 = CUDA cores; 0 for W_LAYOUT 1
 // Launch (compiler/codegen/families/matmul.cc):
 //   W_LAYOUT 0: grid (ceil(n_tokens / TOK_TILE), ceil(N / (RPW * WARPS / KSPLIT)), batch), block (32 * WARPS)
-//   W_LAYOUT 1: grid (ceil(n_tokens / TOK_TILE), ceil(N / (32 * WARPS)), batch), block (32 * WARPS)
+//   W_LAYOUT 1: grid (ceil(n_tokens / TOK_TILE), ceil(N / (256 * RPW * WARPS / KSPLIT)), batch), block (32 * WARPS)
 // Arguments:
 //   x               X_DT; element (b, t, k) at b * x_batch_stride + t * x_row_stride + k
 //   w               bf16, batch b at b * w_batch_stride
@@ -202,7 +210,7 @@ template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int WARPS, in
 __device__ void matmul(const void* x, const void* w, void* y, int n_tokens, int x_row_stride,
                        int x_batch_stride, int y_row_stride, int y_batch_stride, int w_batch_stride) {
   static_assert(WARPS % KSPLIT == 0, "KSPLIT must divide WARPS");
-  static_assert(W_LAYOUT == 0 || (RPW == 1 && KSPLIT == 1 && UNROLL == 1 && MMA == 0), "W_LAYOUT 1 has no row tiling");
+  static_assert(W_LAYOUT == 0 || MMA == 0, "W_LAYOUT 1 streams on the CUDA cores");
   static_assert(MMA == 0 || (RPW % 8 == 0 && TOK_TILE % 16 == 0 && K % 8 == 0), "MMA tiles: rows by 8, tokens by 16");
   const int b = blockIdx.z;
   const int t0 = blockIdx.x * TOK_TILE;
@@ -288,23 +296,105 @@ __device__ void matmul(const void* x, const void* w, void* y, int n_tokens, int 
       }
     }
   } else {
-    const int n = blockIdx.y * (32 * WARPS) + threadIdx.x;
-    if (n >= N) return;
-    float acc[TOK_TILE];
+    constexpr int GROUPS = WARPS / KSPLIT;         // column groups per block
+    constexpr int COLS = 256 * RPW;                // columns per group (RPW chunks of 8 per lane)
+    const int block_col = blockIdx.y * GROUPS * COLS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const bool vec = N % 8 == 0 && (reinterpret_cast<unsigned long long>(wb) & 15u) == 0;
+    if (vec) {
+      const int group = warp / KSPLIT, slice = warp % KSPLIT;
+      const int col0 = block_col + group * COLS + lane * 8;  // chunk c at col0 + 256 c
+      float acc[RPW * 8][TOK_TILE];
 #pragma unroll
-    for (int r = 0; r < TOK_TILE; ++r) acc[r] = 0.f;
-    for (int k = 0; k < K; ++k) {
-      const float wv = bf16_to_f32(wb[static_cast<i64>(k) * N + n]);
+      for (int j = 0; j < RPW * 8; ++j)
 #pragma unroll
-      for (int r = 0; r < TOK_TILE; ++r) {
-        if (r < nt) acc[r] += wv * load<X_DT>(xb, static_cast<i64>(r) * x_row_stride + k);
+        for (int t = 0; t < TOK_TILE; ++t) acc[j][t] = 0.f;
+      for (int k0 = slice; k0 < K; k0 += KSPLIT * UNROLL) {
+        uint4 wv[UNROLL][RPW];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+          const int k = k0 + u * KSPLIT;
+#pragma unroll
+          for (int c = 0; c < RPW; ++c) {
+            const int col = col0 + 256 * c;
+            wv[u][c] = k < K && col < N ? ldg_stream16(wb + static_cast<i64>(k) * N + col) : zero_uint4();
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+          const int k = k0 + u * KSPLIT;
+          if (k < K) {
+            float xv[TOK_TILE];
+#pragma unroll
+            for (int t = 0; t < TOK_TILE; ++t) xv[t] = t < nt ? load<X_DT>(xb, static_cast<i64>(t) * x_row_stride + k) : 0.f;
+#pragma unroll
+            for (int c = 0; c < RPW; ++c) {
+              float wf[8];
+              unpack8_bf16(wv[u][c], wf);
+#pragma unroll
+              for (int e = 0; e < 8; ++e)
+#pragma unroll
+                for (int t = 0; t < TOK_TILE; ++t) acc[8 * c + e][t] = fmaf(wf[e], xv[t], acc[8 * c + e][t]);
+            }
+          }
+        }
       }
-    }
+      // The KSPLIT slices of each (column, token) meet here and are added in slice order.
+      __shared__ float colpart[KSPLIT > 1 ? WARPS : 1][KSPLIT > 1 ? COLS * TOK_TILE : 1];
+      if constexpr (KSPLIT > 1) {
 #pragma unroll
-    for (int r = 0; r < TOK_TILE; ++r) {
-      if (r < nt) {
-        const i64 o = yb + static_cast<i64>(r) * y_row_stride + n;
-        store<Y_DT>(y, o, ACC ? load<Y_DT>(y, o) + acc[r] : acc[r]);
+        for (int c = 0; c < RPW; ++c)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+#pragma unroll
+            for (int t = 0; t < TOK_TILE; ++t) colpart[warp][((256 * c + lane * 8 + e) * TOK_TILE) + t] = acc[8 * c + e][t];
+        __syncthreads();
+        for (int i = threadIdx.x; i < GROUPS * COLS * TOK_TILE; i += 32 * WARPS) {
+          const int g = i / (COLS * TOK_TILE), j = i / TOK_TILE % COLS, t = i % TOK_TILE;
+          const int n = block_col + g * COLS + j;
+          if (t < nt && n < N) {
+            float sum = 0.f;
+#pragma unroll
+            for (int q = 0; q < KSPLIT; ++q) sum += colpart[g * KSPLIT + q][j * TOK_TILE + t];
+            const i64 o = yb + static_cast<i64>(t) * y_row_stride + n;
+            store<Y_DT>(y, o, ACC ? load<Y_DT>(y, o) + sum : sum);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < RPW; ++c)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const int n = col0 + 256 * c + e;
+#pragma unroll
+            for (int t = 0; t < TOK_TILE; ++t) {
+              if (t < nt && n < N) {
+                const i64 o = yb + static_cast<i64>(t) * y_row_stride + n;
+                store<Y_DT>(y, o, ACC ? load<Y_DT>(y, o) + acc[8 * c + e][t] : acc[8 * c + e][t]);
+              }
+            }
+          }
+      }
+    } else {
+      // Scalar: one thread per column of the block's range, all of K.
+      for (int n = block_col + threadIdx.x; n < block_col + GROUPS * COLS && n < N; n += 32 * WARPS) {
+        float acc[TOK_TILE];
+#pragma unroll
+        for (int r = 0; r < TOK_TILE; ++r) acc[r] = 0.f;
+        for (int k = 0; k < K; ++k) {
+          const float wv = bf16_to_f32(wb[static_cast<i64>(k) * N + n]);
+#pragma unroll
+          for (int r = 0; r < TOK_TILE; ++r) {
+            if (r < nt) acc[r] += wv * load<X_DT>(xb, static_cast<i64>(r) * x_row_stride + k);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < TOK_TILE; ++r) {
+          if (r < nt) {
+            const i64 o = yb + static_cast<i64>(r) * y_row_stride + n;
+            store<Y_DT>(y, o, ACC ? load<Y_DT>(y, o) + acc[r] : acc[r]);
+          }
+        }
       }
     }
   }

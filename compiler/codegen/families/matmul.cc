@@ -9,25 +9,30 @@ void check(const ParamValues& p) {
   const int64_t warps = p.at("WARPS"), ksplit = p.at("KSPLIT"), rpw = p.at("RPW"), tok = p.at("TOK_TILE"), mma = p.at("MMA");
   require(rpw >= 1 && ksplit >= 1 && p.at("UNROLL") >= 1 && tok >= 1, "matmul", "RPW, KSPLIT, UNROLL and TOK_TILE must be positive");
   require(warps % ksplit == 0, "matmul", "KSPLIT (" + std::to_string(ksplit) + ") must divide WARPS (" + std::to_string(warps) + ")");
-  require(p.at("W_LAYOUT") == 0 || (rpw == 1 && ksplit == 1 && p.at("UNROLL") == 1 && mma == 0), "matmul",
-          "W_LAYOUT 1 takes RPW = KSPLIT = UNROLL = 1 and MMA = 0");
+  require(p.at("W_LAYOUT") == 0 || mma == 0, "matmul", "W_LAYOUT 1 takes MMA = 0 (its column stream is on the CUDA cores)");
+  if (p.at("W_LAYOUT") == 1) {
+    require(rpw * 8 * tok <= 64, "matmul", "W_LAYOUT 1: RPW * 8 * TOK_TILE accumulators above 64 would spill");
+    require(ksplit == 1 || warps * rpw * 256 * tok * 4 <= 48 * 1024, "matmul",
+            "W_LAYOUT 1: the slices' partial sums (WARPS * RPW * 256 * TOK_TILE f32) exceed 48 KiB of shared memory");
+  }
   require(mma == 0 || mma == 1, "matmul", "MMA must be 0 (CUDA cores) or 1 (tensor cores)");
-  if (mma == 0) {
-    require(rpw * tok <= 64, "matmul", "RPW * TOK_TILE accumulators above 64 would spill");
-  } else {
+  if (mma == 1) {
     require(rpw % 8 == 0 && tok % 16 == 0 && tok <= 64, "matmul", "MMA tiles take RPW a multiple of 8 and TOK_TILE 16, 32, 48 or 64");
     require(p.at("K") % 8 == 0, "matmul", "MMA needs K a multiple of 8");
     require(rpw * tok <= 2048, "matmul", "RPW * TOK_TILE / 32 accumulators per lane above 64 would spill");
+  } else if (p.at("W_LAYOUT") == 0) {
+    require(rpw * tok <= 64, "matmul", "RPW * TOK_TILE accumulators above 64 would spill");
   }
-  require(warps * rpw * tok * 4 <= 48 * 1024, "matmul", "the partial sums (WARPS * RPW * TOK_TILE f32) exceed 48 KiB of shared memory");
+  require(p.at("W_LAYOUT") == 1 || warps * rpw * tok * 4 <= 48 * 1024, "matmul",
+          "the partial sums (WARPS * RPW * TOK_TILE f32) exceed 48 KiB of shared memory");
 }
 
 LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
   // x: token tiles (fastest, so the tiles of one row block share its weight reads in L2);
-  // y: row blocks (W_LAYOUT 0: RPW rows per group of KSPLIT warps; 1: one thread per n);
+  // y: row blocks (W_LAYOUT 0: RPW rows per group of KSPLIT warps; 1: 256 * RPW columns per group);
   // z: the batch (heads).
-  const int64_t warps = kernel_param(k, "WARPS");
-  const int64_t per_block = kernel_param(k, "W_LAYOUT") == 0 ? kernel_param(k, "RPW") * (warps / kernel_param(k, "KSPLIT")) : 32 * warps;
+  const int64_t warps = kernel_param(k, "WARPS"), groups = warps / kernel_param(k, "KSPLIT");
+  const int64_t per_block = kernel_param(k, "RPW") * groups * (kernel_param(k, "W_LAYOUT") == 0 ? 1 : 256);
   const uint32_t row_blocks = ceil_div(kernel_param(k, "N"), per_block);
   require(row_blocks <= 65535, "matmul", k.id + ": " + std::to_string(row_blocks) + " row blocks exceed grid.y's 65535");
   LaunchDims d = block_of(k);

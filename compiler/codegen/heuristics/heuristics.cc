@@ -31,15 +31,22 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
     set("TOK_TILE", 16);
     return;
   }
-  set("TOK_TILE", 8);  // 8 tokens share each weight load; 64 tokens are 8 tiles side by side
   if (p.at("W_LAYOUT") != 0) {
-    // [K, N] (the absorbed W_UK, a few MiB a step): one thread per n, coalesced along N.
-    set("WARPS", 4);
-    set("RPW", 1);
-    set("KSPLIT", 1);
-    set("UNROLL", 1);
+    // [K, N] (the absorbed W_UK: 64 heads of [128, 512] at K2.6, 8 MiB a step): a column stream,
+    // 16 columns a lane (a warp covers N = 512 in two 512-byte runs per k row), K split over 8
+    // warps while each keeps 4 rows of loads in flight (16 k rows a warp at K = 128), 2 tokens a
+    // tile (the slices' partial sums: 32 KiB of shared memory).
+    const int64_t n = p.at("N"), k = p.at("K");
+    set("RPW", n >= 512 ? 2 : 1);
+    set("UNROLL", 4);
+    int64_t ksplit = 1;
+    while (ksplit < 8 && k / (2 * ksplit) >= 4 * 4) ksplit *= 2;
+    set("KSPLIT", ksplit);
+    set("WARPS", std::max<int64_t>(4, ksplit));
+    set("TOK_TILE", ksplit > 1 ? 2 : 4);
     return;
   }
+  set("TOK_TILE", 8);  // 8 tokens share each weight load; 64 tokens are 8 tiles side by side
   const int64_t n = p.at("N"), k = p.at("K");
   // Rows per warp: each x value read from L1 feeds RPW rows (at 8 tokens x's L1 traffic is
   // 16 / RPW bytes per weight byte), but fewer warps cover N; 4 rows * 8 tokens = 32

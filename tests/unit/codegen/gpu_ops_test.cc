@@ -511,11 +511,14 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
 }
 
 // The absorbed MLA projections as head_matmul launches over views of kv_b_proj: W_UK transposed
-// (W_LAYOUT 1) on the q_nope slices of q, and W_UV (W_LAYOUT 0) at an offset into kv_b.
+// (W_LAYOUT 1) on the q_nope slices of q, and W_UV (W_LAYOUT 0) at an offset into kv_b. Shapes:
+// small ones, a latent width that is no multiple of 8 (W_UK's scalar path), and K2.6's 64 heads
+// (W_UK's column stream with K split over 8 warps; its time and bandwidth at 1 token printed).
 TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
   REQUIRE_GPU();
-  for (const cpu::MlaDims d : {cpu::MlaDims{4, 64, 32, 16, 32}, cpu::MlaDims{6, 48, 24, 8, 20}}) {
-    const int64_t T = 3, qw = d.nope + d.rope;
+  for (const cpu::MlaDims d : {cpu::MlaDims{4, 64, 32, 16, 32}, cpu::MlaDims{6, 48, 24, 8, 20}, cpu::MlaDims{3, 36, 40, 8, 16},
+                               cpu::MlaDims{64, 512, 128, 64, 128}}) {
+    const int64_t T = d.heads == 64 ? 5 : 3, qw = d.nope + d.rope;
     const std::vector<float> q = random_values(T * d.heads * qw, 7);
     const std::vector<float> kv_b = random_values(d.heads * (d.nope + d.v) * d.kv_lora, 8, 0.3f, true);
     const std::vector<float> o_lat = random_values(T * d.heads * d.kv_lora, 9);
@@ -537,6 +540,13 @@ TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
     EXPECT_LT(relative_error(gpu->download<float>(d_qlat, T * d.heads * d.kv_lora), cpu::mla_absorb_query(q_nope, kvb, d).data), 1e-4) << uk.id;
     EXPECT_LT(relative_error(gpu->download<float>(d_v, T * d.heads * d.v),
                              cpu::mla_expand_value(matrix(T, d.heads * d.kv_lora, o_lat), kvb, d).data), 1e-4) << uv.id;
+    if (d.heads == 64) {
+      const double ms = gpu->time_ms(uk, 1, {Gpu::ptr(d_q), Gpu::ptr(d_kvb), Gpu::ptr(d_qlat), Gpu::i32(1), Gpu::i32(d.heads * qw), Gpu::i32(qw),
+                                            Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch)},
+                                     100, d.heads);
+      const double bytes = 2.0 * d.heads * d.nope * d.kv_lora;
+      std::printf("[ figures  ] W_UK K2.6 %s: 1 token, %.1f MB: %.2f us, %.0f GB/s\n", uk.id.c_str(), bytes / 1e6, 1e3 * ms, bytes / (ms * 1e-3) / 1e9);
+    }
   }
 }
 

@@ -78,7 +78,8 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   EXPECT_EQ(tiling(7168, 2112, "sm_90"), (std::vector<int64_t>{4, 1, 2, 8}));    // q_a + kv_a
   EXPECT_EQ(tiling(7168, 2112, "sm_120"), (std::vector<int64_t>{4, 1, 4, 8}));   // 188 SMs: more split
   EXPECT_EQ(tiling(64, 32, "sm_90"), (std::vector<int64_t>{4, 1, 1, 8}));        // too short to split
-  EXPECT_EQ(tiling(128, 512, "sm_90", true), (std::vector<int64_t>{4, 1, 1, 1}));  // W_UK, [K, N]
+  EXPECT_EQ(tiling(128, 512, "sm_90", true), (std::vector<int64_t>{8, 2, 8, 4}));  // W_UK, [K, N]: K over 8 warps
+  EXPECT_EQ(tiling(16, 32, "sm_90", true), (std::vector<int64_t>{4, 1, 1, 4}));    // too short to split
   // The tensor-core instances (steps of 16+ tokens): 16 rows a warp, K split for narrow N.
   auto mma = [](int64_t k, int64_t n, int64_t tokens, std::string_view arch) {
     const KernelSource s = matmul_kernel(k, n, ElemType::F32, ElemType::F32, false, false, arch, tokens);
@@ -108,8 +109,10 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   };
   ParamValues p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"WARPS", 4}, {"KSPLIT", 3}};
   EXPECT_NE(message(p).find("KSPLIT (3) must divide WARPS (4)"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"RPW", 2}};
-  EXPECT_NE(message(p).find("W_LAYOUT 1 takes RPW = KSPLIT = UNROLL = 1"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"RPW", 2}, {"TOK_TILE", 8}};
+  EXPECT_NE(message(p).find("W_LAYOUT 1: RPW * 8 * TOK_TILE accumulators above 64 would spill"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"WARPS", 16}, {"KSPLIT", 8}, {"RPW", 2}, {"TOK_TILE", 2}};
+  EXPECT_NE(message(p).find("exceed 48 KiB"), std::string::npos) << message(p);
   p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"RPW", 16}, {"TOK_TILE", 8}};
   EXPECT_NE(message(p).find("would spill"), std::string::npos) << message(p);
   p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"MMA", 1}, {"RPW", 12}, {"TOK_TILE", 16}};
