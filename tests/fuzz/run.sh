@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs the libFuzzer targets of tests/fuzz (clang-16, ASan + UBSan; README.md here).
-#   tests/fuzz/run.sh [-t SECONDS] [-b BUILD] [-j JOBS] [--replay-only] [--build-only] [TARGET...]
+#   tests/fuzz/run.sh [-t SECONDS] [-n RUNS] [-b BUILD] [-j JOBS] [--replay-only] [--build-only] [TARGET...]
 # For each target (all when none is named): first replays the committed crash corpus
 # (corpus/<target>/crashes: inputs that once crashed, each must now run clean), then fuzzes for
-# SECONDS (default 60) from the committed seeds plus the corpus grown by earlier runs
+# SECONDS (default 60; with -n, until RUNS executions or SECONDS, whichever comes first: the long
+# run of bench/RESULTS.md is -n 10000000) from the committed seeds plus the corpus grown by earlier runs
 # (BUILD/fuzz/corpus/<target>), with the target's dictionary. A crash leaves its input in
 # BUILD/fuzz/artifacts/<target>/ and fails the run; copy it to corpus/<target>/crashes once fixed.
 # Prints per target the executions, executions per second, coverage (edges) and features.
@@ -11,15 +12,16 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-seconds=60 build="$root/build-san" jobs=1 replay_only=0 build_only=0 targets=()
+seconds=60 runs=-1 build="$root/build-san" jobs=1 replay_only=0 build_only=0 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -t) seconds="$2"; shift 2 ;;
+    -n) runs="$2"; shift 2 ;;
     -b) build="$(realpath -m "$2")"; shift 2 ;;
     -j) jobs="$2"; shift 2 ;;
     --replay-only) replay_only=1; shift ;;
     --build-only) build_only=1; shift ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -69,7 +71,7 @@ for t in "${targets[@]}"; do
   dict="$(dict_of "$t")"
   log="$build/fuzz/fuzz_$t.log"
   set +e
-  "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
+  "$bin" -max_total_time="$seconds" -runs="$runs" -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
     -artifact_prefix="$artifacts" ${dict:+-dict="$dict"} "$grown" "$committed/seeds" > "$log" 2>&1
   rc=$?
   set -e
