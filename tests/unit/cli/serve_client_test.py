@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`kplan serve` from Python's side (issue 11 item 4's "done when"): the server on the bundled pair (with a chat
-template beside it) on a free loopback port answers a streamed chat completion through the binding's own
+"""`kplan serve` from Python's side (issue 11 item 4's "done when"): the server on the bundled pair as shipped
+(target, drafter and the target's own chat template) on a free loopback port answers a streamed chat completion through the binding's own
 client (kplan.client) and through curl with the same text as the non-streamed answer, and the loopback load
 test (tools/serve_load.py) of 200 requests at 8 concurrent completes with no error and prints latency
 percentiles. Environment (set by ctest): KPLAN_BINARY, KPLAN_SOURCE_DIR, PYTHONPATH=tools/python."""
@@ -25,15 +25,12 @@ class ServeClient(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="kplan_serve_py_")
-        ckpt = os.path.join(cls.dir, "mini")
-        os.makedirs(ckpt)
-        for f in ("config.json", "model.safetensors", "tiktoken.model", "tokenizer_config.json"):
-            os.symlink(os.path.join(SOURCE, "models", "mini-v3", f), os.path.join(ckpt, f))
-        shutil.copy(os.path.join(SOURCE, "tests", "data", "chat_templates", "kimi-k2.jinja"),
-                    os.path.join(ckpt, "chat_template.jinja"))
+        # The bundled pair as shipped: its tokenizer_config.json carries the chat template.
+        target = os.path.join(SOURCE, "models", "mini-v3")
+        draft = os.path.join(SOURCE, "models", "mini-v3-dflash")
         cls.log = open(os.path.join(cls.dir, "serve.log"), "w+")
-        cls.proc = subprocess.Popen([BINARY, "serve", ckpt, "--device", "cpu", "--host", "127.0.0.1", "--port", "0"],
-                                    stdout=cls.log, stderr=cls.log)
+        cls.proc = subprocess.Popen([BINARY, "serve", target, "--draft", draft, "--device", "cpu", "--host", "127.0.0.1",
+                                     "--port", "0"], stdout=cls.log, stderr=cls.log)
         port = None
         for _ in range(600):
             cls.log.seek(0)
@@ -67,7 +64,7 @@ class ServeClient(unittest.TestCase):
         pieces = list(self.client.chat(messages, stream=True, **options))
         self.assertGreater(len(pieces), 2)
         self.assertEqual("".join(pieces), text)
-        self.assertEqual(self.client.models()["data"][0]["id"], "mini")
+        self.assertEqual(self.client.models()["data"][0]["id"], "mini-v3")
         if shutil.which("curl"):
             body = json.dumps(dict(options, messages=messages, stream=True))
             out = subprocess.run(["curl", "-sN", self.url + "/v1/chat/completions", "-H",
