@@ -197,20 +197,6 @@ const kplan::tokenizer::Tokenizer& plan_tokenizer(const kplan_plan* plan) {
   return p->tokenizer.get(*p->plan, p->path);
 }
 
-// The weight bytes GpuModel uploads: those some launch reads and the plan carries (synthetic
-// weights are generated on the device, not uploaded).
-uint64_t gpu_upload_bytes(const kplan::plan::Plan& p) {
-  std::vector<bool> used(p.weights.size(), false);
-  for (const kplan::plan::Bucket& b : p.buckets)
-    for (const kplan::plan::Launch& l : b.launches)
-      for (const kplan::plan::LaunchArg& a : l.args)
-        if (a.kind == kplan::plan::ArgKind::Weight && a.index < used.size()) used[a.index] = true;
-  uint64_t total = 0;
-  for (size_t i = 0; i < p.weights.size(); ++i)
-    if (used[i] && !p.weights[i].synthetic) total += p.weights[i].data().size();
-  return total;
-}
-
 void copy_text(char* dst, size_t cap, const std::string& s) {
   size_t n = std::min(cap - 1, s.size());
   std::memcpy(dst, s.data(), n);
@@ -379,12 +365,13 @@ kplan_status kplan_model_create_with_progress(kplan_plan* plan, const kplan_mode
       gpu = kplan::gpu::probe_device(&d, nullptr);
     }
     if (gpu) {
-      // The upload happens inside GpuModel's constructor, in one pass over the weights: its bytes
-      // are reported before and after it (GpuModel has no per-chunk hook yet).
-      const uint64_t to_upload = gpu_upload_bytes(*plan->plan);
-      if (on_progress && to_upload > 0) on_progress(user_data, 0, to_upload);
-      state->gpu = std::make_shared<const kplan::gpu::GpuModel>(plan->plan, plan->path);
-      if (on_progress && to_upload > 0) on_progress(user_data, state->gpu->weight_upload_bytes(), to_upload);
+      // The weights' upload inside GpuModel's constructor reports each 64 MiB chunk copied.
+      kplan::gpu::GpuModel::UploadProgress on_upload;
+      if (on_progress)
+        on_upload = [on_progress, user_data](uint64_t done, uint64_t total) {
+          if (total > 0) on_progress(user_data, done, total);
+        };
+      state->gpu = std::make_shared<const kplan::gpu::GpuModel>(plan->plan, plan->path, on_upload);
     }
     state->cpu_weights = std::make_shared<const kplan::cpu::WeightTable>(plan->plan->weights, plan->path);
     state->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -15,7 +15,7 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 
-GpuModel::GpuModel(std::shared_ptr<const plan::Plan> plan, std::string source)
+GpuModel::GpuModel(std::shared_ptr<const plan::Plan> plan, std::string source, UploadProgress on_upload)
     : plan_(std::move(plan)), source_(std::move(source)) {
   auto start = std::chrono::steady_clock::now();
   std::string why;
@@ -29,7 +29,7 @@ GpuModel::GpuModel(std::shared_ptr<const plan::Plan> plan, std::string source)
   context_ = ctx;
   try {
     make_current();
-    upload_weights();
+    upload_weights(on_upload);
     load_modules();
     // Synthetic weights are written by plan kernels: after the modules are loaded.
     synthetic_bytes_ = generate_synthetic_weights(*cu_, *plan_, synthetic_pending_, functions_, weights_, weight_offsets_,
@@ -67,7 +67,7 @@ uint64_t GpuModel::weight_address(uint32_t index, uint64_t offset) const {
   return weights_ + weight_offsets_[index] + offset;
 }
 
-void GpuModel::upload_weights() {
+void GpuModel::upload_weights(const UploadProgress& on_upload) {
   const plan::Plan& p = *plan_;
   // Only weights some launch reads go to the device (a plan may also carry tensors for the CPU
   // reference only).
@@ -90,13 +90,22 @@ void GpuModel::upload_weights() {
   cuda_check(*cu_, cu_->cuMemAlloc(&base, total),
              source_ + ": cannot allocate " + std::to_string(total) + " bytes of device memory for the weights");
   weights_ = base;
-  // Straight from the mapped file (or the owned bytes): no host-side copy.
+  uint64_t to_upload = 0;
+  for (size_t i = 0; i < p.weights.size(); ++i)
+    if (used[i]) to_upload += p.weights[i].data().size();
+  if (on_upload) on_upload(0, to_upload);
+  // Straight from the mapped file (or the owned bytes): no host-side copy; in chunks, so a
+  // progress bar moves within a large stacked weight too.
   for (size_t i = 0; i < p.weights.size(); ++i) {
     std::span<const uint8_t> bytes = p.weights[i].data();
     if (bytes.empty() || !used[i]) continue;
-    cuda_check(*cu_, cu_->cuMemcpyHtoD(base + weight_offsets_[i], bytes.data(), bytes.size()),
-               source_ + ": uploading weight " + p.weights[i].name);
-    weight_upload_bytes_ += bytes.size();
+    for (uint64_t at = 0; at < bytes.size(); at += kUploadChunkBytes) {
+      const uint64_t n = std::min<uint64_t>(kUploadChunkBytes, bytes.size() - at);
+      cuda_check(*cu_, cu_->cuMemcpyHtoD(base + weight_offsets_[i] + at, bytes.data() + at, n),
+                 source_ + ": uploading weight " + p.weights[i].name);
+      weight_upload_bytes_ += n;
+      if (on_upload) on_upload(weight_upload_bytes_, to_upload);
+    }
   }
   ++weight_uploads_;
 }

@@ -4,6 +4,7 @@
 // (GpuExecutor) add what is theirs alone: a stream, the activation arena with its KV caches,
 // pinned staging and one CUDA graph per bucket.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,7 +20,11 @@ class GpuModel {
  public:
   // Throws kplan::Error: "no GPU: ..." without a driver or device, the arch refusal, or the
   // driver's error for a failed load. `source` names the plan in messages.
-  GpuModel(std::shared_ptr<const plan::Plan> plan, std::string source);
+  // `on_upload` (may be empty): the weight bytes copied to the device so far of those to copy,
+  // (0, total) first, then after every chunk of kUploadChunkBytes.
+  using UploadProgress = std::function<void(uint64_t done, uint64_t total)>;
+  static constexpr uint64_t kUploadChunkBytes = uint64_t{64} << 20;
+  GpuModel(std::shared_ptr<const plan::Plan> plan, std::string source, UploadProgress on_upload = {});
   ~GpuModel();
   GpuModel(const GpuModel&) = delete;
   GpuModel& operator=(const GpuModel&) = delete;
@@ -49,7 +54,7 @@ class GpuModel {
 
  private:
   void release();
-  void upload_weights();
+  void upload_weights(const UploadProgress& on_upload);
   void load_modules();
 
   std::shared_ptr<const plan::Plan> plan_;

@@ -126,6 +126,39 @@ TEST(GpuRuntime, RefusesAPlanForAnotherArch) {
   }
 }
 
+// kplan_model_create_with_progress on the GPU: the weight upload reports (0, total) first, then
+// the bytes copied after each chunk (each weight at least once), never decreasing, ending at the
+// total: the plan's weight bytes that its launches read.
+TEST(GpuRuntime, ModelCreateReportsTheWeightUpload) {
+  REQUIRE_GPU();
+  const auto file = toy_plan_file(arch, "upload.kplan");
+  kplan_plan* plan = nullptr;
+  ASSERT_EQ(kplan_plan_open(file.c_str(), nullptr, &plan), KPLAN_STATUS_OK) << kplan_error_last();
+  struct Calls {
+    std::vector<std::pair<uint64_t, uint64_t>> seen;
+    static void on(void* self, uint64_t done, uint64_t total) { static_cast<Calls*>(self)->seen.push_back({done, total}); }
+  } calls;
+  kplan_model_options o;
+  kplan_model_options_init(&o);
+  o.device = KPLAN_DEVICE_GPU;
+  kplan_model* model = nullptr;
+  ASSERT_EQ(kplan_model_create_with_progress(plan, &o, &Calls::on, &calls, &model), KPLAN_STATUS_OK) << kplan_error_last();
+  uint64_t all = 0;  // every weight's bytes: the upload's total is those some launch reads
+  for (const plan::Weight& w : testing::toy_plan({arch}).weights) all += w.data().size();
+  ASSERT_GE(calls.seen.size(), 2u);
+  const uint64_t total = calls.seen.front().second;
+  EXPECT_GT(total, 0u);
+  EXPECT_LE(total, all);
+  EXPECT_EQ(calls.seen.front().first, 0u);
+  EXPECT_EQ(calls.seen.back(), (std::pair<uint64_t, uint64_t>{total, total}));
+  for (size_t i = 1; i < calls.seen.size(); ++i) {
+    EXPECT_GE(calls.seen[i].first, calls.seen[i - 1].first);
+    EXPECT_EQ(calls.seen[i].second, total);
+  }
+  kplan_model_destroy(model);
+  kplan_plan_close(plan);
+}
+
 TEST(GpuRuntime, CApiStepsAndBenchmarksTheToyPlan) {
   REQUIRE_GPU();
   ToySession toy;
