@@ -12,13 +12,8 @@
 # compiled peer's: 1,4,16,64; torch.compile recompiles for each), KPLAN_SLICE_PEER=0 (skip it),
 # KPLAN_SLICE_KPLAN=0 (the peer only).
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-stage=$repo/.carry/gpu
-bin=$stage/bin
-out=${OUT:-/tmp/kplan-slice}
-mkdir -p "$out"
-nvrtc_dir=$(dirname "$(ls /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/targets/*/lib/libnvrtc.so.13 2>/dev/null | head -1)" 2>/dev/null)
-export LD_LIBRARY_PATH=${nvrtc_dir:-/usr/local/cuda/lib64}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$stage/lib
+default_out=/tmp/kplan-slice
+source "$(dirname "$0")/carried_env.sh"
 export PYTHONUNBUFFERED=1
 ctx=${KPLAN_SLICE_CONTEXT:-512}
 tokens=${KPLAN_SLICE_TOKENS:-1,2,4,8,16,32,64}

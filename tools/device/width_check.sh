@@ -7,13 +7,8 @@
 # lines), the slice's per-kernel table at 1, 16 and 64 tokens, its verify time against nodes, and
 # the soak on the GPU; everything in $OUT/width.txt.
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-stage=$repo/.carry/gpu
-bin=$stage/bin
-out=${OUT:-/tmp/kplan-width}
-mkdir -p "$out"
-nvrtc_dir=$(dirname "$(ls /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/targets/*/lib/libnvrtc.so.13 2>/dev/null | head -1)" 2>/dev/null)
-export LD_LIBRARY_PATH=${nvrtc_dir:-/usr/local/cuda/lib64}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$stage/lib
+default_out=/tmp/kplan-width
+source "$(dirname "$0")/carried_env.sh"
 slice=$stage/plans/k26_l3.kplan
 pair=$stage/plans/mini-v3.kplan
 {
