@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/frontend/json_fields.h"
+#include "compiler/frontend/model_config.h"
 #include "compiler/frontend/rope_config.h"
 #include "ir/support/error.h"
 #include "ir/support/yarn.h"
@@ -215,6 +216,9 @@ DraftConfig parse_draft_config(const nlohmann::json& j, const std::string& sourc
                         {"intermediate_size", c.intermediate_size},
                         {"vocab_size", c.vocab_size}})
     if (v <= 0) m.fail(key, "must be positive, got " + std::to_string(v));
+  if (c.num_hidden_layers > kMaxConfigLayers)
+    m.fail("num_hidden_layers", std::to_string(c.num_hidden_layers) + " is more drafter layers than kplan builds (at most " +
+                                    std::to_string(kMaxConfigLayers) + "; DFlash drafters have 1 to 8)");
   if (c.hidden_size % c.num_attention_heads != 0 && !m.has("head_dim"))
     m.fail("head_dim", "missing required field (hidden_size is not divisible by num_attention_heads)");
   c.head_dim = m.opt_int("head_dim", c.hidden_size / c.num_attention_heads);

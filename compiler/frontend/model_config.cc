@@ -161,6 +161,9 @@ ModelConfig parse_text_model(const JsonFields& t, const JsonFields& root) {
                         {"qk_rope_head_dim", c.qk_rope_head_dim},
                         {"v_head_dim", c.v_head_dim}})
     require_positive(t, key, v);
+  if (c.num_hidden_layers > kMaxConfigLayers)
+    t.fail("num_hidden_layers", std::to_string(c.num_hidden_layers) + " is more layers than kplan builds (at most " +
+                                    std::to_string(kMaxConfigLayers) + "; Kimi K2.6 has 61)");
   if (c.q_lora_rank) require_positive(t, "q_lora_rank", *c.q_lora_rank);
   if (c.qk_rope_head_dim % 2 != 0)
     t.fail("qk_rope_head_dim", "must be even (RoPE rotates pairs), got " + std::to_string(c.qk_rope_head_dim));

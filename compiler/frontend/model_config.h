@@ -11,6 +11,11 @@
 
 namespace kplan {
 
+// The most decoder layers a target or drafter config may have (Kimi K2.6: 61; DFlash drafters:
+// 1-8): a config past it is refused by field before any per-layer list is built (a drafter with
+// 10^11 layers once asked for 2 GiB of tap ids, found by fuzz_draft_config).
+constexpr int64_t kMaxConfigLayers = 100'000;
+
 // True when a Linear module (e.g. "model.layers.3.mlp.experts.0.gate_proj") is quantized under q.
 bool is_quantized(const QuantConfig& q, const std::string& module_name);
 

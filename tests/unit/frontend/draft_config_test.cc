@@ -105,6 +105,14 @@ TEST(DraftConfig, EachBadConfigClassHasItsOwnError) {
          j["num_target_layers"] = 2;
        },
        {"field 'num_target_layers'", "2 is too few to derive target_layer_ids for 2 drafter layers"}},
+      // Found by tests/fuzz (draft_config): 10^11 drafter layers with the ids derived asked for
+      // 2 GiB of tap ids (libFuzzer: out of memory), before any per-layer check.
+      {"giant layer count",
+       [](auto& j) {
+         j["dflash_config"].erase("target_layer_ids");
+         j["num_hidden_layers"] = 99999999997;
+       },
+       {"field 'num_hidden_layers'", "99999999997 is more drafter layers than kplan builds (at most 100000"}},
       {"layer ids type", [](auto& j) { j["dflash_config"]["target_layer_ids"] = {1, "3"}; },
        {"field 'dflash_config.target_layer_ids'", "element 1"}},
       {"empty layer ids", [](auto& j) { j["dflash_config"]["target_layer_ids"] = nlohmann::json::array(); },

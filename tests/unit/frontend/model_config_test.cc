@@ -345,6 +345,8 @@ TEST(ModelConfig, EachBadConfigClassHasItsOwnError) {
       {"eos outside vocab", [](auto& j) { j["eos_token_id"] = nlohmann::json::array({1, 5000}); },
        {"field 'eos_token_id'", "outside the vocabulary"}},
       {"negative dim", [](auto& j) { j["v_head_dim"] = 0; }, {"field 'v_head_dim'", "must be positive"}},
+      {"giant layer count", [](auto& j) { j["num_hidden_layers"] = 99999999997; },
+       {"field 'num_hidden_layers'", "99999999997 is more layers than kplan builds (at most 100000"}},
       {"moe layer freq", [](auto& j) { j["moe_layer_freq"] = 2; }, {"field 'moe_layer_freq'"}},
       {"kv heads", [](auto& j) { j["num_key_value_heads"] = 2; }, {"field 'num_key_value_heads'"}},
       {"attention bias", [](auto& j) { j["attention_bias"] = true; }, {"field 'attention_bias'"}},
