@@ -1,7 +1,10 @@
 #pragma once
 // Token selection on lm_head logits (lm_head itself is a kp::matmul with f32 output).
 //
-// argmax: out_ids[r] = the index of the largest logit of row r (ties: the smaller index).
+// argmax: out_ids[r] = the index of the largest logit of row r (ties: the smaller index), or -1
+//         when the row holds a NaN or an infinity (the CPU reference refuses such a row; the
+//         check is free here, the kernel reads every logit anyway, so a damaged weight or an
+//         overflow surfaces as an error on the host instead of a greedy decode of junk).
 // topk:   the K largest logits of row r in descending order (ties: the smaller index first);
 //         out_vals holds them as log-probabilities (LOGPROB = 1: logit - logsumexp(row)) or as
 //         raw logits (LOGPROB = 0). DDTree's drafter proposals use the log-probabilities.
@@ -22,15 +25,18 @@ __device__ void argmax(const void* logits, void* out_ids, int n_rows, int row_st
   const i64 base = static_cast<i64>(r) * row_stride;
   float best = neg_inf();
   int index = 1 << 30;
+  int non_finite = 0;
   for (int j = threadIdx.x; j < V; j += THREADS) {
     const float v = load<X_DT>(logits, base + j);
+    non_finite |= !isfinite(v);
     if (v > best || index == (1 << 30)) {
       best = v;
       index = j;
     }
   }
+  non_finite = __syncthreads_or(non_finite);
   block_argmax<THREADS>(best, index);
-  if (threadIdx.x == 0) static_cast<int*>(out_ids)[r] = index;
+  if (threadIdx.x == 0) static_cast<int*>(out_ids)[r] = non_finite ? -1 : index;
 }
 
 // A float's order as an unsigned key (larger float, larger key); -0 is keyed as +0 so that

@@ -21,7 +21,8 @@ struct CudaDriver {
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch)         \
   X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)  \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName) X(cuGetErrorString) \
-  X(cuLaunchKernelEx) X(cuTensorMapEncodeTiled)
+  X(cuLaunchKernelEx) X(cuTensorMapEncodeTiled) X(cuFuncGetAttribute)                           \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 #define KPLAN_CUDA_MEMBER(name) decltype(&::name) name = nullptr;
   KPLAN_CUDA_FUNCTIONS(KPLAN_CUDA_MEMBER)
 #undef KPLAN_CUDA_MEMBER

@@ -98,6 +98,12 @@ StepOutput GpuTargetModel::forward(const StepInput& in) {
   if (ids) {
     out.token_ids.resize(static_cast<size_t>(t));
     executor_.read_ids(*ids, t, out.token_ids.data());
+    // The argmax kernel marks a row whose logits are not all finite with -1 (as the CPU
+    // reference refuses such a row).
+    for (int64_t r = 0; r < t; ++r)
+      if (out.token_ids[static_cast<size_t>(r)] < 0)
+        throw Error(source_ + ": the logits of step row " + std::to_string(r) +
+                    " are not finite: the activations overflowed or a weight is damaged");
   }
   // Token selection on the device: a greedy step reads back only the ids, not [T, vocab] logits.
   if (!(in.ids_only && ids)) {

@@ -3,6 +3,8 @@
 // it carries, compute with the runtime/cpu op of the IR op the family implements, scatter the
 // result back. What is written here is only what the template's doc block says about addressing
 // (strides, clamped indices, in-place rows); the math is the CPU reference's.
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <string>
@@ -231,7 +233,10 @@ inline void argmax(LaunchArgs& a) {
   const int64_t V = a.param("V"), n = a.i32("n_rows");
   const Matrix x = a.gather_rows("logits", n, V, a.i32("row_stride"), a.dtype_param("X_DT"));
   std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) ids[r] = static_cast<int32_t>(cpu::argmax(x.row(r), V));
+  for (int64_t r = 0; r < n; ++r) {  // -1 marks a row that is not all finite, as the kernel does
+    const bool finite = std::all_of(x.row(r), x.row(r) + V, [](float v) { return std::isfinite(v); });
+    ids[r] = finite ? static_cast<int32_t>(cpu::argmax(x.row(r), V)) : -1;
+  }
   a.scatter_i32("out_ids", ids);
 }
 
