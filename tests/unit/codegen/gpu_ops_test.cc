@@ -154,6 +154,25 @@ class Gpu {
   }
   const std::string& arch() const { return arch_; }
 
+  // Registers per thread and resident blocks per SM of an instance at its launch's block and
+  // shared memory: how many waves a grid takes (the sweeps print it next to each time).
+  struct Occupancy {
+    int regs = 0, blocks_per_sm = 0, sms = 0;
+  };
+  Occupancy occupancy(const KernelSource& k, int64_t rows, int64_t batch = 1) {
+    const LaunchDims d = launch_dims(k, rows, batch);
+    const CUfunction f = function(k, d.smem_bytes);
+    Occupancy o;
+    gpu::cuda_check(cu_, cu_.cuFuncGetAttribute(&o.regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f), "cuFuncGetAttribute");
+    gpu::cuda_check(cu_, cu_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&o.blocks_per_sm, f, static_cast<int>(d.block[0] * d.block[1] * d.block[2]),
+                                                                          d.smem_bytes),
+                    "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    CUdevice dev;
+    gpu::cuda_check(cu_, cu_.cuDeviceGet(&dev, 0), "cuDeviceGet");
+    cu_.cuDeviceGetAttribute(&o.sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    return o;
+  }
+
   void sync() { gpu::cuda_check(cu_, cu_.cuCtxSynchronize(), "kernel execution"); }
   // Compiles and loads many instances at once (NVRTC on every core), for sweeps.
   void precompile(const std::vector<KernelSource>& kernels) {
@@ -463,15 +482,25 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
     const char* name;
     int64_t k, n;
   };
-  const Shape shapes[] = {{"lm_head", 7168, 163840}, {"kv_a", 7168, 576}, {"q_b", 1536, 12288}, {"o_proj", 8192, 7168},
-                          {"mlp_up", 7168, 18432}};
+  // Every bf16 [N, K] weight of a K2.6 layer (the dense layer's MLP, the shared expert's, the
+  // attention projections) and lm_head.
+  const Shape shapes[] = {{"lm_head", 7168, 163840}, {"kv_a", 7168, 576},      {"q_a", 7168, 1536},        {"q_b", 1536, 12288},
+                          {"o_proj", 8192, 7168},    {"mlp_up", 7168, 18432},  {"mlp_down", 18432, 7168},  {"shexp_up", 7168, 2048},
+                          {"shexp_down", 2048, 7168}};
   struct Tiling {
     int64_t rpw, unroll, ksplit, warps, mma = 0, tok_tile = 8;
   };
-  const Tiling tilings[] = {{1, 8, 1, 4},        {2, 8, 1, 4},        {4, 4, 1, 4},        {1, 8, 4, 4},        {1, 8, 8, 8},
-                            {16, 4, 1, 4, 1, 16}, {32, 2, 1, 4, 1, 16}, {16, 2, 4, 4, 1, 16}, {16, 4, 1, 4, 1, 64}, {8, 4, 1, 8, 1, 64}};
+  // CUDA-core tilings at 8 tokens a tile, then the same with K split inside a block (finer row
+  // blocks: more waves, a shorter tail), then 1- and 2-token tiles (fewer accumulators, more
+  // resident warps: an AR step's instance), then the tensor-core ones.
+  const Tiling tilings[] = {{1, 8, 1, 4},          {2, 8, 1, 4},          {4, 4, 1, 4},          {1, 8, 4, 4},          {1, 8, 8, 8},
+                            {4, 4, 2, 4},          {4, 4, 4, 4},          {2, 8, 2, 4},          {2, 8, 4, 4},          {4, 4, 2, 8},
+                            {2, 4, 2, 4},          {4, 4, 1, 4, 0, 1},    {4, 4, 4, 4, 0, 1},    {2, 8, 2, 4, 0, 1},    {4, 4, 1, 4, 0, 2},
+                            {4, 4, 2, 4, 0, 2},    {8, 2, 2, 4, 0, 1},    {8, 4, 4, 4, 0, 1},    {16, 4, 1, 4, 1, 16},  {32, 2, 1, 4, 1, 16},
+                            {16, 2, 4, 4, 1, 16},  {16, 4, 1, 4, 1, 64},  {8, 4, 1, 8, 1, 64}};
   const int64_t T = 64;
-  std::printf("%-9s %-66s %9s %9s %9s %9s %8s\n", "shape", "kernel", "ms t=1", "ms t=8", "ms t=16", "ms t=64", "GB/s t=1");
+  std::printf("%-10s %-66s %9s %9s %9s %9s %8s %4s %3s %6s\n", "shape", "kernel", "ms t=1", "ms t=8", "ms t=16", "ms t=64", "GB/s t=1",
+              "regs", "occ", "waves");
   for (const Shape& sh : shapes) {
     const std::vector<float> x = random_values(T * sh.k, 31);
     std::vector<uint16_t> w_bits(static_cast<size_t>(sh.n * sh.k));
@@ -494,7 +523,7 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
       const KernelSource v = instantiate(matmul::family(), p, gpu->arch());
       if (v.id == chosen.id || v.id == chosen16.id || v.id == chosen64.id) continue;
       try {  // a tiling whose grid this shape cannot launch (e.g. more row blocks than grid.y holds) is no variant
-        for (int64_t t : {int64_t{1}, int64_t{64}}) launch_dims(v, t, 1);
+        for (int64_t t : {int64_t{1}, int64_t{64}}) (void)launch_dims(v, t, 1);
       } catch (const Error& e) {
         std::printf("%-9s %-66s skipped: %s\n", sh.name, v.id.c_str(), e.what());
         continue;
@@ -509,8 +538,12 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
       const int64_t tokens[4] = {1, 8, 16, 64};
       for (int i = 0; i < 4; ++i) ms[i] = gpu->time_ms(v, tokens[i], args(tokens[i]), sh.n * sh.k > 100000000 ? 10 : 50);
       const bool is_chosen = v.id == chosen.id || v.id == chosen16.id || v.id == chosen64.id;
-      std::printf("%-9s %-66s %9.4f %9.4f %9.4f %9.4f %8.1f%s\n", sh.name, v.id.c_str(), ms[0], ms[1], ms[2], ms[3],
-                  2.0 * sh.n * sh.k / (ms[0] * 1e-3) / 1e9, is_chosen ? " *" : "");
+      const Gpu::Occupancy occ = gpu->occupancy(v, 1);
+      const LaunchDims d1 = launch_dims(v, 1, 1);
+      const double blocks = static_cast<double>(d1.grid[0]) * d1.grid[1] * d1.grid[2];
+      std::printf("%-10s %-66s %9.4f %9.4f %9.4f %9.4f %8.1f %4d %3d %6.2f%s\n", sh.name, v.id.c_str(), ms[0], ms[1], ms[2], ms[3],
+                  2.0 * sh.n * sh.k / (ms[0] * 1e-3) / 1e9, occ.regs, occ.blocks_per_sm,
+                  blocks / std::max(1, occ.blocks_per_sm * occ.sms), is_chosen ? " *" : "");
     }
   }
 }
@@ -660,6 +693,56 @@ TEST(GpuOps, MlaAttentionCausalAndTreeOverCommittedCache) {
     const Matrix want = cpu::mla_attention_absorbed(matrix(c.T, d.heads * d.kv_lora, qlat), matrix(c.T, d.heads * d.rope, qrope),
                                                     latent, krope, c.past, mask, d, scale);
     EXPECT_LT(relative_error(gpu->download<float>(d_out, want.data.size()), want.data), 1e-4) << k.id << " tree=" << c.tree;
+  }
+}
+
+// MLA attention at Kimi K2.6's width (64 heads, latent 512, rope 64) over long committed caches:
+// the CPU op's values at 1 token over 4,096 keys, then the time of 1-token (memory-bound: the
+// floor is the cache's bytes once over 4.3 TB/s) and 64-token tree steps (compute-bound:
+// 2 * T * heads * keys * (C + R + C) FLOP) at 4,096 and 32,768 keys, f32 and bf16 caches; the
+// figures issue 10's MLA target is measured against (>= 3.4 TB/s, >= 550 TFLOP/s).
+TEST(GpuOps, MlaAttentionAtK26WidthFigures) {
+  REQUIRE_GPU();
+  const cpu::MlaDims d{64, 512, 128, 64, 128};
+  const int64_t D = d.kv_lora + d.rope, T = 64, words = (T + 31) / 32;
+  const std::vector<float> qlat = random_values(T * d.heads * d.kv_lora, 41);
+  const std::vector<float> qrope = random_values(T * d.heads * d.rope, 42);
+  std::vector<uint32_t> mask(static_cast<size_t>(T * words), 0u);  // a chain: every token sees its ancestors
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j <= t; ++j) mask[t * words + j / 32] |= 1u << (j % 32);
+  DevBuf d_ql = gpu->upload(qlat), d_qr = gpu->upload(qrope), d_mask = gpu->upload(mask), d_out = gpu->alloc(T * d.heads * d.kv_lora * 4);
+  const float scale = 0.0723f;
+  for (const ElemType kv_t : {F32, BF16}) {
+    const KernelSource k = mla_attention_kernel(d.heads, d.kv_lora, d.rope, F32, kv_t, F32);
+    for (const int64_t past : {int64_t{4096}, int64_t{32768}}) {
+      const std::vector<float> cache = random_values((past + T) * D, 43, 1.f, kv_t == BF16);
+      const std::vector<int32_t> len = {static_cast<int32_t>(past)};
+      DevBuf d_cache = gpu->upload_as(cache, kv_t), d_len = gpu->upload(len);
+      auto args = [&](int64_t t, bool tree) {
+        return std::vector<Gpu::Arg>{Gpu::ptr(d_ql), Gpu::ptr(d_qr), Gpu::ptr(d_cache), Gpu::ptr(d_len), tree ? Gpu::ptr(d_mask) : Gpu::null(),
+                                     Gpu::ptr(d_out), Gpu::i32(t), Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.heads * d.rope), Gpu::i32(d.rope),
+                                     Gpu::i32(d.heads * d.kv_lora), Gpu::i32(words), Gpu::f32(scale)};
+      };
+      if (past == 4096 && kv_t == F32) {
+        gpu->launch(k, 1, args(1, false));
+        Matrix latent(past + 1, d.kv_lora), krope(past + 1, d.rope);
+        for (int64_t s = 0; s <= past; ++s) {
+          for (int64_t j = 0; j < d.kv_lora; ++j) latent.row(s)[j] = cache[s * D + j];
+          for (int64_t j = 0; j < d.rope; ++j) krope.row(s)[j] = cache[s * D + d.kv_lora + j];
+        }
+        const Matrix want = cpu::mla_attention_absorbed(matrix(1, d.heads * d.kv_lora, qlat), matrix(1, d.heads * d.rope, qrope), latent,
+                                                        krope, past, {}, d, scale);
+        EXPECT_LT(relative_error(gpu->download<float>(d_out, want.data.size()), want.data), 1e-4) << k.id;
+      }
+      const double elem = kv_t == BF16 ? 2.0 : 4.0;
+      for (const int64_t t : {int64_t{1}, T}) {
+        const double ms = gpu->time_ms(k, t, args(t, t > 1), t > 1 ? 3 : 10);
+        const double bytes = elem * (past + t) * D, flop = 2.0 * t * d.heads * (past + t) * (D + d.kv_lora);
+        std::printf("[ figures  ] mla_attention K2.6 %s cache, %lld keys, %lld tokens: %.3f ms, %.2f TB/s over the cache, %.1f TFLOP/s\n",
+                    kv_t == BF16 ? "bf16" : "f32", static_cast<long long>(past), static_cast<long long>(t), ms, bytes / (ms * 1e-3) / 1e12,
+                    flop / (ms * 1e-3) / 1e12);
+      }
+    }
   }
 }
 
@@ -973,6 +1056,12 @@ TEST(GpuOps, ArgmaxAndTopkLogProbs) {
     }
   }
   EXPECT_EQ(am[1], 10);
+  // A row holding a NaN or an infinity is marked -1 (the host refuses it), whatever else it holds.
+  logits[0 * V + 500] = std::nanf("");
+  logits[2 * V + 7] = -INFINITY;
+  DevBuf d_bad = gpu->upload(logits);
+  gpu->launch(argmax_kernel(V, F32), rows, {Gpu::ptr(d_bad), Gpu::ptr(d_am), Gpu::i32(rows), Gpu::i32(V)});
+  EXPECT_EQ(gpu->download<int32_t>(d_am, rows), (std::vector<int32_t>{-1, 10, -1}));
 }
 
 // The radix-select topk at the drafter's sizes: K up to 127 of a 4352-token row, rows of random
