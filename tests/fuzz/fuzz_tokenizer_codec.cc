@@ -6,6 +6,7 @@
 //   odd:  decode the bytes as little-endian int32 ids: an id outside the vocabulary is refused
 //         by kplan::Error naming it.
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -49,7 +50,10 @@ bool valid_utf8(std::string_view s) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const tokenizer::Tokenizer t = tokenizer::Tokenizer::from_dir(KPLAN_SOURCE_DIR "/models/mini-v3");
+  // $KPLAN_SOURCE_DIR, when set, names the tree instead (a staged binary run from another checkout).
+  static const tokenizer::Tokenizer t = tokenizer::Tokenizer::from_dir(
+      std::string(std::getenv("KPLAN_SOURCE_DIR") ? std::getenv("KPLAN_SOURCE_DIR") : KPLAN_SOURCE_DIR) +
+      "/models/mini-v3");
   if (size == 0) return 0;
   const uint8_t op = data[0];
   const std::string_view rest = fuzz::as_text(data + 1, size - 1);

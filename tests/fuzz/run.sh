@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs the libFuzzer targets of tests/fuzz (clang-16, ASan + UBSan; README.md here).
-#   tests/fuzz/run.sh [-t SECONDS] [-n RUNS] [-b BUILD] [-j JOBS] [--replay-only] [--build-only] [TARGET...]
+#   tests/fuzz/run.sh [-t SECONDS] [-n RUNS] [-b BUILD] [-j JOBS] [--fast|--ubsan-only] [--replay-only] [--build-only] [TARGET...]
 # For each target (all when none is named): first replays the committed crash corpus
 # (corpus/<target>/crashes: inputs that once crashed, each must now run clean), then fuzzes for
 # SECONDS (default 60; with -n, until RUNS executions or SECONDS, whichever comes first: the long
@@ -8,24 +8,38 @@
 # (BUILD/fuzz/corpus/<target>), with the target's dictionary. A crash leaves its input in
 # BUILD/fuzz/artifacts/<target>/ and fails the run; copy it to corpus/<target>/crashes once fixed.
 # Prints per target the executions, executions per second, coverage (edges) and features.
-# BUILD (default build-san) is configured here when it is not yet: clang++-16, -DKPLAN_FUZZ=ON.
+# BUILD (default build-san) is configured here when it is not yet: clang++-16, -DKPLAN_FUZZ=ON,
+# -O1 -g, ASan + UBSan. The throughput builds of the long run (tools/device/fuzz_long.sh):
+#   --fast        BUILD default build-fuzz-fast: -O2 -gline-tables-only, ASan + UBSan, fuzzed with
+#                 ASAN_OPTIONS detect_leaks=0:detect_stack_use_after_return=0 (CI's smoke checks leaks)
+#   --ubsan-only  BUILD default build-fuzz-ubsan: -O2 -gline-tables-only, UBSan only (no ASan)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-seconds=60 runs=-1 build="$root/build-san" jobs=1 replay_only=0 build_only=0 targets=()
+seconds=60 runs=-1 build="" jobs=1 replay_only=0 build_only=0 targets=() flavor=san
 while [ $# -gt 0 ]; do
   case "$1" in
     -t) seconds="$2"; shift 2 ;;
     -n) runs="$2"; shift 2 ;;
     -b) build="$(realpath -m "$2")"; shift 2 ;;
     -j) jobs="$2"; shift 2 ;;
+    --fast) flavor=fast; shift ;;
+    --ubsan-only) flavor=ubsan; shift ;;
     --replay-only) replay_only=1; shift ;;
     --build-only) build_only=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
+case $flavor in
+  san) default_build=build-san opt="-O1 -g" sanitizers=address,undefined
+       default_asan=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 ;;
+  fast) default_build=build-fuzz-fast opt="-O2 -gline-tables-only" sanitizers=address,undefined
+        default_asan=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0 ;;
+  ubsan) default_build=build-fuzz-ubsan opt="-O2 -gline-tables-only" sanitizers=undefined default_asan= ;;
+esac
+[ -n "$build" ] || build="$root/$default_build"
 all=(safetensors safetensors_index model_config draft_config plan_reader tokenizer_files tokenizer_codec chat_template ir_parser)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 dict_of() {
@@ -39,12 +53,12 @@ dict_of() {
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" -DKPLAN_FUZZ=ON >/dev/null
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$opt" -DKPLAN_FUZZ=ON -DKPLAN_SANITIZERS=$sanitizers >/dev/null
 fi
 ninja -C "$build" -j "$jobs" $(printf 'fuzz_%s ' "${targets[@]}") | grep -v '^ninja: no work' | tail -n 1
 [ $build_only -eq 0 ] || exit 0
 
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-$default_asan}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 status=0
 summary=()
