@@ -44,14 +44,39 @@
 // Shared-memory bank conflicts: an INT4 lane reads 32 consecutive activations (128 B), so the
 // staged float4s are XOR-swizzled by (lane & 7): a quarter warp's 16-byte reads hit 8 distinct
 // bank groups.
-// CUDA-core FMA, not tensor-core MMA: at 1..64 tokens per step over 384 experts an expert has
-// ~1-2 tokens, so the kernels are bandwidth- and issue-bound, not FLOP-bound.
+// MMA 0 (CUDA cores) spends ~2 instructions a weight dequantising plus an FMA a weight per
+// token, and registers cap a pair chunk at NT 2-3, so an expert chosen by 4+ pairs is streamed
+// several times: issue-bound (44% of 4.3 TB/s at 1 token on an H200, 20% at 8).
+// MMA 1 (INT4; the tensor cores, mma.sync m16n8k16 bf16 -> f32, sm_80+: sm_90 and sm_120):
+//   - Weight rows are the MMA's M (an m-tile: 8 gate + the same 8 up rows, so a lane's D holds
+//     both SwiGLU halves of its row; down: 16 rows), the chunk's pairs its N (an n-tile of 8;
+//     NT up to 16, two n-tiles): at <= 8 pairs half the MMAs of pairs-as-M, whose M of 16 would
+//     be mostly padding (at full bandwidth, hi + lo, pairs-as-M needs ~0.5 MMA / clk / SM, past
+//     what mma.sync issues on sm_90). Columns past nt read the last pair's row and are dropped.
+//   - Activations are staged once per chunk already split into bf16 hi + lo = x - hi (two MMAs:
+//     products with the bf16 weights exact, x kept to ~2^-17 of itself, so results stay within
+//     f32 summation-order error of the CPU op), in B-fragment order: the same NT x K x 4 bytes,
+//     no conversion in the loop.
+//   - A k-step's 16 k must lie in ONE group so D can be scaled per (row, group): each group's two
+//     k-steps go into a zeroed temp fragment, then acc += scale * temp. The k order inside a
+//     group is free as long as A and B agree: lane (g, q) takes word q of the group (columns
+//     8q .. 8q + 8), k-step 0 its nibbles {0, 4}, {1, 5}, k-step 1 {2, 6}, {3, 7}.
+//   - The checkpoint layout's 16 bytes are one whole group of one row, but the fragment wants
+//     word q of it in lane q of the row's quad: lanes load 16 bytes each (a quad: 64 contiguous
+//     bytes of a row), store them to a per-warp 1 KiB buffer and read them back with ldmatrix.x4
+//     (XOR-swizzled: both conflict-free): 2 instructions per 16-byte load, against ~16 for a
+//     4x4 word transpose by shuffles. No repacked layout.
+//   - Dequantisation: a nibble OR-ed into bf16 128's mantissa is 128 + q, one bf16x2 FMA makes
+//     it q - 8 exactly (~1.4 instructions a weight, no I2F).
+//   - A step is 256 (MT 1) or 128 (MT 2) columns of the warp's rows; PF 1 issues the next
+//     step's loads (across tiles too) before this one's math, as MMA 0 does per 1024 columns.
 //
 // Launch (families/moe_grouped.cc):
 //   gate_up: grid (blocks per expert <= ceil(I / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
 //            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(H / 1024) * 4 KiB.
 //   down:    grid (blocks per expert <= ceil(H / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
 //            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(I / 1024) * 4 KiB.
+//   MMA 1 adds WARPS * 2 KiB of static shared memory (the transposition buffers).
 //   combine: grid (ceil(H / THREADS), n_tokens), block THREADS.
 // Arguments:
 //   gate_up: x (X_DT, row t at t * x_row_stride), topk_ids (int32 [n_tokens, TOPK]), w_gate,
@@ -69,9 +94,10 @@
 //
 // Template parameters: H (hidden), I (moe_intermediate_size), E (routed experts), TOPK, W_FMT
 // (0 bf16, 1 INT4), X_DT / Y_DT activation element types, ACC (combine: add into out), and the
-// tuning WARPS, ROWS (rows per warp), NT (pairs per chunk), PF (1: the next (tile, column
-// chunk)'s weights are loaded before this one's math), BLOCKS (the grid's target size; read by
-// the launch geometry only), THREADS (combine).
+// tuning WARPS, ROWS (rows per warp; MMA 1: gate/up 8 or 16, down 16 or 32), NT (pairs per
+// chunk: 1..8; MMA 1: 1..16), PF (1: the next (tile, column chunk)'s weights are loaded before
+// this one's math), BLOCKS (the grid's target size; read by the launch geometry only), MMA
+// (0 CUDA cores, 1 tensor cores, INT4 only), THREADS (combine).
 #include "common.cuh"
 
 namespace kp {

@@ -881,7 +881,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   const DeviceExperts d = make_experts(*gpu, E, H, I, true, pool);
   struct Tuning {
     int64_t rows, nt, pf, blocks;  // rows 0: the arch's heuristics
-    int64_t mma = 0;
+    int64_t mma = 0, warps = 0;  // warps 0: the arch's heuristics
   };
   struct Variant {
     Tuning gu, dn;
@@ -892,11 +892,13 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
       {{2, 3, 1, 264}, {2, 3, 1, 264}},      {{1, 2, 1, 396}, {2, 2, 1, 396}},  // fewer rows a warp: 3 blocks an SM
       {{2, 2, 1, 132}, {4, 3, 0, 132}},                                         // one block an SM
       // MMA 1 (gate/up ROWS 8 | 16, down 16 | 32; NT up to 16 where shared memory allows):
-      {{8, 2, 1, 264, 1}, {16, 3, 1, 264, 1}},   {{8, 4, 1, 264, 1}, {16, 8, 1, 264, 1}},     // MMA 0's NT; NT 4 / 8
-      {{8, 7, 1, 132, 1}, {16, 16, 1, 132, 1}},  {{8, 4, 0, 264, 1}, {16, 16, 0, 264, 1}},    // the most NT; PF 0
-      {{16, 4, 1, 264, 1}, {32, 16, 1, 264, 1}}, {{8, 3, 1, 528, 1}, {16, 16, 1, 528, 1}}};  // two m-tiles a warp; two waves
+      {{8, 2, 1, 264, 1}, {16, 3, 1, 264, 1}},   {{8, 3, 1, 264, 1}, {16, 8, 1, 264, 1}},          // MMA 0's NT; 2 blocks an SM
+      {{8, 7, 1, 132, 1}, {16, 16, 1, 132, 1}},  {{8, 4, 0, 264, 1}, {16, 16, 0, 264, 1}},         // the most NT; PF 0
+      {{16, 4, 1, 264, 1}, {32, 16, 1, 264, 1}}, {{8, 3, 1, 528, 1}, {16, 8, 1, 528, 1}},          // two m-tiles a warp; two waves
+      {{8, 6, 1, 132, 1, 16}, {16, 8, 1, 132, 1, 16}}, {{8, 4, 1, 132, 1, 16}, {16, 8, 1, 264, 1}}};  // 16 warps a block
   auto tuned = [&](ParamValues p, const Tuning& t) {
     if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma;
+    if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
   std::vector<GroupedKernels> instances;
