@@ -46,7 +46,8 @@ void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t 
 // 4, 8, 16, 64 tokens), their pair chunks (NT pairs each) over grid.z (at most 8), then BLOCKS
 // blocks over those, at most kMaxTilesPerBlock tiles a block (its prologue amortised, the grid
 // still deep), the tiles dealt evenly (K2.6 at 1 token: 4 of gate/up's 128 tiles a block, 32
-// blocks an expert).
+// blocks an expert). The same with MMA 1, whose tiles are larger (ROWS 8 x 8 warps: gate/up's 32
+// tiles of 64 rows, one a block at 1 token) and whose NT (up to 16) makes fewer chunks.
 constexpr int64_t kMaxTilesPerBlock = 8;
 
 LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows, int64_t reduction) {
