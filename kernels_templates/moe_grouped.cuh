@@ -44,14 +44,39 @@
 // Shared-memory bank conflicts: an INT4 lane reads 32 consecutive activations (128 B), so the
 // staged float4s are XOR-swizzled by (lane & 7): a quarter warp's 16-byte reads hit 8 distinct
 // bank groups.
-// CUDA-core FMA, not tensor-core MMA: at 1..64 tokens per step over 384 experts an expert has
-// ~1-2 tokens, so the kernels are bandwidth- and issue-bound, not FLOP-bound.
+// MMA 0 (CUDA cores) spends ~2 instructions a weight dequantising plus an FMA a weight per
+// token, and registers cap a pair chunk at NT 2-3, so an expert chosen by 4+ pairs is streamed
+// several times: issue-bound (44% of 4.3 TB/s at 1 token on an H200, 20% at 8).
+// MMA 1 (INT4; the tensor cores, mma.sync m16n8k16 bf16 -> f32, sm_80+: sm_90 and sm_120):
+//   - Weight rows are the MMA's M (an m-tile: 8 gate + the same 8 up rows, so a lane's D holds
+//     both SwiGLU halves of its row; down: 16 rows), the chunk's pairs its N (an n-tile of 8;
+//     NT up to 16, two n-tiles): at <= 8 pairs half the MMAs of pairs-as-M, whose M of 16 would
+//     be mostly padding (at full bandwidth, hi + lo, pairs-as-M needs ~0.5 MMA / clk / SM, past
+//     what mma.sync issues on sm_90). Columns past nt read the last pair's row and are dropped.
+//   - Activations are staged once per chunk already split into bf16 hi + lo = x - hi (two MMAs:
+//     products with the bf16 weights exact, x kept to ~2^-17 of itself, so results stay within
+//     f32 summation-order error of the CPU op), in B-fragment order: the same NT x K x 4 bytes,
+//     no conversion in the loop.
+//   - A k-step's 16 k must lie in ONE group so D can be scaled per (row, group): each group's two
+//     k-steps go into a zeroed temp fragment, then acc += scale * temp. The k order inside a
+//     group is free as long as A and B agree: lane (g, q) takes word q of the group (columns
+//     8q .. 8q + 8), k-step 0 its nibbles {0, 4}, {1, 5}, k-step 1 {2, 6}, {3, 7}.
+//   - The checkpoint layout's 16 bytes are one whole group of one row, but the fragment wants
+//     word q of it in lane q of the row's quad: lanes load 16 bytes each (a quad: 64 contiguous
+//     bytes of a row), store them to a per-warp 1 KiB buffer and read them back with ldmatrix.x4
+//     (XOR-swizzled: both conflict-free): 2 instructions per 16-byte load, against ~16 for a
+//     4x4 word transpose by shuffles. No repacked layout.
+//   - Dequantisation: a nibble OR-ed into bf16 128's mantissa is 128 + q, one bf16x2 FMA makes
+//     it q - 8 exactly (~1.4 instructions a weight, no I2F).
+//   - A step is 256 (MT 1) or 128 (MT 2) columns of the warp's rows; PF 1 issues the next
+//     step's loads (across tiles too) before this one's math, as MMA 0 does per 1024 columns.
 //
 // Launch (families/moe_grouped.cc):
 //   gate_up: grid (blocks per expert <= ceil(I / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
 //            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(H / 1024) * 4 KiB.
 //   down:    grid (blocks per expert <= ceil(H / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
 //            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(I / 1024) * 4 KiB.
+//   MMA 1 adds WARPS * 2 KiB of static shared memory (the transposition buffers).
 //   combine: grid (ceil(H / THREADS), n_tokens), block THREADS.
 // Arguments:
 //   gate_up: x (X_DT, row t at t * x_row_stride), topk_ids (int32 [n_tokens, TOPK]), w_gate,
@@ -69,9 +94,10 @@
 //
 // Template parameters: H (hidden), I (moe_intermediate_size), E (routed experts), TOPK, W_FMT
 // (0 bf16, 1 INT4), X_DT / Y_DT activation element types, ACC (combine: add into out), and the
-// tuning WARPS, ROWS (rows per warp), NT (pairs per chunk), PF (1: the next (tile, column
-// chunk)'s weights are loaded before this one's math), BLOCKS (the grid's target size; read by
-// the launch geometry only), THREADS (combine).
+// tuning WARPS, ROWS (rows per warp; MMA 1: gate/up 8 or 16, down 16 or 32), NT (pairs per
+// chunk: 1..8; MMA 1: 1..16), PF (1: the next (tile, column chunk)'s weights are loaded before
+// this one's math), BLOCKS (the grid's target size; read by the launch geometry only), MMA
+// (0 CUDA cores, 1 tensor cores, INT4 only), THREADS (combine).
 #include "common.cuh"
 
 namespace kp {
@@ -221,7 +247,7 @@ __device__ __forceinline__ const unsigned short* moe_row_scale(const void* s, i6
 // matrix r / ROWS. Moving to the next tile changes `first` only (no pointer arrays held twice).
 template <int K, int W_FMT, int MATS, int ROWS>
 struct MoeTileRows {
-  static constexpr int NR = MATS * ROWS, K_DIM = K, FMT = W_FMT;
+  static constexpr int NR = MATS * ROWS, K_DIM = K, FMT = W_FMT, N_MATS = MATS, WARP_ROWS = ROWS;
   const void* w[MATS];
   const unsigned short* s[MATS];
   i64 base;   // the expert's first row in the stack
@@ -233,6 +259,7 @@ struct MoeTileRows {
   }
   __device__ __forceinline__ const void* ptr(int r) const { return moe_row<K, W_FMT>(w[r / ROWS], row(r)); }
   __device__ __forceinline__ const unsigned short* scale(int r) const { return moe_row_scale<K, W_FMT>(s[r / ROWS], row(r)); }
+  __device__ __forceinline__ bool valid(int r) const { return first + r % ROWS < rows; }
 };
 
 // This lane's 16-byte loads of columns [c0, c0 + kMoeChunk) of NR rows (INT4: one per row, its
@@ -418,6 +445,282 @@ __device__ __forceinline__ void moe_stream_tiles(int n_tiles, const float4* xs, 
   }
 }
 
+// ---- Tensor-core path (MMA 1, INT4 only; see the doc block) ----------------------------------
+
+// Warp-collective helpers: the PTX instruction on the device; on the host shim (CPU tests) an
+// emulation of the same fragment semantics (tests/unit/codegen/cuda_host_shim.h).
+// d += a * b: mma.sync m16n8k16, A 16x16 bf16 (row), B 16x8 bf16 (col), C = D 16x8 f32.
+__device__ __forceinline__ void moe_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#ifdef KP_HOST_SHIM
+  ::kplan::cuda_host::mma_m16n8k16_bf16(d, a, b0, b1);
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// ldmatrix.x4 (b16, no transpose): lane l names row l % 8 of 8x8 matrix l / 8 (16 bytes of
+// shared memory at `row`); lane (g = l / 4, q = l % 4) gets 32-bit word q of row g of matrix i
+// in r[i].
+__device__ __forceinline__ void moe_ldsm_x4(unsigned (&r)[4], const uint4* row) {
+#ifdef KP_HOST_SHIM
+  ::kplan::cuda_host::ldmatrix_x4(r, row);
+#else
+  unsigned a;
+  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(a) : "l"(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+#endif
+}
+
+// a * b + c on two bf16 lanes, rounded to nearest (exact for the dequantisation below).
+__device__ __forceinline__ unsigned moe_bf16x2_fma(unsigned a, unsigned b, unsigned c) {
+#ifdef KP_HOST_SHIM
+  return ::kplan::cuda_host::bf16x2_fma(a, b, c);
+#else
+  unsigned d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#endif
+}
+
+// One packed word (nibbles n0..n7, nibble j = column j) as four bf16x2 A-fragment words of
+// (q - 8): p[k] = {n_k, n_k+4} (low half first). A nibble OR-ed into the low mantissa bits of
+// bf16 128 (0x4300) is 128 + q exactly; one bf16x2 FMA takes it to q - 8 (bf16 has 7 mantissa
+// bits, so each pair is first shifted down to bits 0..3 / 16..19). Per word: 3 shifts, 4 LOP3,
+// 4 HFMA2: ~1.4 instructions per weight, no int->float conversion.
+__device__ __forceinline__ void moe_dequant_bf16x2(unsigned w, unsigned (&p)[4]) {
+  constexpr unsigned kOne = 0x3F803F80u;   // {1, 1}
+  constexpr unsigned kM136 = 0xC308C308u;  // {-136, -136}
+#pragma unroll
+  for (int k = 0; k < 4; ++k) p[k] = moe_bf16x2_fma(((w >> (4 * k)) & 0x000F000Fu) | 0x43004300u, kOne, kM136);
+}
+
+// Staged activations of the MMA path: per token t, group X (32 columns) and quad lane q, two
+// uint4 of bf16x2 B-fragment words, hi then lo (swapped on odd tokens: the two tokens a
+// quarter warp reads then hit distinct banks): word e = {x[32X + 8q + e], x[32X + 8q + 4 + e]},
+// the column order moe_dequant_bf16x2 gives the weights. Same bytes as f32: NT x K x 4.
+template <int G>
+__device__ __forceinline__ int moe_mma_xs_slot(int t, int X, int q, int lo) {
+  return ((t * G + X) * 4 + q) * 2 + (lo ^ (t & 1));
+}
+
+// Stages nt activation rows (row r at element offset rows[r]) of K columns, split into bf16
+// hi + lo (x - hi, rounded: x kept to ~2^-17 of itself; products with the bf16 weights exact).
+template <int K, int DT, int THREADS>
+__device__ __forceinline__ void moe_stage_mma(uint4* xs, const void* x, const i64* rows, int nt) {
+  constexpr int G = K / 32;
+  for (int idx = threadIdx.x; idx < nt * G * 4; idx += THREADS) {
+    const int q = idx % 4, X = (idx / 4) % G, t = idx / (4 * G);
+    const i64 c = rows[t] + 32 * X + 8 * q;
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = load<DT>(x, c + u);
+    unsigned hi[4], lo[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const unsigned short h0 = f32_to_bf16(v[e]), h1 = f32_to_bf16(v[4 + e]);
+      hi[e] = static_cast<unsigned>(h0) | (static_cast<unsigned>(h1) << 16);
+      lo[e] = static_cast<unsigned>(f32_to_bf16(v[e] - bf16_to_f32(h0))) |
+              (static_cast<unsigned>(f32_to_bf16(v[4 + e] - bf16_to_f32(h1))) << 16);
+    }
+    uint4& dh = xs[moe_mma_xs_slot<G>(t, X, q, 0)];
+    uint4& dl = xs[moe_mma_xs_slot<G>(t, X, q, 1)];
+    dh.x = hi[0], dh.y = hi[1], dh.z = hi[2], dh.w = hi[3];
+    dl.x = lo[0], dl.y = lo[1], dl.z = lo[2], dl.w = lo[3];
+  }
+}
+
+// A warp's row tile as m-tiles of 16 A rows: gate/up m-tile j = gate rows 8j .. 8j + 8 (A rows
+// 0..7) and the same up rows (A rows 8..15), so a lane's D fragment holds both halves of its
+// SwiGLU; down m-tile j = rows 16j .. 16j + 16. A row 8 h + g of m-tile j: its matrix, its
+// scales and its row within the warp's rows (selects, not an indexed pointer array: h may
+// differ between lanes).
+struct MoeMmaSrc {
+  const void* w;
+  const unsigned short* s;
+  int i;
+};
+template <class Rows>
+__device__ __forceinline__ MoeMmaSrc moe_mma_src(const Rows& t, int j, int h, int g) {
+  if constexpr (Rows::N_MATS == 2) return {h ? t.w[1] : t.w[0], h ? t.s[1] : t.s[0], 8 * j + g};
+  return {t.w[0], t.s[0], 16 * j + 8 * h + g};
+}
+
+constexpr int kMoeMmaSub = 4;  // groups (of 32 columns) per transposed sub-block: 128 columns
+
+// One step's loads: SUBS sub-blocks of the warp's MT m-tiles. Lane (g, q) loads group 4 sb + q
+// of A rows g and g + 8 (16 bytes each: a quad reads 64 contiguous bytes of a row), and four
+// bf16 scales: groups 4 (q & 1) .. + 4 of the step, of A row g + 8 (q >> 1) (the math takes
+// each group's from its quad by a shuffle: 2 registers a step, not 4 per group pair). Rows past
+// the matrix and groups past K load nothing (zeros).
+template <int MT, int SUBS>
+struct MoeMmaLoads {
+  uint4 q[SUBS][MT][2];
+  uint2 s[MT];
+};
+
+template <int MT, int SUBS, class Rows>
+__device__ __forceinline__ void moe_mma_load(const Rows& t, int step, MoeMmaLoads<MT, SUBS>& L) {
+  constexpr int G = Rows::K_DIM / 32, SG = SUBS * kMoeMmaSub;  // groups a step
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int j = 0; j < MT; ++j) {
+#pragma unroll
+    for (int s = 0; s < SUBS; ++s) {
+      const int gi = (step * SUBS + s) * kMoeMmaSub + q;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const MoeMmaSrc r = moe_mma_src(t, j, h, g);
+        L.q[s][j][h] = gi < G && t.valid(r.i) ? __ldcs(static_cast<const uint4*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i))) + gi)
+                                              : uint4{0u, 0u, 0u, 0u};
+      }
+    }
+    const MoeMmaSrc r = moe_mma_src(t, j, q >> 1, g);
+    const int g0 = step * SG + kMoeMmaSub * (q & 1);
+    uint2 sc{0u, 0u};
+    if (kMoeMmaSub * (q & 1) < SG && g0 < G && t.valid(r.i)) {
+      const unsigned short* sp = moe_row_scale<Rows::K_DIM, 1>(r.s, t.row(r.i)) + g0;
+      if constexpr (G % 4 == 0) {
+        sc = __ldg(reinterpret_cast<const uint2*>(sp));
+      } else {
+        unsigned v[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[i] = g0 + i < G ? __ldg(sp + i) : 0u;
+        sc.x = v[0] | (v[1] << 16);
+        sc.y = v[2] | (v[3] << 16);
+      }
+    }
+    L.s[j] = sc;
+  }
+}
+
+// Group gi (of the step) of A row g + 8 h's scale, from the quad lane that loaded it.
+template <int MT, int SUBS>
+__device__ __forceinline__ float moe_mma_scale(const MoeMmaLoads<MT, SUBS>& L, int j, int gi, int h) {
+  const int lane = threadIdx.x % 32;
+  const unsigned w = __shfl_sync(0xffffffffu, gi % 4 < 2 ? L.s[j].x : L.s[j].y, (lane & ~3) | (2 * h + gi / 4));
+  return __uint_as_float(gi % 2 ? w & 0xffff0000u : w << 16);
+}
+
+// Transposition buffer slot of (A row a, group i) of a sub-block: XOR-swizzled so that both the
+// lanes' 16-byte stores and ldmatrix's 8-row phases hit 8 distinct 16-byte bank groups.
+__device__ __forceinline__ int moe_mma_tb_slot(int a, int i) { return a * 4 + (i ^ ((a >> 1) & 3)); }
+
+// acc[j][n] (D fragments: A rows g, g + 8 of m-tile j; tokens 8n + 2q, + 1) += the step's
+// groups. Per sub-block and m-tile: the lanes' loads go through the warp's transposition buffer
+// (two 16-byte stores, __syncwarp, two ldmatrix.x4) so lane (g, q) holds word q of every group
+// of rows g and g + 8; per group: 2 words dequantised (moe_dequant_bf16x2), its two k-steps
+// into a zeroed temp (hi and lo activations: 4 MMAs per n-tile), then acc += scale * temp.
+template <int MT, int SUBS, int NTILE, int G>
+__device__ __forceinline__ void moe_mma_math(const MoeMmaLoads<MT, SUBS>& L, int step, const uint4* xs, int nt, uint4* tb, unsigned& flip,
+                                             float (&acc)[MT][NTILE][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  int tok[NTILE];
+#pragma unroll
+  for (int n = 0; n < NTILE; ++n) tok[n] = 8 * n + g < nt ? 8 * n + g : nt - 1;  // columns past nt: dropped
+#pragma unroll
+  for (int s = 0; s < SUBS; ++s) {
+    const int sb = step * SUBS + s;
+    if (sb * kMoeMmaSub >= G) break;  // uniform over the warp
+    unsigned w[MT][2][4];
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      uint4* buf = tb + 64 * (flip & 1u);
+      ++flip;  // two buffers: a store never overwrites words another lane may still be reading
+      buf[moe_mma_tb_slot(g, q)] = L.q[s][j][0];
+      buf[moe_mma_tb_slot(g + 8, q)] = L.q[s][j][1];
+      __syncwarp();
+      moe_ldsm_x4(w[j][0], buf + moe_mma_tb_slot(lane % 8, lane / 8));
+      moe_ldsm_x4(w[j][1], buf + moe_mma_tb_slot(8 + lane % 8, lane / 8));
+    }
+#pragma unroll
+    for (int i = 0; i < kMoeMmaSub; ++i) {
+      const int X = sb * kMoeMmaSub + i;
+      if (X >= G) break;  // uniform
+      uint4 bh[NTILE], bl[NTILE];
+#pragma unroll
+      for (int n = 0; n < NTILE; ++n) {
+        bh[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 0)];
+        bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
+      }
+#pragma unroll
+      for (int j = 0; j < MT; ++j) {
+        unsigned p[4], r[4];
+        moe_dequant_bf16x2(w[j][0][i], p);
+        moe_dequant_bf16x2(w[j][1][i], r);
+        const float sg = moe_mma_scale(L, j, kMoeMmaSub * s + i, 0), sg8 = moe_mma_scale(L, j, kMoeMmaSub * s + i, 1);
+        const unsigned a0[4] = {p[0], r[0], p[1], r[1]}, a1[4] = {p[2], r[2], p[3], r[3]};
+#pragma unroll
+        for (int n = 0; n < NTILE; ++n) {
+          float d[4] = {0.f, 0.f, 0.f, 0.f};
+          moe_mma(d, a0, bh[n].x, bh[n].y);
+          moe_mma(d, a0, bl[n].x, bl[n].y);
+          moe_mma(d, a1, bh[n].z, bh[n].w);
+          moe_mma(d, a1, bl[n].z, bl[n].w);
+          acc[j][n][0] = fmaf(sg, d[0], acc[j][n][0]);
+          acc[j][n][1] = fmaf(sg, d[1], acc[j][n][1]);
+          acc[j][n][2] = fmaf(sg8, d[2], acc[j][n][2]);
+          acc[j][n][3] = fmaf(sg8, d[3], acc[j][n][3]);
+        }
+      }
+    }
+  }
+}
+
+// moe_stream_tiles for MMA 1: the same tiles and PF (the next step's loads, across tile
+// boundaries too, before this step's math), in steps of 256 columns (MT 1) or 128 (MT 2), so a
+// lane holds 4 (8 with PF) 16-byte loads. emit(tile, acc) gets the D fragments (moe_mma_math).
+template <int NTILE, int PF, int TILE, class Rows, class Emit>
+__device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, uint4* tbuf, int nt, Rows t, Emit emit) {
+  constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
+  constexpr int SUBS = MT == 1 ? 2 : 1;
+  constexpr int STEPS = (G + SUBS * kMoeMmaSub - 1) / (SUBS * kMoeMmaSub);
+  static_assert(Rows::NR % 16 == 0, "MMA m-tiles of 16 rows");
+  uint4* tb = tbuf + 2 * 64 * (threadIdx.x / 32);  // the warp's two transposition buffers (16 rows x 4 groups)
+  unsigned flip = 0;
+  int tile = blockIdx.x;
+  if (tile >= n_tiles) return;
+  const int first0 = t.first;
+  t.first = first0 + tile * TILE;
+  MoeMmaLoads<MT, SUBS> cw;
+  if constexpr (PF == 1) moe_mma_load<MT, SUBS>(t, 0, cw);
+  for (;;) {
+    float acc[MT][NTILE][4];
+#pragma unroll
+    for (int j = 0; j < MT; ++j)
+#pragma unroll
+      for (int n = 0; n < NTILE; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][n][e] = 0.f;
+    const int next_tile = tile + static_cast<int>(gridDim.x);
+    Rows nx = t;
+    nx.first = first0 + next_tile * TILE;
+    for (int c = 0; c < STEPS; ++c) {
+      MoeMmaLoads<MT, SUBS> next;
+      if constexpr (PF == 1) {
+        if (c + 1 < STEPS) {
+          moe_mma_load<MT, SUBS>(t, c + 1, next);
+        } else if (next_tile < n_tiles) {
+          moe_mma_load<MT, SUBS>(nx, 0, next);
+        }
+      } else {
+        moe_mma_load<MT, SUBS>(t, c, cw);
+      }
+      moe_mma_math<MT, SUBS, NTILE, G>(cw, c, xs, nt, tb, flip, acc);
+      if constexpr (PF == 1) cw = next;
+    }
+    emit(tile, acc);
+    if (next_tile >= n_tiles) return;
+    tile = next_tile;
+    t.first = nx.first;
+  }
+}
+
 // Stages the chunk's activation rows (row r at element offset rows[r], written by threads < NTC
 // before the call) once, for every row tile of the block.
 template <int K, int DT, int W_FMT, int NTC, int THREADS>
@@ -452,11 +755,46 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
   moe_stream_tiles<NTC, PF, TILE>((I + TILE - 1) / TILE, xs, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS>
+// MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
+// last one's row; their columns are dropped).
+template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE>
+__device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
+                                                      const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
+                                                      int x_row_stride, uint4* xs, uint4* tbuf, i64* rows) {
+  constexpr int TILE = WARPS * ROWS, MT = ROWS / 8;
+  const int nt = g.count;
+  if (threadIdx.x < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x] / TOPK) * x_row_stride;
+  __syncthreads();  // rows[] written; the previous chunk's activations are no longer read
+  moe_stage_mma<H, X_DT, WARPS * 32>(xs, x, rows, nt);
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  MoeTileRows<H, 1, 2, ROWS> t{{w_gate, w_up},
+                               {static_cast<const unsigned short*>(w_gate_scale), static_cast<const unsigned short*>(w_up_scale)},
+                               static_cast<i64>(g.expert) * I, warp * ROWS, I};
+  auto emit = [&](int tile, const float (&acc)[MT][NTILE][4]) {
+    const int i0 = tile * TILE + warp * ROWS;
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      const int i = i0 + 8 * j + lane / 4;  // D rows g (gate) and g + 8 (up): the same row i
+      if (i >= I) continue;
+#pragma unroll
+      for (int n = 0; n < NTILE; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = 8 * n + 2 * (lane % 4) + e;
+          if (c < nt) static_cast<float*>(h)[static_cast<i64>(g.pairs[c]) * I + i] = silu(acc[j][n][e]) * acc[j][n][2 + e];
+        }
+    }
+  };
+  moe_stream_tiles_mma<NTILE, PF, TILE>((I + TILE - 1) / TILE, xs, tbuf, nt, t, emit);
+}
+
+template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
 __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const void* w_gate, const void* w_gate_scale,
                                     const void* w_up, const void* w_up_scale, void* h, int n_tokens, int x_row_stride) {
-  static_assert(NT >= 1 && NT <= 8, "NT pairs per chunk: 1..8");
+  static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
   static_assert(W_FMT == 0 || H % 32 == 0, "INT4 rows hold whole groups of 32");
+  static_assert(MMA == 0 || (W_FMT == 1 && ROWS % 8 == 0), "MMA: INT4, ROWS a multiple of 8 (8 gate + 8 up rows an m-tile)");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of H (the launch's smem_bytes)
@@ -469,17 +807,28 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
     const int nt = g.count;
     if (nt == 0) return;
     if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
+    if constexpr (MMA == 1) {
+      uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
+      __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
+      if (nt <= 8) {
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+      } else if constexpr (NT > 8) {
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+      }
+      continue;
+    } else {
 #define KP_MOE_GU(N) \
   if (nt == N) moe_gate_up_chunk<H, I, E, TOPK, W_FMT, X_DT, WARPS, ROWS, NT, PF, N>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xs, rows);
-    KP_MOE_GU(1)
-    if constexpr (NT >= 2) { KP_MOE_GU(2) }
-    if constexpr (NT >= 3) { KP_MOE_GU(3) }
-    if constexpr (NT >= 4) { KP_MOE_GU(4) }
-    if constexpr (NT >= 5) { KP_MOE_GU(5) }
-    if constexpr (NT >= 6) { KP_MOE_GU(6) }
-    if constexpr (NT >= 7) { KP_MOE_GU(7) }
-    if constexpr (NT >= 8) { KP_MOE_GU(8) }
+      KP_MOE_GU(1)
+      if constexpr (NT >= 2) { KP_MOE_GU(2) }
+      if constexpr (NT >= 3) { KP_MOE_GU(3) }
+      if constexpr (NT >= 4) { KP_MOE_GU(4) }
+      if constexpr (NT >= 5) { KP_MOE_GU(5) }
+      if constexpr (NT >= 6) { KP_MOE_GU(6) }
+      if constexpr (NT >= 7) { KP_MOE_GU(7) }
+      if constexpr (NT >= 8) { KP_MOE_GU(8) }
 #undef KP_MOE_GU
+    }
   }
 }
 
@@ -507,11 +856,46 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
   moe_stream_tiles<NTC, PF, TILE>((H + TILE - 1) / TILE, xs, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS>
+template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE>
+__device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
+                                                   const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* tbuf,
+                                                   i64* rows) {
+  constexpr int TILE = WARPS * ROWS, MT = ROWS / 16;
+  const int nt = g.count;
+  if (threadIdx.x < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x]) * I;
+  __syncthreads();
+  moe_stage_mma<I, F32, WARPS * 32>(xs, h, rows, nt);
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  MoeTileRows<I, 1, 1, ROWS> t{{w_down}, {static_cast<const unsigned short*>(w_down_scale)}, static_cast<i64>(g.expert) * H, warp * ROWS, H};
+  auto emit = [&](int tile, const float (&acc)[MT][NTILE][4]) {
+    const int j0 = tile * TILE + warp * ROWS;
+#pragma unroll
+    for (int n = 0; n < NTILE; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = 8 * n + 2 * (lane % 4) + e;
+        if (c >= nt) continue;
+        const int p = g.pairs[c];
+        const float wt = static_cast<const float*>(topk_weights)[p];
+#pragma unroll
+        for (int j = 0; j < MT; ++j)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int row = j0 + 16 * j + lane / 4 + 8 * hh;
+            if (row < H) static_cast<float*>(partial)[static_cast<i64>(p) * H + row] = wt * acc[j][n][2 * hh + e];
+          }
+      }
+  };
+  moe_stream_tiles_mma<NTILE, PF, TILE>((H + TILE - 1) / TILE, xs, tbuf, nt, t, emit);
+}
+
+template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
-  static_assert(NT >= 1 && NT <= 8, "NT pairs per chunk: 1..8");
+  static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
   static_assert(W_FMT == 0 || I % 32 == 0, "INT4 rows hold whole groups of 32");
+  static_assert(MMA == 0 || (W_FMT == 1 && ROWS % 16 == 0), "MMA: INT4, ROWS a multiple of 16 (an m-tile)");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of I (the launch's smem_bytes)
@@ -524,17 +908,28 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
     const int nt = g.count;
     if (nt == 0) return;
     if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
+    if constexpr (MMA == 1) {
+      uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
+      __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
+      if (nt <= 8) {
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+      } else if constexpr (NT > 8) {
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+      }
+      continue;
+    } else {
 #define KP_MOE_DN(N) \
   if (nt == N) moe_down_chunk<H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF, N>(g, h, topk_weights, w_down, w_down_scale, partial, xs, rows);
-    KP_MOE_DN(1)
-    if constexpr (NT >= 2) { KP_MOE_DN(2) }
-    if constexpr (NT >= 3) { KP_MOE_DN(3) }
-    if constexpr (NT >= 4) { KP_MOE_DN(4) }
-    if constexpr (NT >= 5) { KP_MOE_DN(5) }
-    if constexpr (NT >= 6) { KP_MOE_DN(6) }
-    if constexpr (NT >= 7) { KP_MOE_DN(7) }
-    if constexpr (NT >= 8) { KP_MOE_DN(8) }
+      KP_MOE_DN(1)
+      if constexpr (NT >= 2) { KP_MOE_DN(2) }
+      if constexpr (NT >= 3) { KP_MOE_DN(3) }
+      if constexpr (NT >= 4) { KP_MOE_DN(4) }
+      if constexpr (NT >= 5) { KP_MOE_DN(5) }
+      if constexpr (NT >= 6) { KP_MOE_DN(6) }
+      if constexpr (NT >= 7) { KP_MOE_DN(7) }
+      if constexpr (NT >= 8) { KP_MOE_DN(8) }
 #undef KP_MOE_DN
+    }
   }
 }
 

@@ -10,16 +10,32 @@ int64_t moe_smem_bytes(int64_t reduction, int64_t pairs) { return pairs * ceil_d
 
 namespace {
 
-void check_experts(const ParamValues& p, const char* family, int64_t k) {
+// MMA 1 (INT4 only): the tensor-core path. A warp's rows are m-tiles of 16 A rows (gate/up: 8
+// gate + the same 8 up rows, so ROWS is 8 or 16; down: 16 rows, so ROWS is 16 or 32), the
+// chunk's pairs the n-tiles' columns (8 each: NT up to 16, two n-tiles), and each warp holds
+// two 1 KiB weight transposition buffers in static shared memory (moe_stream_tiles_mma).
+int64_t moe_mma_tbuf_bytes(const ParamValues& p) { return p.at("MMA") == 1 ? p.at("WARPS") * 2 * 1024 : 0; }
+
+void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t mats) {
   require(p.at("E") >= 1 && p.at("TOPK") >= 1 && p.at("TOPK") <= p.at("E"), family, "needs 1 <= TOPK <= E");
   require(p.at("E") <= 65535, family, "E above 65535 does not fit grid.y");
   if (p.at("W_FMT") == 1) require(k % 32 == 0, family, "INT4 experts need a reduction dim that is a multiple of 32");
-  require(p.at("ROWS") >= 1 && p.at("ROWS") <= 8, family, "ROWS must be 1..8");
-  require(p.at("NT") >= 1 && p.at("NT") <= 8, family, "NT must be 1..8");
+  require(p.at("MMA") == 0 || p.at("MMA") == 1, family, "MMA must be 0 or 1");
+  if (p.at("MMA") == 1) {
+    require(p.at("W_FMT") == 1, family, "MMA 1 is the INT4 path");
+    const int64_t m_rows = 16 / mats;  // rows of one matrix in an m-tile
+    require(p.at("ROWS") == m_rows || p.at("ROWS") == 2 * m_rows, family, mats == 2 ? "MMA 1: ROWS must be 8 or 16" : "MMA 1: ROWS must be 16 or 32");
+    require(p.at("NT") >= 1 && p.at("NT") <= 16, family, "MMA 1: NT must be 1..16");
+  } else {
+    require(p.at("ROWS") >= 1 && p.at("ROWS") <= 8, family, "ROWS must be 1..8");
+    require(p.at("NT") >= 1 && p.at("NT") <= 8, family, "NT must be 1..8");
+  }
   require(p.at("PF") == 0 || p.at("PF") == 1, family, "PF must be 0 or 1");
   require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
-  // The staged activations plus the block's static few hundred bytes within sm_90's 227 KiB.
-  require(moe_smem_bytes(k, p.at("NT")) <= 224 * 1024, family, "NT staged rows of the reduction dim exceed 224 KiB of shared memory");
+  // The staged activations, the MMA transposition buffers and the block's static few hundred
+  // bytes within sm_90's 227 KiB.
+  require(moe_smem_bytes(k, p.at("NT")) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
+          "NT staged rows of the reduction dim exceed 224 KiB of shared memory");
 }
 
 // grid (blocks per expert, expert slots, pair chunk blocks), one block of WARPS warps, ROWS rows
@@ -30,7 +46,8 @@ void check_experts(const ParamValues& p, const char* family, int64_t k) {
 // 4, 8, 16, 64 tokens), their pair chunks (NT pairs each) over grid.z (at most 8), then BLOCKS
 // blocks over those, at most kMaxTilesPerBlock tiles a block (its prologue amortised, the grid
 // still deep), the tiles dealt evenly (K2.6 at 1 token: 4 of gate/up's 128 tiles a block, 32
-// blocks an expert).
+// blocks an expert). The same with MMA 1, whose tiles are larger (ROWS 8 x 8 warps: gate/up's 32
+// tiles of 64 rows, one a block at 1 token) and whose NT (up to 16) makes fewer chunks.
 constexpr int64_t kMaxTilesPerBlock = 8;
 
 LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows, int64_t reduction) {
@@ -56,7 +73,7 @@ LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows
 namespace moe_grouped_gate_up {
 namespace {
 
-void check(const ParamValues& p) { check_experts(p, "moe_grouped_gate_up", p.at("H")); }
+void check(const ParamValues& p) { check_experts(p, "moe_grouped_gate_up", p.at("H"), 2); }
 LaunchDims geometry(const KernelSource& k, const LaunchShape& s) { return expert_grid(k, s, kernel_param(k, "I"), kernel_param(k, "H")); }
 
 }  // namespace
@@ -68,7 +85,7 @@ const Family& family() {
       .function = "kp::moe_grouped_gate_up",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
-                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b")},
+                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -82,7 +99,7 @@ const Family& family() {
 namespace moe_grouped_down {
 namespace {
 
-void check(const ParamValues& p) { check_experts(p, "moe_grouped_down", p.at("I")); }
+void check(const ParamValues& p) { check_experts(p, "moe_grouped_down", p.at("I"), 1); }
 LaunchDims geometry(const KernelSource& k, const LaunchShape& s) { return expert_grid(k, s, kernel_param(k, "H"), kernel_param(k, "I")); }
 
 }  // namespace
@@ -94,7 +111,7 @@ const Family& family() {
       .function = "kp::moe_grouped_down",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
-                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b")},
+                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

@@ -7,8 +7,8 @@
 //   moe_combine:         out[t] (+)= sum_k partial[t * TOPK + k]
 //
 // Template parameters (compile-time constants, template order):
-//   moe_grouped_gate_up: H, I, E, TOPK, W_FMT, X_DT (dtype), WARPS, ROWS, NT, PF, BLOCKS (tuning)
-//   moe_grouped_down:    H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF, BLOCKS (tuning)
+//   moe_grouped_gate_up: H, I, E, TOPK, W_FMT, X_DT (dtype), WARPS, ROWS, NT, PF, BLOCKS, MMA (tuning)
+//   moe_grouped_down:    H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF, BLOCKS, MMA (tuning)
 //   moe_combine:         H, TOPK, Y_DT (dtype), ACC, THREADS (tuning)
 // See the template's doc block for their meaning and the launch geometry (families/moe_grouped.cc).
 #include <cstdint>

@@ -30,10 +30,11 @@ const TuningTable& sm90_tuning() {
       // with NT staged activation rows (gate/up 56 KiB at H = 7168, down 24 KiB at I = 2048).
       // Loads in flight per lane: gate/up 2 x ROWS (4) x 2 (PF: the next chunk's too), down ROWS
       // (4), 16 B each. BLOCKS 264: the 2 x 132 resident blocks, one wave (a block streams
-      // several row tiles; a second wave would only add a tail). GpuOps.MoeGroupedKimiK26WidthInt4
-      // times these against other (ROWS, NT, PF, BLOCKS) choices.
-      {"moe_grouped_gate_up", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 2); set(p, "PF", p.at("W_FMT")); set(p, "BLOCKS", 264); }},
-      {"moe_grouped_down", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 3); set(p, "PF", 0); set(p, "BLOCKS", 264); }},
+      // several row tiles; a second wave would only add a tail). MMA 0: the CUDA-core path (the
+      // tensor-core MMA 1 instances wait for a device run). GpuOps.MoeGroupedKimiK26WidthInt4
+      // times these against other (ROWS, NT, PF, BLOCKS, MMA) choices.
+      {"moe_grouped_gate_up", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 2); set(p, "PF", p.at("W_FMT")); set(p, "BLOCKS", 264); set(p, "MMA", 0); }},
+      {"moe_grouped_down", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 3); set(p, "PF", 0); set(p, "BLOCKS", 264); set(p, "MMA", 0); }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},
       {"swiglu", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("I"))); }},
       {"add", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("D"))); }},

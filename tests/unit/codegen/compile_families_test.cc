@@ -10,6 +10,7 @@
 #include "compiler/codegen/compile_kernels.h"
 #include "compiler/codegen/families/all.h"
 #include "compiler/codegen/heuristics/heuristics.h"
+#include "compiler/codegen/instantiate.h"
 #include "compiler/codegen/model_kernels.h"
 #include "compiler/codegen/nvrtc_compile.h"
 
@@ -68,6 +69,20 @@ TEST(CodegenCompile, TinyInt4Experts) {
                                                 ElemType::F32),
                      moe_grouped_down_kernel(c.hidden_size, c.moe_intermediate_size, c.n_routed_experts, c.num_experts_per_tok, true),
                      matmul_int4_kernel(c.hidden_size, c.moe_intermediate_size, ElemType::F32, ElemType::F32)});
+}
+
+// The grouped experts' tensor-core path (MMA 1: mma.sync, ldmatrix, bf16x2 FMA) at K2.6 width,
+// one and two m-tiles a warp, one and two n-tiles a chunk (the heuristics pick MMA 0 today).
+TEST(CodegenCompile, MoeGroupedMmaInstances) {
+  const ParamValues dims = {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}};
+  auto with = [&](ParamValues p) {
+    p.insert(dims.begin(), dims.end());
+    return p;
+  };
+  compile_and_check({instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 4}, {"PF", 1}, {"MMA", 1}}), "sm_90"),
+                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 16}, {"NT", 3}, {"PF", 0}, {"MMA", 1}}), "sm_90"),
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 16}, {"PF", 1}, {"MMA", 1}}), "sm_90"),
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 32}, {"NT", 8}, {"PF", 1}, {"MMA", 1}}), "sm_90")});
 }
 
 // tiny2: every dim odd or unaligned where the architecture allows (intermediate 333, v_head 20,

@@ -1,14 +1,17 @@
 #pragma once
 // Runs a kernel template's CUDA source on the host, for tests without a GPU: one std::thread per
 // CUDA thread of a block (a pool per launch), blocks one after another, __syncthreads and the
-// warp intrinsics as barriers over the block / the warp. Only the subset the templates tested
-// this way use (kernels_templates/moe_grouped.cuh): include this, then the template. The
+// warp intrinsics as barriers over the block / the warp; the warp-collective mma.sync and
+// ldmatrix of moe_grouped.cuh's MMA path as emulations of their PTX fragment layouts (the
+// template calls them under KP_HOST_SHIM). Only the subset the templates tested this way use
+// (kernels_templates/moe_grouped.cuh): include this, then the template. The
 // template's `__shared__` variables become function statics (one per instantiation, shared by
 // the pool), so a launch must finish before the next begins. Streaming loads (__ldcs) are
 // reported to `on_stream_load` when set, so a test can count the bytes a kernel reads where.
 // A launch's dynamic shared memory (kp::dynamic_smem) is one buffer of its smem_bytes.
 #include <math.h>
 
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <cstdint>
@@ -23,6 +26,9 @@
 #define __shared__ static
 #define KP_HOST_SHIM 1
 
+struct uint2 {
+  unsigned x, y;
+};
 struct uint4 {
   unsigned x, y, z, w;
 };
@@ -42,6 +48,7 @@ struct LaunchState {
   std::barrier<>* block = nullptr;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   std::vector<unsigned long long> exchange;  // one slot per thread, for warp exchanges
+  std::vector<std::array<unsigned, 8>> frag;  // one per thread, for the warp-collective mma
   std::vector<float4> dynamic_smem;          // the launch's smem_bytes, 16-byte aligned
 };
 inline LaunchState* current = nullptr;
@@ -66,6 +73,72 @@ T warp_exchange(T v, Src src) {
 
 inline void* dynamic_smem() { return current->dynamic_smem.data(); }
 
+inline std::barrier<>& warp_barrier() { return *current->warps[thread_index.x / 32]; }
+
+inline float bf16_bits_to_float(unsigned h) {
+  const unsigned u = (h & 0xffffu) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline unsigned float_to_bf16_bits(float f) {  // round to nearest even (finite values)
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+// fma.rn.bf16x2: a * b + c per 16-bit lane (exact f32 FMA, then rounded to bf16).
+inline unsigned bf16x2_fma(unsigned a, unsigned b, unsigned c) {
+  unsigned d = 0;
+  for (int h = 0; h < 2; ++h) {
+    const float r = fmaf(bf16_bits_to_float(a >> (16 * h)), bf16_bits_to_float(b >> (16 * h)), bf16_bits_to_float(c >> (16 * h)));
+    d |= float_to_bf16_bits(r) << (16 * h);
+  }
+  return d;
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, d += a * b, warp-collective: the 32
+// lanes' fragments are gathered, each lane computes its four D elements from the PTX fragment
+// layout (lane l: g = l / 4, q = l % 4; A a0 (g, 2q..2q+1), a1 (g+8, 2q..), a2 (g, 2q+8..),
+// a3 (g+8, 2q+8..); B b0 (k 2q..2q+1, n g), b1 (k 2q+8.., n g); D d0 (g, 2q), d1 (g, 2q+1),
+// d2 (g+8, 2q), d3 (g+8, 2q+1); the lower k in the low half of a word), in f32 (bf16 products
+// are exact), k in order.
+inline void mma_m16n8k16_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  const unsigned lane = thread_index.x % 32, base = thread_index.x - lane;
+  current->frag[thread_index.x] = {a[0], a[1], a[2], a[3], b0, b1, 0u, 0u};
+  warp_barrier().arrive_and_wait();
+  auto A = [&](unsigned row, unsigned k) {
+    const std::array<unsigned, 8>& f = current->frag[base + (row % 8) * 4 + (k % 8) / 2];
+    return bf16_bits_to_float(f[(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)] >> (16 * (k % 2)));
+  };
+  auto B = [&](unsigned k, unsigned col) {
+    const std::array<unsigned, 8>& f = current->frag[base + col * 4 + (k % 8) / 2];
+    return bf16_bits_to_float(f[4 + (k >= 8 ? 1 : 0)] >> (16 * (k % 2)));
+  };
+  float out[4];
+  for (unsigned e = 0; e < 4; ++e) {
+    const unsigned row = lane / 4 + (e >= 2 ? 8 : 0), col = 2 * (lane % 4) + e % 2;
+    float s = d[e];
+    for (unsigned k = 0; k < 16; ++k) s += A(row, k) * B(k, col);
+    out[e] = s;
+  }
+  warp_barrier().arrive_and_wait();
+  for (int e = 0; e < 4; ++e) d[e] = out[e];
+}
+
+// ldmatrix.sync.aligned.m8n8.x4.shared.b16: lane l names row l % 8 of matrix l / 8; lane
+// (g, q) gets 32-bit word q of row g of matrix i in r[i].
+inline void ldmatrix_x4(unsigned (&r)[4], const void* row) {
+  const unsigned lane = thread_index.x % 32, base = thread_index.x - lane;
+  current->exchange[thread_index.x] = reinterpret_cast<unsigned long long>(row);
+  warp_barrier().arrive_and_wait();
+  for (unsigned i = 0; i < 4; ++i) {
+    const auto* p = reinterpret_cast<const unsigned char*>(current->exchange[base + 8 * i + lane / 4]);
+    std::memcpy(&r[i], p + 4 * (lane % 4), 4);
+  }
+  warp_barrier().arrive_and_wait();
+}
+
 // grid.x * grid.y * grid.z blocks of `threads` threads, each running body(), with smem_bytes of
 // dynamic shared memory.
 inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std::function<void()>& body, size_t smem_bytes = 0,
@@ -76,6 +149,7 @@ inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std
   state.dynamic_smem.resize((smem_bytes + sizeof(float4) - 1) / sizeof(float4));
   for (unsigned w = 0; w < threads / 32; ++w) state.warps.push_back(std::make_unique<std::barrier<>>(32));
   state.exchange.resize(threads);
+  state.frag.resize(threads);
   current = &state;
   grid_dim = {grid_x, grid_y, grid_z};
   std::vector<std::thread> pool;
@@ -101,6 +175,7 @@ inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std
 #define gridDim (::kplan::cuda_host::grid_dim)
 
 inline void __syncthreads() { ::kplan::cuda_host::current->block->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { ::kplan::cuda_host::warp_barrier().arrive_and_wait(); }
 template <class T>
 T __shfl_sync(unsigned, T v, int src) {
   return ::kplan::cuda_host::warp_exchange(v, [&](unsigned) { return static_cast<unsigned>(src) & 31u; });

@@ -950,11 +950,12 @@ TEST(GpuOps, MoeGroupedSharedExpertsOddTilesClampedIds) {
   }
 }
 
-// Kimi K2.6 width: H 7168, I 2048, 384 INT4 experts, top-8, at 1, 8 and 64 tokens; the step's
-// pairs choose among 16 experts (as a verify tree's tokens share experts), the others stay zero
-// bytes. Also prints each step's time and bandwidth over the bytes of the experts touched
-// (median of 20 runs of the three launches; target >= 65% of 4.3 TB/s), for the arch's tuning
-// and for a few other (ROWS, NT, PF) choices of the two expert kernels (each checked too).
+// Kimi K2.6 width: H 7168, I 2048, 384 INT4 experts, top-8, at 1, 2, 4, 8, 16 and 64 tokens;
+// the step's pairs choose among 16 experts (as a verify tree's tokens share experts), the others
+// stay zero bytes. Also prints each step's time and bandwidth over the bytes of the experts
+// touched (median of 20 runs of the three launches; target >= 65% of 4.3 TB/s), for the arch's
+// tuning and for a few other (ROWS, NT, PF, BLOCKS, MMA) choices of the two expert kernels
+// (each checked too, at 1..16 tokens): MMA 1 is the tensor-core path.
 TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   REQUIRE_GPU();
   const int64_t H = 7168, I = 2048, E = 384, K = 8;
@@ -963,6 +964,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   const DeviceExperts d = make_experts(*gpu, E, H, I, true, pool);
   struct Tuning {
     int64_t rows, nt, pf, blocks;  // rows 0: the arch's heuristics
+    int64_t mma = 0, warps = 0;  // warps 0: the arch's heuristics
   };
   struct Variant {
     Tuning gu, dn;
@@ -971,9 +973,15 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
       {{0, 0, 0, 0}, {0, 0, 0, 0}},          {{2, 2, 1, 528}, {4, 3, 0, 528}},  // two waves
       {{2, 2, 0, 264}, {4, 3, 1, 264}},      {{4, 2, 1, 264}, {8, 2, 0, 264}},  // PF swapped; more rows a warp
       {{2, 3, 1, 264}, {2, 3, 1, 264}},      {{1, 2, 1, 396}, {2, 2, 1, 396}},  // fewer rows a warp: 3 blocks an SM
-      {{2, 2, 1, 132}, {4, 3, 0, 132}}};                                        // one block an SM
+      {{2, 2, 1, 132}, {4, 3, 0, 132}},                                         // one block an SM
+      // MMA 1 (gate/up ROWS 8 | 16, down 16 | 32; NT up to 16 where shared memory allows):
+      {{8, 2, 1, 264, 1}, {16, 3, 1, 264, 1}},   {{8, 3, 1, 264, 1}, {16, 8, 1, 264, 1}},          // MMA 0's NT; 2 blocks an SM
+      {{8, 7, 1, 132, 1}, {16, 16, 1, 132, 1}},  {{8, 4, 0, 264, 1}, {16, 16, 0, 264, 1}},         // the most NT; PF 0
+      {{16, 4, 1, 264, 1}, {32, 16, 1, 264, 1}}, {{8, 3, 1, 528, 1}, {16, 8, 1, 528, 1}},          // two m-tiles a warp; two waves
+      {{8, 6, 1, 132, 1, 16}, {16, 8, 1, 132, 1, 16}}, {{8, 4, 1, 132, 1, 16}, {16, 8, 1, 264, 1}}};  // 16 warps a block
   auto tuned = [&](ParamValues p, const Tuning& t) {
-    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks;
+    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma;
+    if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
   std::vector<GroupedKernels> instances;
@@ -989,8 +997,8 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
-    for (int64_t T : {1, 8, 64}) {
-      if (v.gu.rows && T == 64) continue;  // the variants' CPU checks at 1 and 8 tokens only
+    for (int64_t T : {1, 2, 4, 8, 16, 64}) {
+      if (v.gu.rows && T == 64) continue;  // the variants' CPU checks at 1..16 tokens only
       std::vector<int32_t> ids;
       std::set<int32_t> touched;
       for (int64_t t = 0; t < T; ++t)

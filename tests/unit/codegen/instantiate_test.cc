@@ -144,6 +144,20 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
             std::string::npos);
   EXPECT_NE(message([] { gqa_attention_kernel(6, 4, 40, ElemType::F32, ElemType::F32, ElemType::F32); }).find("HEADS % KV_HEADS"),
             std::string::npos);
+  // The grouped experts' tensor-core path: INT4 only, m-tile rows, NT 1..16, shared memory
+  // (gate/up at K2.6's H: NT 7 staged rows + 8 warps' transposition buffers fit, NT 8 does not).
+  auto gate_up = [](int64_t wf, int64_t rows, int64_t nt) {
+    return instantiate("moe_grouped_gate_up", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", wf}, {"X_DT", 0},
+                                               {"ROWS", rows}, {"NT", nt}, {"MMA", 1}}, "sm_90");
+  };
+  EXPECT_NE(message([&] { gate_up(0, 8, 2); }).find("MMA 1 is the INT4 path"), std::string::npos);
+  EXPECT_NE(message([&] { gate_up(1, 4, 2); }).find("ROWS must be 8 or 16"), std::string::npos);
+  EXPECT_NE(message([&] { gate_up(1, 8, 8); }).find("224 KiB"), std::string::npos);
+  EXPECT_EQ(message([&] { gate_up(1, 16, 7); }), "no error");
+  EXPECT_NE(message([] {
+              instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 17}, {"MMA", 1}});
+            }).find("NT must be 1..16"),
+            std::string::npos);
 }
 
 TEST(CodegenInstantiate, EveryFamilySignatureMatchesItsHeaderDoc) {

@@ -85,34 +85,35 @@ struct ReadCounter {
 
 // One MoE step of T tokens through the three kernels on the host; returns out = y0 + experts(x).
 // GX: blocks per expert (grid.x) at most; fewer than the row tiles make each block stream several.
-// GZ: blocks an expert's pair chunks are dealt over (grid.z).
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF, unsigned GX, unsigned GZ>
+// GZ: blocks an expert's pair chunks are dealt over (grid.z). GROWS / DROWS: gate/up's and
+// down's rows per warp (they differ with MMA 1: 8 gate + 8 up rows, 16 down rows an m-tile).
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
   std::vector<float> h(static_cast<size_t>(T) * K * I, NAN), partial(static_cast<size_t>(T) * K * H, NAN), out = y0;
   const unsigned slots = static_cast<unsigned>(std::min(E, T * K));
-  const unsigned gu_tiles = (I + WARPS * ROWS - 1) / (WARPS * ROWS), dn_tiles = (H + WARPS * ROWS - 1) / (WARPS * ROWS);
+  const unsigned gu_tiles = (I + WARPS * GROWS - 1) / (WARPS * GROWS), dn_tiles = (H + WARPS * DROWS - 1) / (WARPS * DROWS);
   cuda_host::launch(
       std::min(GX, gu_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, ROWS, NT, PF, 1>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
-                                                                               u.scale.data(), h.data(), T, H);
+        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
+                                                                                     u.scale.data(), h.data(), T, H);
       },
       moe_smem_bytes(H, NT), GZ);
   cuda_host::launch(
       std::min(GX, dn_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF, 1>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
-                                                                    partial.data(), T);
+        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
+                                                                          partial.data(), T);
       },
       moe_smem_bytes(I, NT), GZ);
   cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), T, H); });
   return out;
 }
 
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF = 0, unsigned GX = 1u << 30, unsigned GZ = 1>
-void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads = nullptr) {
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA>
+void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads, double tol) {
   const int64_t T = static_cast<int64_t>(ids.size()) / K;
   const Stack g = make_stack(E, I, H, W_FMT, seed), u = make_stack(E, I, H, W_FMT, seed + 1), d = make_stack(E, H, I, W_FMT, seed + 2);
   uint64_t s = seed + 99;
@@ -124,7 +125,7 @@ void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pa
   for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
   counter.E = E;
   cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
-  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, ROWS, NT, PF, GX, GZ>(g, u, d, x, ids, weights, y0);
+  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA>(g, u, d, x, ids, weights, y0);
   cuda_host::on_stream_load = nullptr;
   if (reads) *reads = counter.bytes;
 
@@ -139,7 +140,20 @@ void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pa
   xm.data = x;
   std::vector<float> want = cpu::moe_experts(xm, r, experts).data;
   for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
-  EXPECT_LT(relative_error(got, want), 1e-5) << "H " << H << " I " << I << " W_FMT " << W_FMT << " tokens " << T;
+  EXPECT_LT(relative_error(got, want), tol) << "H " << H << " I " << I << " W_FMT " << W_FMT << " MMA " << MMA << " NT " << NT << " tokens " << T;
+}
+
+// The CUDA-core path (MMA 0): one ROWS for both kernels, f32 FMAs (summation order only).
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int ROWS, int NT, int PF = 0, unsigned GX = 1u << 30, unsigned GZ = 1>
+void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads = nullptr) {
+  check_step_with<H, I, E, K, W_FMT, WARPS, ROWS, ROWS, NT, PF, GX, GZ, 0>(ids, seed, reads, 1e-5);
+}
+
+// The tensor-core path (MMA 1, INT4): gate/up GROWS (8 or 16), down DROWS (16 or 32) rows a
+// warp; activations as bf16 hi + lo (each kept to ~2^-17 of itself), so 1e-4 as on the device.
+template <int H, int I, int E, int K, int WARPS, int GROWS, int DROWS, int NT, int PF = 0, unsigned GX = 1u << 30, unsigned GZ = 1>
+void check_step_mma(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads = nullptr) {
+  check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, 1>(ids, seed, reads, 1e-4);
 }
 
 // INT4, 3 tokens x top-2 over 6 experts: experts 1 and 2 chosen by two tokens each (one pair
@@ -205,6 +219,68 @@ TEST(MoeGroupedOnHost, BlocksStreamSeveralRowTiles) {
     const bool chosen = e == 1 || e == 2 || e == 4 || e == 5;
     EXPECT_EQ((reads[{0, e}]), chosen ? I * H / 2 : 0) << "gate of expert " << e;
     EXPECT_EQ((reads[{2, e}]), chosen ? H * I / 2 : 0) << "down of expert " << e;
+  }
+}
+
+// MMA 1's dequantisation (moe_dequant_bf16x2): every nibble value at every position of a word
+// becomes bf16 (q - 8) exactly, in the fragment order {n0, n4}, {n1, n5}, {n2, n6}, {n3, n7}
+// (nibbles 8..15 carry into bf16's exponent unless shifted to the low mantissa bits first).
+TEST(MoeGroupedOnHost, MmaDequantIsBf16Exact) {
+  for (unsigned v = 0; v < 16; ++v)
+    for (unsigned pos = 0; pos < 8; ++pos) {
+      const unsigned w = (v << (4 * pos)) | (0x9u << (4 * ((pos + 3) % 8)));  // another nibble beside it
+      unsigned p[4];
+      kp::moe_dequant_bf16x2(w, p);
+      for (unsigned j = 0; j < 8; ++j) {
+        const unsigned word = p[j % 4] >> (16 * (j / 4));  // nibble j: word j % 4, half j / 4
+        const int q = static_cast<int>((w >> (4 * j)) & 15u) - 8;
+        EXPECT_EQ(word & 0xffffu, float_to_bf16(static_cast<float>(q))) << "value " << v << " at " << pos << ", nibble " << j;
+      }
+    }
+}
+
+// MMA 1 against the CPU op: ragged row tiles (gate/up 5 warps x 8 rows over I = 96, down 5 x 16
+// over H = 1056), H's 33 groups (a partial sub-block and step), pair chunks of every n-tile
+// shape (NT 1, 3, 8, 9, 16: one and two n-tiles, columns past nt dropped), clamped ids, SwiGLU
+// and routing weights, PF 0 and 1, two m-tiles a warp (ROWS 16 / 32), blocks streaming several
+// tiles and chunks dealt over grid.z.
+TEST(MoeGroupedOnHost, MmaMatchesTheCpuOp) {
+  // 7 tokens x top-3 over 4 experts: expert 2 chosen by 7 pairs (+2 clamped from 9), 0 by 5
+  // (-1 clamped), the others by the rest.
+  const std::vector<int32_t> ids = {2, 0, 1, 2, 3, 0, 2, 9, -1, 2, 1, 0, 2, 3, 0, 2, 1, 9, 2, 0, 3};
+  check_step_mma<1056, 96, 4, 3, 5, 8, 16, 3, 1>(ids, 31);
+  check_step_mma<1056, 96, 4, 3, 5, 8, 16, 8, 0>(ids, 32);
+  check_step_mma<1056, 96, 4, 3, 5, 8, 16, 9, 1>(ids, 33);
+  check_step_mma<1056, 96, 4, 3, 5, 8, 16, 1, 1>(ids, 34);
+  check_step_mma<256, 64, 4, 3, 2, 16, 32, 16, 1, 1>(ids, 35);  // two m-tiles a warp, one block streams all tiles
+  check_step_mma<256, 64, 4, 3, 2, 16, 32, 4, 0, 1, 2>(ids, 36);  // the same, PF 0, chunks over grid.z
+  // 18 pairs on one expert: chunks of 16 + 2 (two n-tiles, then one).
+  std::vector<int32_t> many(20 * 1, 1);
+  many[5] = 3, many[11] = 0;
+  check_step_mma<1056, 96, 4, 1, 3, 8, 16, 16, 1, 2>(many, 37);
+}
+
+// MMA 1 streams each chosen expert once per NT pairs, the others never (as MMA 0 does): 20
+// tokens x top-1, 18 on expert 3: ceil(18 / 16) = 2 passes of NT 16, ceil(18 / 8) = 3 of NT 8.
+TEST(MoeGroupedOnHost, MmaStreamsEachExpertOncePerNtPairs) {
+  constexpr int H = 64, I = 32, E = 6;
+  std::vector<int32_t> ids(20, 3);
+  ids[4] = 1, ids[13] = 40;  // 40 -> 5
+  for (int nt : {16, 8}) {
+    std::map<std::pair<int, int64_t>, int64_t> reads;
+    if (nt == 16)
+      check_step_mma<H, I, E, 1, 1, 8, 16, 16, 1>(ids, 41, &reads);
+    else
+      check_step_mma<H, I, E, 1, 1, 8, 16, 8, 0, 2>(ids, 42, &reads);
+    const int64_t passes = (18 + nt - 1) / nt;
+    EXPECT_EQ((reads[{0, 3}]), passes * I * H / 2) << "NT " << nt;
+    EXPECT_EQ((reads[{1, 3}]), passes * I * H / 2) << "NT " << nt;
+    EXPECT_EQ((reads[{2, 3}]), passes * H * I / 2) << "NT " << nt;
+    for (int64_t e : {1, 5}) {
+      EXPECT_EQ((reads[{0, e}]), I * H / 2) << "expert " << e;
+      EXPECT_EQ((reads[{2, e}]), H * I / 2) << "expert " << e;
+    }
+    for (int64_t e : {0, 2, 4}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 0) << "expert " << e;
   }
 }
 
