@@ -54,16 +54,20 @@ const View& bf16_weight(const RuleContext& ctx, const ir::Op& op, const Value* v
 
 LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 
-// The [N, K] bf16 matmul of a step of `rows` tokens: instance 0 streams W on the CUDA cores
-// (every step below the arch's tensor-core threshold); from that threshold on instance 1 (token
-// tiles of 16: steps of 16 to 63 tokens, tiles side by side) or 2 (tiles of 64) use the tensor
-// cores. All three are chosen once, at select-kernels; each bucket picks by its token count.
+// The [N, K] bf16 matmul of a step of `rows` tokens, all on the CUDA cores below the arch's
+// tensor-core threshold: instance 0 streams W for 1-token steps (token tiles of 1), 1 for steps
+// of 2 to 8 tokens (tiles of 2), 2 for 9 tokens on (tiles of 8); from the threshold on instance
+// 3 (token tiles of 16: steps of 16 to 63 tokens, tiles side by side) or 4 (tiles of 64) use the
+// tensor cores. All are chosen once, at select-kernels; each bucket picks by its token count.
 KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows) {
   const int64_t mma_min = k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0;
-  const KernelSource cuda_cores = instance(ctx, 0, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch); });
+  const KernelSource one = instance(ctx, 0, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 0, 1); });
+  const KernelSource two = instance(ctx, 1, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 0, 2); });
+  const KernelSource eight = instance(ctx, 2, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch); });
+  const KernelSource cuda_cores = rows <= 1 ? one : rows <= 8 ? two : eight;
   if (mma_min <= 0) return cuda_cores;
-  const KernelSource mma16 = instance(ctx, 1, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 16); });
-  const KernelSource mma64 = instance(ctx, 2, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 64); });
+  const KernelSource mma16 = instance(ctx, 3, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 16); });
+  const KernelSource mma64 = instance(ctx, 4, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 64); });
   return rows < std::max<int64_t>(mma_min, 16) ? cuda_cores : rows < 64 ? mma16 : mma64;
 }
 

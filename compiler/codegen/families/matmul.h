@@ -33,7 +33,9 @@ namespace kplan::codegen {
 
 // The instance for these problem constants (tuning from heuristics/<arch>.cc). mma_tokens > 0:
 // the tensor-core instance ([N, K] weights only) with token tiles of mma_tokens (16 .. 64).
+// few_tokens 1 or 2 (CUDA cores, [N, K]): the instance of 1-token (AR decode) or 2..8-token
+// steps, token tiles of that size (fewer accumulators: more resident warps, K split finer).
 KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn = false, bool accumulate = false,
-                           std::string_view arch = kDefaultArch, int64_t mma_tokens = 0);
+                           std::string_view arch = kDefaultArch, int64_t mma_tokens = 0, int64_t few_tokens = 0);
 
 }  // namespace kplan::codegen

@@ -46,8 +46,26 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
     set("TOK_TILE", ksplit > 1 ? 2 : 4);
     return;
   }
-  set("TOK_TILE", 8);  // 8 tokens share each weight load; 64 tokens are 8 tiles side by side
   const int64_t n = p.at("N"), k = p.at("K");
+  if (p.count("TOK_TILE") && p.at("TOK_TILE") <= 2) {
+    // The 1-token (AR decode) and 2..8-token instances: 1 or 2 accumulators a row keep a warp at
+    // 64-128 registers (5-8 blocks an SM against 3 with 8-token tiles), 4 rows a warp, K split
+    // over the block's 4 warps (1 token) or 2 (2 tokens; 2 row groups a block) while every lane
+    // keeps a load a slice. Measured on the H200 (bench/RESULTS.md 2026-12-02 03:30,
+    // GpuOps.MatmulVariantSweepAtK26Shapes) at K2.6's dense shapes, against 8-token tiles:
+    // 1 token o_proj 0.0294 ms (93% of 4.3 TB/s) against 0.0430, the dense down 0.0640 against
+    // 0.0886, q_a 0.0065 against 0.0129; 8 tokens as 4 tiles of 2: o_proj 0.0761 against 0.1282,
+    // the dense down 0.1790 against 0.2732.
+    const int64_t chunks = k / 8;
+    int64_t ksplit = p.at("TOK_TILE") == 1 ? 4 : 2;
+    while (ksplit > 1 && chunks / ksplit < 32) ksplit /= 2;
+    set("RPW", 4);
+    set("UNROLL", 4);
+    set("KSPLIT", ksplit);
+    set("WARPS", 4);
+    return;
+  }
+  set("TOK_TILE", 8);  // 8 tokens share each weight load; 64 tokens are 8 tiles side by side
   // Rows per warp: each x value read from L1 feeds RPW rows (at 8 tokens x's L1 traffic is
   // 16 / RPW bytes per weight byte), but fewer warps cover N; 4 rows * 8 tokens = 32
   // accumulators + 4 * UNROLL 16-byte loads stay in registers.
