@@ -181,6 +181,9 @@ __device__ __forceinline__ void moe_next_pairs(MoeGroup<E, TOPK, NT>& g, const i
         have = NT;
       }
     }
+    // Every lane has read g.cursor (above) before lane 0 moves it: with no window to scan the
+    // loop holds no ballot that would order them (compute-sanitizer racecheck's WAR warning).
+    __syncwarp();
     if (lane == 0) {
       g.count = have;
       g.cursor = cur < n_pairs ? cur : n_pairs;

@@ -136,7 +136,7 @@ TEST_F(GpuSynthetic, KimiK26WidthTwoLayerSliceMatchesTheCpu) {
   SessionTargetModel gpu(gpu_plan);
   SessionTargetModel cpu(cpu_plan);
   ASSERT_TRUE(gpu.on_gpu());
-  const std::vector<int32_t> ids = {163584, 1008, 4539, 12, 77, 150000, 2048, 9};
+  const std::vector<int32_t> ids = {163584, 1008, 4539, 150000};
   StepInput in{ids, {}, {}};
   for (size_t i = 0; i < ids.size(); ++i) in.positions.push_back(static_cast<int32_t>(i));
   const StepOutput g = gpu.forward(in), c = cpu.forward(in);
@@ -151,11 +151,11 @@ TEST_F(GpuSynthetic, KimiK26WidthTwoLayerSliceMatchesTheCpu) {
   EXPECT_LE(diff / scale, 1e-2);
   gpu.reset();
   cpu.reset();
-  std::vector<int32_t> got_gpu(4), got_cpu(4);
-  ASSERT_EQ(kplan_session_generate_greedy(gpu.session(), ids.data(), static_cast<int32_t>(ids.size()), 4, got_gpu.data()),
+  std::vector<int32_t> got_gpu(3), got_cpu(3);
+  ASSERT_EQ(kplan_session_generate_greedy(gpu.session(), ids.data(), static_cast<int32_t>(ids.size()), 3, got_gpu.data()),
             KPLAN_STATUS_OK)
       << kplan_error_last();
-  ASSERT_EQ(kplan_session_generate_greedy(cpu.session(), ids.data(), static_cast<int32_t>(ids.size()), 4, got_cpu.data()),
+  ASSERT_EQ(kplan_session_generate_greedy(cpu.session(), ids.data(), static_cast<int32_t>(ids.size()), 3, got_cpu.data()),
             KPLAN_STATUS_OK)
       << kplan_error_last();
   EXPECT_EQ(got_gpu, got_cpu);
