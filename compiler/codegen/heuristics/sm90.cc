@@ -33,23 +33,8 @@ const TuningTable& sm90_tuning() {
       // several row tiles; a second wave would only add a tail). MMA 0: the CUDA-core path (the
       // tensor-core MMA 1 instances wait for a device run). GpuOps.MoeGroupedKimiK26WidthInt4
       // times these against other (ROWS, NT, PF, BLOCKS, MMA) choices.
-      // INT4 experts take the tensor-core path (MMA 1) unless MMA 0 is asked for: measured at K2.6
-      // width (bench/RESULTS.md 2026-12-02 04:20, GpuOps.MoeGroupedKimiK26WidthInt4), gate/up
-      // 16 warps x 8 rows, 4 pairs a chunk, one block an SM + down 8 x 16 rows, 8 pairs, two
-      // blocks an SM: 97.5 us at 1 token (8 experts) against 102.4 with MMA 0, and 174 / 180 /
-      // 258 / 517 us at 2 / 4 / 8 / 16 tokens (16 experts) against 202 / 248 / 455 / 807.
-      {"moe_grouped_gate_up", [](ParamValues& p) {
-         if (p.at("W_FMT") == 1 && (!p.count("MMA") || p.at("MMA") == 1)) {
-           set(p, "MMA", 1); set(p, "WARPS", 16); set(p, "ROWS", 8); set(p, "NT", 4); set(p, "PF", 1); set(p, "BLOCKS", 132);
-           return;
-         }
-         set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 2); set(p, "PF", p.at("W_FMT")); set(p, "BLOCKS", 264); set(p, "MMA", 0); }},
-      {"moe_grouped_down", [](ParamValues& p) {
-         if (p.at("W_FMT") == 1 && (!p.count("MMA") || p.at("MMA") == 1)) {
-           set(p, "MMA", 1); set(p, "WARPS", 8); set(p, "ROWS", 16); set(p, "NT", 8); set(p, "PF", 1); set(p, "BLOCKS", 264);
-           return;
-         }
-         set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 3); set(p, "PF", 0); set(p, "BLOCKS", 264); set(p, "MMA", 0); }},
+      {"moe_grouped_gate_up", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 2); set(p, "PF", p.at("W_FMT")); set(p, "BLOCKS", 264); set(p, "MMA", 0); }},
+      {"moe_grouped_down", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 3); set(p, "PF", 0); set(p, "BLOCKS", 264); set(p, "MMA", 0); }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},
       {"swiglu", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("I"))); }},
       {"add", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("D"))); }},

@@ -148,7 +148,7 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
   // (gate/up at K2.6's H: NT 7 staged rows + 8 warps' transposition buffers fit, NT 8 does not).
   auto gate_up = [](int64_t wf, int64_t rows, int64_t nt) {
     return instantiate("moe_grouped_gate_up", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", wf}, {"X_DT", 0},
-                                               {"ROWS", rows}, {"NT", nt}, {"MMA", 1}, {"WARPS", 8}}, "sm_90");
+                                               {"ROWS", rows}, {"NT", nt}, {"MMA", 1}}, "sm_90");
   };
   EXPECT_NE(message([&] { gate_up(0, 8, 2); }).find("MMA 1 is the INT4 path"), std::string::npos);
   EXPECT_NE(message([&] { gate_up(1, 4, 2); }).find("ROWS must be 8 or 16"), std::string::npos);
@@ -239,16 +239,15 @@ TEST(CodegenLaunchGeometry, GridsFollowTheTemplateDocs) {
   const KernelSource down = moe_grouped_down_kernel(256, 136, 8, 2, false);
   EXPECT_EQ(launch_dims(down, 3).grid, (std::array<uint32_t, 3>{8, 6, 1}));  // 32 rows of H per block
   EXPECT_EQ(launch_dims(down, 3).smem_bytes, 3u * 4096);
-  // K2.6 width at 1 token (8 experts), INT4 on sm_90's tensor-core path: gate/up BLOCKS 132 over 8
-  // experts, its 16 tiles of 128 rows (16 warps x 8) one a block; down BLOCKS 264, its 56 tiles of
-  // 128 rows (8 warps x 16) 2 a block; NT 4 staged rows of H's 7 column chunks.
+  // K2.6 width at 1 token (8 experts): BLOCKS 264 over 8 experts, tiles dealt evenly: gate/up's 128
+  // tiles of 16 rows 4 a block, down's 224 tiles of 32 rows 7 a block; H's 7 column chunks staged.
   const KernelSource k26_up = moe_grouped_gate_up_kernel(7168, 2048, 384, 8, true, ElemType::F32, "sm_90");
-  EXPECT_EQ(launch_dims(k26_up, 1).grid, (std::array<uint32_t, 3>{16, 8, 1}));
-  EXPECT_EQ(launch_dims(k26_up, 1).smem_bytes, 4u * 7 * 4096);
-  EXPECT_EQ(launch_dims(moe_grouped_down_kernel(7168, 2048, 384, 8, true, "sm_90"), 1).grid, (std::array<uint32_t, 3>{28, 8, 1}));
-  // 64 tokens: 384 slots, 8 * 8 experts expected with 8 pairs each, 2 chunks of NT 4 over grid.z,
+  EXPECT_EQ(launch_dims(k26_up, 1).grid, (std::array<uint32_t, 3>{32, 8, 1}));
+  EXPECT_EQ(launch_dims(k26_up, 1).smem_bytes, 2u * 7 * 4096);
+  EXPECT_EQ(launch_dims(moe_grouped_down_kernel(7168, 2048, 384, 8, true, "sm_90"), 1).grid, (std::array<uint32_t, 3>{32, 8, 1}));
+  // 64 tokens: 384 slots, 8 * 8 experts expected with 8 pairs each, 4 chunks of NT 2 over grid.z,
   // at most 8 tiles a block.
-  EXPECT_EQ(launch_dims(k26_up, 64).grid, (std::array<uint32_t, 3>{2, 384, 2}));
+  EXPECT_EQ(launch_dims(k26_up, 64).grid, (std::array<uint32_t, 3>{16, 384, 4}));
   const KernelSource combine = moe_combine_kernel(256, 2, ElemType::F32, false);
   EXPECT_EQ(launch_dims(combine, 3).grid, (std::array<uint32_t, 3>{1, 3, 1}));
   const KernelSource norm = rms_norm_kernel(256, ElemType::F32, ElemType::F32);
