@@ -197,7 +197,9 @@ class Lexer {
           if (d != '_') digits += d;
         if (is_float) {
           t.kind = Token::Kind::Float;
-          t.float_value = std::stod(digits);
+          // Python's float(): an overflowing literal (1e999) is inf, an underflowing one 0.0
+          // (std::stod throws out_of_range for both; strtod gives these values).
+          t.float_value = std::strtod(digits.c_str(), nullptr);
         } else {
           t.kind = Token::Kind::Int;
           try {

@@ -105,6 +105,12 @@ TEST(ChatTemplate, ExpressionsFiltersTestsAndLoops) {
             "x2[0, 1, 2]1");
 }
 
+// Float literals past double's range are Python's float() of them: inf and 0.0, not an
+// "internal error" (a fuzz_chat_template find: 55554E7777 threw std::out_of_range from stod).
+TEST(ChatTemplate, FloatLiteralsPastTheRangeAreInfAndZero) {
+  EXPECT_EQ(render("{{ 55554E7777 }} {{ -1e999 }} {{ 1e-999 }}", Json::object()), "inf -inf 0.0");
+}
+
 TEST(ChatTemplate, UnsupportedConstructsAreRefusedByNameAndLine) {
   const struct {
     std::string source, construct;
