@@ -47,6 +47,38 @@ TEST(SyntheticLaunch, CoversTheWeight) {
   EXPECT_EQ(gpu::synthetic_launch(p, w, 0x1000, 132).grid, 1u);
 }
 
+// The plan's GPU decode against its CPU reference: a prefill of `ids` (logits within the bf16
+// tolerance, the relative error printed under `label`), then `greedy` tokens generated from it
+// by both, identical.
+void expect_gpu_matches_cpu(const fs::path& plan_file, const std::vector<int32_t>& ids, int greedy, const char* label) {
+  PlanHandle gpu_plan(plan_file.string(), KPLAN_DEVICE_GPU);
+  PlanHandle cpu_plan(plan_file.string(), KPLAN_DEVICE_CPU);
+  SessionTargetModel gpu(gpu_plan);
+  SessionTargetModel cpu(cpu_plan);
+  ASSERT_TRUE(gpu.on_gpu());
+  StepInput in{ids, {}, {}};
+  for (size_t i = 0; i < ids.size(); ++i) in.positions.push_back(static_cast<int32_t>(i));
+  const StepOutput g = gpu.forward(in), c = cpu.forward(in);
+  ASSERT_EQ(g.logits.data.size(), c.logits.data.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < c.logits.data.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(g.logits.data[i]) - c.logits.data[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(c.logits.data[i])));
+  }
+  std::printf("[ figures  ] %s: GPU vs CPU logits rel error %.3g over %zu logits\n", label, diff / scale, c.logits.data.size());
+  EXPECT_LE(diff / scale, 1e-2);
+  gpu.reset();
+  cpu.reset();
+  std::vector<int32_t> got_gpu(static_cast<size_t>(greedy)), got_cpu(static_cast<size_t>(greedy));
+  ASSERT_EQ(kplan_session_generate_greedy(gpu.session(), ids.data(), static_cast<int32_t>(ids.size()), greedy, got_gpu.data()),
+            KPLAN_STATUS_OK)
+      << kplan_error_last();
+  ASSERT_EQ(kplan_session_generate_greedy(cpu.session(), ids.data(), static_cast<int32_t>(ids.size()), greedy, got_cpu.data()),
+            KPLAN_STATUS_OK)
+      << kplan_error_last();
+  EXPECT_EQ(got_gpu, got_cpu);
+}
+
 class GpuSynthetic : public ::testing::Test {
  protected:
   testing_util::TempDir dir{"gpu_synthetic"};
@@ -89,33 +121,7 @@ TEST_F(GpuSynthetic, DeviceWeightsEqualTheHostsAndDecodeMatchesTheCpu) {
     EXPECT_GT(checked, 10);
   }
 
-  PlanHandle gpu_plan(plan_file.string(), KPLAN_DEVICE_GPU);
-  PlanHandle cpu_plan(plan_file.string(), KPLAN_DEVICE_CPU);
-  SessionTargetModel gpu(gpu_plan);
-  SessionTargetModel cpu(cpu_plan);
-  ASSERT_TRUE(gpu.on_gpu());
-  const std::vector<int32_t> ids = {3, 14, 15, 92, 65, 35, 89, 79};
-  StepInput in{ids, {}, {}};
-  for (size_t i = 0; i < ids.size(); ++i) in.positions.push_back(static_cast<int32_t>(i));
-  const StepOutput g = gpu.forward(in), c = cpu.forward(in);
-  ASSERT_EQ(g.logits.data.size(), c.logits.data.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < c.logits.data.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(g.logits.data[i]) - c.logits.data[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(c.logits.data[i])));
-  }
-  std::printf("[ figures  ] synthetic 2-layer slice: GPU vs CPU logits rel error %.3g\n", diff / scale);
-  EXPECT_LE(diff / scale, 1e-2);
-  gpu.reset();
-  cpu.reset();
-  std::vector<int32_t> got_gpu(12), got_cpu(12);
-  ASSERT_EQ(kplan_session_generate_greedy(gpu.session(), ids.data(), static_cast<int32_t>(ids.size()), 12, got_gpu.data()),
-            KPLAN_STATUS_OK)
-      << kplan_error_last();
-  ASSERT_EQ(kplan_session_generate_greedy(cpu.session(), ids.data(), static_cast<int32_t>(ids.size()), 12, got_cpu.data()),
-            KPLAN_STATUS_OK)
-      << kplan_error_last();
-  EXPECT_EQ(got_gpu, got_cpu);
+  expect_gpu_matches_cpu(plan_file, {3, 14, 15, 92, 65, 35, 89, 79}, 12, "synthetic 2-layer slice");
 }
 
 // The same at Kimi K2.6's full width (tests/data/kimi-k2.6/config.json: hidden 7168, 64 heads,
@@ -131,34 +137,7 @@ TEST_F(GpuSynthetic, KimiK26WidthTwoLayerSliceMatchesTheCpu) {
   const fs::path plan_file = dir.path() / "k26_l2.kplan";
   const test::CliResult r = synthetic_test::compile_slice(model, 2, 5, plan_file, "--arch " + arch + " --max-context 64");
   ASSERT_EQ(r.status, 0) << r.err;
-  PlanHandle gpu_plan(plan_file.string(), KPLAN_DEVICE_GPU);
-  PlanHandle cpu_plan(plan_file.string(), KPLAN_DEVICE_CPU);
-  SessionTargetModel gpu(gpu_plan);
-  SessionTargetModel cpu(cpu_plan);
-  ASSERT_TRUE(gpu.on_gpu());
-  const std::vector<int32_t> ids = {163584, 1008, 4539, 150000};
-  StepInput in{ids, {}, {}};
-  for (size_t i = 0; i < ids.size(); ++i) in.positions.push_back(static_cast<int32_t>(i));
-  const StepOutput g = gpu.forward(in), c = cpu.forward(in);
-  ASSERT_EQ(g.logits.data.size(), c.logits.data.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < c.logits.data.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(g.logits.data[i]) - c.logits.data[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(c.logits.data[i])));
-  }
-  std::printf("[ figures  ] K2.6-width 2-layer slice: GPU vs CPU logits rel error %.3g over %zu logits\n", diff / scale,
-              c.logits.data.size());
-  EXPECT_LE(diff / scale, 1e-2);
-  gpu.reset();
-  cpu.reset();
-  std::vector<int32_t> got_gpu(3), got_cpu(3);
-  ASSERT_EQ(kplan_session_generate_greedy(gpu.session(), ids.data(), static_cast<int32_t>(ids.size()), 3, got_gpu.data()),
-            KPLAN_STATUS_OK)
-      << kplan_error_last();
-  ASSERT_EQ(kplan_session_generate_greedy(cpu.session(), ids.data(), static_cast<int32_t>(ids.size()), 3, got_cpu.data()),
-            KPLAN_STATUS_OK)
-      << kplan_error_last();
-  EXPECT_EQ(got_gpu, got_cpu);
+  expect_gpu_matches_cpu(plan_file, {163584, 1008, 4539, 150000}, 3, "K2.6-width 2-layer slice");
 }
 
 }  // namespace
