@@ -16,6 +16,9 @@ echo "== MoE grouped kernels (GpuOps.MoeGrouped*) and dense matmuls (GpuOps.Matm
 timeout ${KPLAN_KERNEL_TESTS_S:-240} "$bin/codegen_tests" --gtest_color=no --gtest_filter='GpuOps.MoeGrouped*:GpuOps.Matmul*' \
   > "$out/kernel_tests.txt" 2>&1
 grep -E "^\[ (figures|lm_head|moe|sweep)|^\[  (PASSED|FAILED) |Failure|OK \]|^moe_grouped |^[a-z_]+ +matmul_|^shape " "$out/kernel_tests.txt" | head -160
+echo "== K2.6-width 2-layer slice, GPU against the CPU reference (~6 minutes: the CPU side at full width)"
+KPLAN_TEST_K26_SLICE=1 timeout ${KPLAN_K26_SLICE_S:-480} "$bin/runtime_tests" --gtest_color=no --gtest_filter='GpuSynthetic.KimiK26*' \
+  2>&1 | grep -E "figures|OK \]|FAILED|Failure"
 if [ -f "$slice" ]; then
   echo "== K2.6 3-layer slice: per-kernel times at 1, 16, 64 tokens"
   timeout 150 "$bin/kplan" bench "$slice" --steps 20 --kernels --kernel-tokens 1,16,64 --json "$out/k26_kernels.json" 2>&1 | tail -80
