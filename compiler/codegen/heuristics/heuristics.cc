@@ -51,7 +51,7 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
     // The 1-token (AR decode) and 2..8-token instances: 1 or 2 accumulators a row keep a warp at
     // 64-128 registers (5-8 blocks an SM against 3 with 8-token tiles), 4 rows a warp, K split
     // over the block's 4 warps (1 token) or 2 (2 tokens; 2 row groups a block) while every lane
-    // keeps a load a slice. Measured on the H200 (bench/RESULTS.md 2026-12-02 03:30,
+    // keeps a load a slice. Measured on the H200 (bench/RESULTS.md 2026-12-02 02:35-03:15,
     // GpuOps.MatmulVariantSweepAtK26Shapes) at K2.6's dense shapes, against 8-token tiles:
     // 1 token o_proj 0.0294 ms (93% of 4.3 TB/s) against 0.0430, the dense down 0.0640 against
     // 0.0886, q_a 0.0065 against 0.0129; 8 tokens as 4 tiles of 2: o_proj 0.0761 against 0.1282,

@@ -34,10 +34,11 @@ const TuningTable& sm90_tuning() {
       // tensor-core MMA 1 instances wait for a device run). GpuOps.MoeGroupedKimiK26WidthInt4
       // times these against other (ROWS, NT, PF, BLOCKS, MMA) choices.
       // MMA 1 (the tensor-core path) is a measured variant, not yet the default: at K2.6 width it
-      // matches the CPU op and wins (bench/RESULTS.md 2026-12-02 04:20: 97.5 against 102.4 us at
-      // 1 token, 258 against 455 at 8), but as the default it failed the device's small-shape
-      // checks (ops_tests moe_experts_int4_h64_i32 etc., GpuOps.MoeGroupedSharedExperts...) that
-      // the host shim passes: to be found before it is chosen.
+      // matches the CPU op and wins (bench/RESULTS.md 2026-12-02 02:35-03:15: 97.5 against 102.4 us
+      // at 1 token, 258 against 455 at 8). As the default its small-shape launches failed with
+      // CUDA_ERROR_INVALID_VALUE: 32 KiB of static transposition buffers plus under 48 KiB of
+      // staged rows, and no opt-in (now every launch with dynamic shared memory opts in, in
+      // gpu_model.cc); it becomes the default once the device has run the GPU tests with it.
       {"moe_grouped_gate_up", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 2); set(p, "PF", p.at("W_FMT")); set(p, "BLOCKS", 264); set(p, "MMA", 0); }},
       {"moe_grouped_down", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 3); set(p, "PF", 0); set(p, "BLOCKS", 264); set(p, "MMA", 0); }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},

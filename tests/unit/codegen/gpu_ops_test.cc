@@ -260,7 +260,7 @@ class Gpu {
   CUfunction function(const KernelSource& k, uint32_t smem_bytes) {
     const CUfunction f = function(k);
     uint32_t& opted = smem_opted_in_[k.id];
-    if (smem_bytes > 48 * 1024 && smem_bytes > opted) {
+    if (smem_bytes > opted) {  // static shared memory counts against the 48 KiB default too
       gpu::cuda_check(cu_, cu_.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem_bytes)),
                       k.id + ": " + std::to_string(smem_bytes) + " bytes of shared memory");
       opted = smem_bytes;

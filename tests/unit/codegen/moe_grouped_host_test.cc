@@ -260,6 +260,14 @@ TEST(MoeGroupedOnHost, MmaMatchesTheCpuOp) {
   check_step_mma<1056, 96, 4, 1, 3, 8, 16, 16, 1, 2>(many, 37);
 }
 
+TEST(MoeGroupedOnHost, MmaSmallShapesAtTheDefaultWarps) {
+  const std::vector<int32_t> ids = {1, 4, 1, 2, 5, 2, 0, 3, 5};
+  check_step_mma<64, 32, 6, 3, 16, 8, 16, 4, 1>(ids, 51);
+  check_step_mma<64, 32, 6, 3, 8, 8, 16, 8, 1>(ids, 52);
+  check_step_mma<96, 64, 6, 3, 16, 8, 16, 4, 1>(ids, 53);
+  check_step_mma<96, 64, 6, 3, 8, 8, 16, 8, 1>(ids, 54);
+}
+
 // MMA 1 streams each chosen expert once per NT pairs, the others never (as MMA 0 does): 20
 // tokens x top-1, 18 on expert 3: ceil(18 / 16) = 2 passes of NT 16, ceil(18 / 8) = 3 of NT 8.
 TEST(MoeGroupedOnHost, MmaStreamsEachExpertOncePerNtPairs) {

@@ -69,7 +69,15 @@ class GpuRunner {
         params.push_back(&storage[a]);
       }
       const codegen::KernelSource& k = lp.kernels.at(l.kernel);
-      check(cu_.cuLaunchKernel(function(k), l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.smem_bytes,
+      const CUfunction f = function(k);
+      // Opted in to its dynamic shared memory as runtime/gpu/gpu_model.cc does (static shared
+      // memory counts against the 48 KiB default too).
+      if (uint32_t& opted = smem_opted_in_[k.id]; l.smem_bytes > opted) {
+        check(cu_.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(l.smem_bytes)),
+              k.id + ": " + std::to_string(l.smem_bytes) + " bytes of shared memory");
+        opted = l.smem_bytes;
+      }
+      check(cu_.cuLaunchKernel(f, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.smem_bytes,
                                nullptr, params.data(), nullptr),
             "launch " + k.id);
       check(cu_.cuCtxSynchronize(), l.note);
@@ -111,6 +119,7 @@ class GpuRunner {
   const gpu::CudaDriver& cu_;
   std::string arch_;
   std::map<std::string, CUfunction> functions_;
+  std::map<std::string, uint32_t> smem_opted_in_;  // dynamic shared memory each instance may use
 };
 
 }  // namespace kplan::ops_test
