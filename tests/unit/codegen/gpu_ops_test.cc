@@ -1028,6 +1028,66 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   }
 }
 
+// The same at K2.6 width with bf16 experts (bench/configs/k26-bf16-experts: the slice the compiled
+// peer is measured on), CUDA-core variants only: a bf16 expert is 4x the INT4 bytes at the same
+// math, so this path is bound by the bytes a warp keeps in flight (ROWS x 4 loads of 16 bytes a
+// lane, PF doubling them), not by instructions. Each variant against the CPU op at 1 and 4
+// tokens; times at 1, 4 and 16 tokens over the bytes of the experts touched.
+TEST(GpuOps, MoeGroupedKimiK26WidthBf16) {
+  REQUIRE_GPU();
+  const int64_t H = 7168, I = 2048, E = 384, K = 8;
+  std::vector<int32_t> pool;
+  for (int32_t e = 0; e < 16; ++e) pool.push_back(e * 23 + 5);
+  const DeviceExperts d = make_experts(*gpu, E, H, I, false, pool);
+  struct Tuning {
+    int64_t rows, nt, pf, blocks;  // rows 0: the arch's heuristics
+  };
+  struct Variant {
+    Tuning gu, dn;
+  };
+  const std::vector<Variant> variants = {
+      {{0, 0, 0, 0}, {0, 0, 0, 0}},      {{2, 2, 1, 264}, {4, 3, 1, 264}},  // the heuristics; PF on
+      {{1, 2, 1, 264}, {2, 3, 1, 264}},  {{4, 2, 0, 264}, {8, 2, 0, 264}},  // fewer rows with PF; more rows without
+      {{2, 2, 1, 528}, {4, 3, 1, 528}},  {{1, 1, 1, 396}, {2, 1, 1, 396}}};  // two waves; one pair a chunk
+  auto tuned = [&](ParamValues p, const Tuning& t) {
+    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = 0;
+    return p;
+  };
+  std::vector<GroupedKernels> instances;
+  std::vector<KernelSource> all;
+  for (const Variant& v : variants) {
+    instances.push_back(
+        {instantiate(moe_grouped_gate_up::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 0}, {"X_DT", 0}}, v.gu), gpu->arch()),
+         instantiate(moe_grouped_down::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 0}}, v.dn), gpu->arch()),
+         moe_combine_kernel(H, K, F32, /*accumulate=*/true, gpu->arch())});
+    all.insert(all.end(), {instances.back().gate_up, instances.back().down, instances.back().combine});
+  }
+  gpu->precompile(all);
+  for (size_t vi = 0; vi < variants.size(); ++vi) {
+    const GroupedKernels& k = instances[vi];
+    for (int64_t T : {1, 4, 16}) {
+      std::vector<int32_t> ids;
+      std::set<int32_t> touched;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < K; ++j) {
+          ids.push_back(pool[(t * 3 + j * (T == 1 ? 1 : 2)) % 16]);
+          touched.insert(ids.back());
+        }
+      if (T < 16) check_grouped(*gpu, k, d, T, ids, 90 + T, 1e-4);
+      const DevBuf x = gpu->upload(random_values(T * H, 5)), dids = gpu->upload(ids), w = gpu->upload(random_values(T * K, 6));
+      const DevBuf scratch = gpu->alloc(4 * static_cast<size_t>(T * K * (I + H))), out = gpu->alloc(4 * T * H);
+      std::vector<float> us;
+      for (int rep = 0; rep < 21; ++rep) us.push_back(gpu->time_us([&] { run_grouped(*gpu, k, d, T, x, dids, w, scratch, out); }));
+      std::sort(us.begin() + 1, us.end());
+      const double median = us[11];
+      const double bytes = static_cast<double>(touched.size()) * 3 * (2.0 * I * H);
+      std::printf("moe_grouped K2.6 bf16 %s + %s: %lld tokens, %zu experts touched, %.1f MB: %.1f us, %.2f TB/s (%.0f%% of 4.3 TB/s)\n",
+                  k.gate_up.id.c_str(), k.down.id.c_str(), static_cast<long long>(T), touched.size(), bytes / 1e6, median,
+                  bytes / median / 1e6, 100 * bytes / median / 1e6 / 4.3);
+    }
+  }
+}
+
 TEST(GpuOps, SwigluAddCopyRows) {
   REQUIRE_GPU();
   const int64_t T = 4, I = 333;
