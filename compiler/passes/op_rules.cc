@@ -58,7 +58,9 @@ LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 // tensor-core threshold: instance 0 streams W for 1-token steps (token tiles of 1), 1 for steps
 // of 2 to 8 tokens (tiles of 2), 2 for 9 tokens on (tiles of 8); from the threshold on instance
 // 3 (token tiles of 16: steps of 16 to 63 tokens, tiles side by side) or 4 (tiles of 64) use the
-// tensor cores. All are chosen once, at select-kernels; each bucket picks by its token count.
+// tensor cores (4, for 4096+ rows where the arch measured it: tiles of 16 tokens, 32 rows a warp,
+// heuristics' matmul_wide_long_steps). All are chosen once, at select-kernels; each bucket picks
+// by its token count.
 KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows) {
   const int64_t mma_min = k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0;
   const KernelSource one = instance(ctx, 0, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 0, 1); });
@@ -67,7 +69,10 @@ KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64
   const KernelSource cuda_cores = rows <= 1 ? one : rows <= 8 ? two : eight;
   if (mma_min <= 0) return cuda_cores;
   const KernelSource mma16 = instance(ctx, 3, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 16); });
-  const KernelSource mma64 = instance(ctx, 4, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 64); });
+  const KernelSource mma64 = instance(ctx, 4, [&] {
+    return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 16, 0, 32)
+                                               : matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 64);
+  });
   return rows < std::max<int64_t>(mma_min, 16) ? cuda_cores : rows < 64 ? mma16 : mma64;
 }
 

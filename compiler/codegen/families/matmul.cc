@@ -62,12 +62,16 @@ const Family& family() {
 namespace kplan::codegen {
 
 KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn, bool accumulate,
-                           std::string_view arch, int64_t mma_tokens, int64_t few_tokens) {
+                           std::string_view arch, int64_t mma_tokens, int64_t few_tokens, int64_t mma_rows) {
   ParamValues p = {{"K", k}, {"N", n}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}, {"W_LAYOUT", weight_kn ? 1 : 0},
                    {"ACC", accumulate ? 1 : 0}};
   if (mma_tokens > 0) {
     p["MMA"] = 1;
     p["TOK_TILE"] = mma_tokens;
+    if (mma_rows > 0) {
+      p["RPW"] = mma_rows;
+      p["KSPLIT"] = 1;
+    }
   } else if (few_tokens > 0) {
     p["TOK_TILE"] = few_tokens;
   }

@@ -35,7 +35,10 @@ namespace kplan::codegen {
 // the tensor-core instance ([N, K] weights only) with token tiles of mma_tokens (16 .. 64).
 // few_tokens 1 or 2 (CUDA cores, [N, K]): the instance of 1-token (AR decode) or 2..8-token
 // steps, token tiles of that size (fewer accumulators: more resident warps, K split finer).
+// mma_rows > 0 (with mma_tokens): that many rows a warp and no K split (the wide instance of long
+// steps, heuristics' matmul_wide_long_steps).
 KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn = false, bool accumulate = false,
-                           std::string_view arch = kDefaultArch, int64_t mma_tokens = 0, int64_t few_tokens = 0);
+                           std::string_view arch = kDefaultArch, int64_t mma_tokens = 0, int64_t few_tokens = 0,
+                           int64_t mma_rows = 0);
 
 }  // namespace kplan::codegen

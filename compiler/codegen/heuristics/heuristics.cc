@@ -21,13 +21,17 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
     // rows a warp (2 n-tiles; x's loads reused twice from registers, by the other row groups of
     // the block from L1), split K until the grid holds `want` warps while each warp keeps 2
     // rounds of loads.
+    // lm_head-wide N (65536+ rows: thousands of row blocks either way) takes 32 rows a warp, x's
+    // loads reused 4 times: 1.064 against 1.305 ms at 16 tokens for K2.6's lm_head
+    // (GpuOps.MatmulVariantSweepAtK26Shapes, bench/RESULTS.md 2026-12-02 02:35-03:15).
     const int64_t n = p.at("N"), chunks = (p.at("K") + 31) / 32, want = sms * warps_per_sm;
-    set("RPW", 16);
+    set("RPW", n >= 65536 ? 32 : 16);
+    const int64_t rpw = p.at("RPW");
     set("UNROLL", mma_unroll);
     int64_t ksplit = 1;
-    while (ksplit < 8 && (n + 15) / 16 * ksplit < want && chunks / (2 * ksplit) >= 2 * mma_unroll) ksplit *= 2;
+    while (ksplit < 8 && (n + rpw - 1) / rpw * ksplit < want && chunks / (2 * ksplit) >= 2 * mma_unroll) ksplit *= 2;
     set("KSPLIT", ksplit);
-    set("WARPS", std::max<int64_t>(4, ksplit));
+    set("WARPS", std::max<int64_t>(4, p.at("KSPLIT")));  // KSPLIT may be preset (the wide instance: 1)
     set("TOK_TILE", 16);
     return;
   }
@@ -88,6 +92,16 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
   set("KSPLIT", ksplit);
   // 4 warps a block (finer blocks fill SMs whose registers hold 2-3 of them), 8 with KSPLIT 8.
   set("WARPS", std::max<int64_t>(4, ksplit));
+}
+
+bool matmul_wide_long_steps(std::string_view arch, int64_t n) {
+  // Steps of 64+ tokens over 4096+ rows: token tiles of 16 side by side with 32 rows a warp and no
+  // K split (the 4+ tiles fill the grid) beat one 64-token tile on sm_90 (bench/RESULTS.md
+  // 2026-12-02 02:35-03:15, at 64 tokens): lm_head 2.64 against 5.05 ms, mlp_up 0.392 against
+  // 0.629, the dense down 0.467 against 0.686, o_proj 0.237 against 0.311, q_b 0.058 against
+  // 0.097. Under 4096 rows (kv_a, q_a, the shared expert's up) the 64-token tile stays ahead.
+  // sm_120 is not measured: it keeps the 64-token tile.
+  return arch == "sm_90" && n >= 4096;
 }
 
 int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k) {

@@ -41,6 +41,10 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
 // Steps of at least this many tokens take the tensor-core matmul of an [n, k] weight (0: never),
 // per arch.
 int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k);
+
+// Whether steps of 64+ tokens take the wide tensor-core instance (matmul_kernel's mma_rows 32,
+// token tiles of 16) rather than one tile of 64 tokens.
+bool matmul_wide_long_steps(std::string_view arch, int64_t n);
 // The same weight stream over INT4 g32 rows (kernels_templates/matmul_int4.cuh).
 void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
 

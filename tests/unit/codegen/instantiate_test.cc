@@ -86,7 +86,26 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
     return std::vector<int64_t>{kernel_param(s, "MMA"), kernel_param(s, "TOK_TILE"), kernel_param(s, "WARPS"), kernel_param(s, "RPW"),
                                 kernel_param(s, "KSPLIT"), kernel_param(s, "UNROLL")};
   };
-  EXPECT_EQ(mma(7168, 163840, 64, "sm_90"), (std::vector<int64_t>{1, 64, 4, 16, 1, 2}));
+  EXPECT_EQ(mma(7168, 163840, 64, "sm_90"), (std::vector<int64_t>{1, 64, 4, 32, 1, 2}));  // lm_head-wide: 32 rows
+  EXPECT_EQ(mma(7168, 18432, 16, "sm_90"), (std::vector<int64_t>{1, 16, 4, 16, 4, 2}));
+  // The wide instance of 64+ token steps (tiles of 16, 32 rows a warp, no K split) where measured.
+  const KernelSource wide = matmul_kernel(8192, 7168, ElemType::F32, ElemType::F32, false, false, "sm_90", 16, 0, 32);
+  EXPECT_EQ((std::vector<int64_t>{kernel_param(wide, "TOK_TILE"), kernel_param(wide, "RPW"), kernel_param(wide, "KSPLIT"),
+                                  kernel_param(wide, "WARPS")}),
+            (std::vector<int64_t>{16, 32, 1, 4}));
+  EXPECT_TRUE(matmul_wide_long_steps("sm_90", 7168));
+  EXPECT_FALSE(matmul_wide_long_steps("sm_90", 2048));
+  EXPECT_FALSE(matmul_wide_long_steps("sm_120", 7168));
+  // The 1-token and 2..8-token CUDA-core instances: token tiles of 1 / 2, 4 rows a warp, K split
+  // over 4 / 2 warps where each slice keeps a load a lane.
+  auto few = [](int64_t k, int64_t n, int64_t tokens) {
+    const KernelSource s = matmul_kernel(k, n, ElemType::F32, ElemType::F32, false, false, "sm_90", 0, tokens);
+    return std::vector<int64_t>{kernel_param(s, "TOK_TILE"), kernel_param(s, "RPW"), kernel_param(s, "KSPLIT"), kernel_param(s, "WARPS")};
+  };
+  EXPECT_EQ(few(8192, 7168, 1), (std::vector<int64_t>{1, 4, 4, 4}));
+  EXPECT_EQ(few(8192, 7168, 2), (std::vector<int64_t>{2, 4, 2, 4}));
+  EXPECT_EQ(few(512, 256, 1), (std::vector<int64_t>{1, 4, 2, 4}));  // 64 chunks: 2 slices of 32
+  EXPECT_EQ(few(192, 256, 1), (std::vector<int64_t>{1, 4, 1, 4}));  // too short to split
   EXPECT_EQ(mma(7168, 576, 16, "sm_90"), (std::vector<int64_t>{1, 16, 8, 16, 8, 2}));
   EXPECT_EQ(mma(7168, 576, 16, "sm_120"), (std::vector<int64_t>{1, 16, 8, 16, 8, 4}));
   // Tensor cores from 16 tokens for a K2.6-sized weight; never for a small one (the bundled pair's).
