@@ -40,6 +40,8 @@ std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const Stora
   k.add(kv_append_kernel(lora, dr, a, kv));
   k.add(matmul_kernel(dn, lora, a, a, /*weight_kn=*/true));  // q_nope @ W_UK per head
   k.add(mla_attention_kernel(heads, lora, dr, a, kv, a));
+  k.add(mla_split_partial_kernel(heads, lora, dr, a, kv));  // the split-context pair the op lowers to
+  k.add(mla_split_combine_kernel(heads, lora, a));
   k.add(matmul_kernel(lora, dv, a, a));  // latent context @ W_UV^T per head
   k.add(matmul_kernel(heads * dv, hidden, a, a, false, /*accumulate=*/true));  // o_proj + residual
   k.add(kv_compact_kernel(lora, dr, kv));

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compiler/codegen/families/family.h"
@@ -46,7 +47,8 @@ struct RuleContext {
 // Throws kplan::Error naming the op for a construct no kernel handles.
 void lower_op(const ir::Op& op, RuleContext& ctx);
 
-// Bytes of the scratch buffer the op needs at `max_tokens` (0: none).
-uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens);
+// Bytes of the scratch buffer the op needs at `max_tokens` over a cache of `max_context` rows,
+// lowered for `arch` (0: none).
+uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context, std::string_view arch);
 
 }  // namespace kplan::passes

@@ -144,7 +144,7 @@ class MemoryPlanner {
         s_.aliases[op.result()] = op.operand(0);
         s_.storage[op.result()] = s_.storage.at(root_of(op.operand(0)));
       }
-      const uint64_t scratch = scratch_bytes(op, s_.max_tokens);
+      const uint64_t scratch = scratch_bytes(op, s_.max_tokens, s_.options.max_context, s_.options.arch);
       if (scratch) s_.scratch[&op] = slot_for(scratch, false);
       if (owns_result_storage(fn, op)) {
         for (size_t r = 0; r < op.num_results(); ++r) {

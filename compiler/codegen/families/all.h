@@ -6,6 +6,7 @@
 #include "compiler/codegen/families/matmul_int4.h"
 #include "compiler/codegen/families/rope.h"
 #include "compiler/codegen/families/mla_attention.h"
+#include "compiler/codegen/families/mla_split.h"
 #include "compiler/codegen/families/gqa_attention.h"
 #include "compiler/codegen/families/kv_append.h"
 #include "compiler/codegen/families/kv_compact.h"

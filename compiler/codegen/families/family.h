@@ -46,7 +46,7 @@ inline ParamSpec tuning_param(const char* name, const char* tag) { return {name,
 struct LaunchShape {
   int64_t rows = 0;   // tokens of the step for most families; rows for rms_norm / copy_rows /
                       // argmax / topk; queries for gqa_attention; ignored by kv_compact
-  int64_t batch = 1;  // heads of a batched matmul
+  int64_t batch = 1;  // heads of a batched matmul; context splits of mla_split_partial
 };
 
 // Grid, block, shared memory and cluster of one launch. Hopper / Blackwell kernels may ask for a

@@ -12,6 +12,8 @@ const std::vector<const Family*>& all_families() {
       &matmul_int4::family(),
       &rope::family(),
       &mla_attention::family(),
+      &mla_split_partial::family(),
+      &mla_split_combine::family(),
       &gqa_attention::family(),
       &kv_append::family(),
       &kv_compact::family(),

@@ -141,6 +141,8 @@ void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
   set("WARPS", std::max<int64_t>(4, ksplit));
 }
 
+int64_t mla_split_blocks(std::string_view arch) { return &tuning_for(arch) == &sm120_tuning() ? 2 * 188 : 2 * 132; }
+
 const TuningTable& tuning_for(std::string_view arch) {
   int major = 0;
   if (arch.size() > 3 && arch.substr(0, 3) == "sm_") {

@@ -47,5 +47,9 @@ int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k);
 bool matmul_wide_long_steps(std::string_view arch, int64_t n);
 // The same weight stream over INT4 g32 rows (kernels_templates/matmul_int4.cuh).
 void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
+// Blocks the split MLA partial (kernels_templates/mla_split.cuh) should fill per launch on the
+// arch: two per SM (sm_90: 132 SMs, sm_120: 188), so the context splits cover the device in
+// one wave. families/mla_split.cc divides it over the step's tokens and head groups.
+int64_t mla_split_blocks(std::string_view arch);
 
 }  // namespace kplan::codegen

@@ -2,6 +2,8 @@
 // checks in bench/RESULTS.md were measured with.
 #include "compiler/codegen/heuristics/heuristics.h"
 
+#include <algorithm>
+
 namespace kplan::codegen {
 namespace {
 
@@ -20,6 +22,12 @@ const TuningTable& sm90_tuning() {
       {"matmul_int4", [](ParamValues& p) { matmul_int4_tiling(p, 132, 32); }},
       {"rope", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("HEADS") * p.at("ROPE_DIM") / 2)); }},
       {"mla_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},
+      // Split-context MLA (kernels_templates/mla_split.cuh): 8 heads a block (one warp each, 256
+      // threads; fewer heads, that many warps), tiles of 32 keys (72 KiB of f32 staged rows at
+      // K2.6's C + R = 576), so two blocks fit an SM's 228 KiB and its 64 K registers (ptxas: 128 a
+      // thread at K2.6 width, no spills). The combine: a thread a column.
+      {"mla_split_partial", [](ParamValues& p) { set(p, "WARPS", std::min<int64_t>(8, p.at("HEADS"))); set(p, "KT", 32); }},
+      {"mla_split_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C"))); }},
       {"gqa_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},
       {"kv_append", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
       {"kv_compact", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},

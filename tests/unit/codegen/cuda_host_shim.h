@@ -4,7 +4,7 @@
 // warp intrinsics as barriers over the block / the warp; the warp-collective mma.sync and
 // ldmatrix of moe_grouped.cuh's MMA path as emulations of their PTX fragment layouts (the
 // template calls them under KP_HOST_SHIM). Only the subset the templates tested this way use
-// (kernels_templates/moe_grouped.cuh): include this, then the template. The
+// (kernels_templates/moe_grouped.cuh, mla_split.cuh): include this, then the template. The
 // template's `__shared__` variables become function statics (one per instantiation, shared by
 // the pool), so a launch must finish before the next begins. Streaming loads (__ldcs) are
 // reported to `on_stream_load` when set, so a test can count the bytes a kernel reads where.
@@ -199,6 +199,8 @@ inline unsigned __ballot_sync(unsigned, bool b) {
   warp.arrive_and_wait();
   return mask;
 }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __ffs(unsigned v) { return __builtin_ffs(static_cast<int>(v)); }
 inline unsigned atomicOr(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_or(v); }

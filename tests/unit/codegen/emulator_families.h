@@ -17,6 +17,7 @@
 #include "runtime/cpu/mla_attention.h"
 #include "runtime/cpu/moe.h"
 #include "runtime/cpu/rope.h"
+#include "runtime/cpu/step_mask.h"
 
 namespace kplan::codegen::testing_util::families {
 
@@ -133,6 +134,81 @@ inline void mla_attention(LaunchArgs& a) {
   std::vector<uint32_t> mask(static_cast<size_t>(n * need));
   for (int64_t t = 0; t < n; ++t) std::copy_n(bucket_mask.begin() + t * words, need, mask.begin() + t * need);
   const Matrix o = cpu::mla_attention_absorbed(ql, qr, latent, k_rope, past, mask, cpu::MlaDims{H, C, 0, R, 0}, a.f32("softmax_scale"));
+  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("O_DT"), o);
+}
+
+// The split pair (kernels_templates/mla_split.cuh). The partial's per-split state is the
+// online softmax of the CPU op's scores restricted to the split's keys: m = their max, l = the
+// sum of exp(score - m), acc = the exp(score - m)-weighted latent rows, in double; token t's
+// candidate keys are [0, L + n_tokens) (the lowering always binds the tree mask step input),
+// split i takes [i * per, min((i + 1) * per, n)), per = ceil(n / n_splits), the visibility is
+// step_mask_allows' (the CPU op's); a split with no visible key has m = -inf, l = 0, acc = 0.
+inline void mla_split_partial(LaunchArgs& a) {
+  const int64_t H = a.param("HEADS"), C = a.param("C"), R = a.param("R"), n = a.i32("n_tokens"), splits = a.i32("n_splits");
+  const int64_t past = std::max<int32_t>(a.gather_i32("cache_len", 1)[0], 0);
+  const Matrix ql = a.gather_rows("q_latent", n, H * C, a.i32("q_latent_row_stride"), a.dtype_param("Q_DT"));
+  const Matrix qr = a.gather("q_rope", Strided{n, R, a.i32("q_rope_row_stride"), H, a.i32("q_rope_head_stride")}, a.dtype_param("Q_DT"));
+  const Matrix kv = a.gather_rows("kv_cache", past + n, C + R, C + R, a.dtype_param("KV_DT"));
+  const int64_t words = a.i32("mask_words"), need = mask_words(n);
+  const std::vector<uint32_t> bucket_mask = a.gather_u32("tree_mask", n * words);
+  std::vector<uint32_t> mask(static_cast<size_t>(n * need));
+  for (int64_t t = 0; t < n; ++t) std::copy_n(bucket_mask.begin() + t * words, need, mask.begin() + t * need);
+  const float scale = a.f32("softmax_scale");
+  Matrix ws(n * H * splits, C + 2);
+  const int64_t keys = past + n, per = (keys + splits - 1) / splits;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t sp = 0; sp < splits; ++sp) {
+        const int64_t b = std::min(sp * per, keys), e = std::min(b + per, keys);
+        std::vector<double> score;
+        std::vector<int64_t> key;
+        for (int64_t s = b; s < e; ++s) {
+          if (s >= past && !cpu::step_mask_allows(mask, n, t, s - past)) continue;
+          double dot = 0.0;
+          for (int64_t c = 0; c < C; ++c) dot += static_cast<double>(ql.row(t)[h * C + c]) * kv.row(s)[c];
+          for (int64_t r = 0; r < R; ++r) dot += static_cast<double>(qr.row(t * H + h)[r]) * kv.row(s)[C + r];
+          score.push_back(dot * scale);
+          key.push_back(s);
+        }
+        float* w = ws.row((t * H + h) * splits + sp);
+        const double m = score.empty() ? -INFINITY : *std::max_element(score.begin(), score.end());
+        double l = 0.0;
+        std::vector<double> acc(static_cast<size_t>(C), 0.0);
+        for (size_t k = 0; k < score.size(); ++k) {
+          const double p = std::exp(score[k] - m);
+          l += p;
+          for (int64_t c = 0; c < C; ++c) acc[c] += p * kv.row(key[k])[c];
+        }
+        w[0] = static_cast<float>(m);
+        w[1] = static_cast<float>(l);
+        for (int64_t c = 0; c < C; ++c) w[2 + c] = static_cast<float>(acc[c]);
+      }
+  a.scatter_rows("workspace", C + 2, DType::F32, ws);
+}
+
+// out[t, h] = sum_s exp(m_s - M) acc_s / sum_s exp(m_s - M) l_s over the splits that saw a key
+// (l_s > 0), M their max m; zeros where none did.
+inline void mla_split_combine(LaunchArgs& a) {
+  const int64_t H = a.param("HEADS"), C = a.param("C"), n = a.i32("n_tokens"), splits = a.i32("n_splits");
+  const Matrix ws = a.gather_rows("workspace", n * H * splits, C + 2, C + 2, DType::F32);
+  Matrix o(n, H * C);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      double M = -INFINITY, L = 0.0;
+      for (int64_t sp = 0; sp < splits; ++sp) {
+        const float* w = ws.row((t * H + h) * splits + sp);
+        if (w[1] > 0.f) M = std::max(M, static_cast<double>(w[0]));
+      }
+      std::vector<double> v(static_cast<size_t>(C), 0.0);
+      for (int64_t sp = 0; sp < splits; ++sp) {
+        const float* w = ws.row((t * H + h) * splits + sp);
+        if (!(w[1] > 0.f)) continue;
+        const double f = std::exp(w[0] - M);
+        L += w[1] * f;
+        for (int64_t c = 0; c < C; ++c) v[c] += w[2 + c] * f;
+      }
+      for (int64_t c = 0; c < C; ++c) o.row(t)[h * C + c] = L > 0 ? static_cast<float>(v[c] / L) : 0.f;
+    }
   a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("O_DT"), o);
 }
 
@@ -263,6 +339,7 @@ inline const std::map<std::string, void (*)(LaunchArgs&)>& table() {
   static const std::map<std::string, void (*)(LaunchArgs&)> t = {
       {"embedding", embedding},     {"rms_norm", rms_norm},       {"matmul", matmul},       {"matmul_int4", matmul_int4},
       {"rope", rope},               {"kv_append", kv_append},     {"kv_compact", kv_compact}, {"mla_attention", mla_attention},
+      {"mla_split_partial", mla_split_partial}, {"mla_split_combine", mla_split_combine},
       {"gqa_attention", gqa_attention}, {"add", add},             {"swiglu", swiglu},       {"copy_rows", copy_rows},
       {"moe_router", moe_router},   {"moe_grouped_gate_up", moe_grouped_gate_up},
       {"moe_grouped_down", moe_grouped_down}, {"moe_combine", moe_combine}, {"argmax", argmax}, {"topk", topk}};

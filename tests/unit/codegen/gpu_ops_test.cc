@@ -746,6 +746,121 @@ TEST(GpuOps, MlaAttentionAtK26WidthFigures) {
   }
 }
 
+// The split-context pair (kernels_templates/mla_split.cuh): mla_split_partial over n_splits
+// ranges of the keys into a workspace, then mla_split_combine into out (as mla_attention lays it).
+struct MlaSplitPair {
+  KernelSource partial, combine;
+  int64_t heads = 0, C = 0, R = 0;
+  MlaSplitPair(const cpu::MlaDims& d, ElemType kv_t, const std::string& arch)
+      : partial(mla_split_partial_kernel(d.heads, d.kv_lora, d.rope, ElemType::F32, kv_t, arch)),
+        combine(mla_split_combine_kernel(d.heads, d.kv_lora, ElemType::F32, arch)), heads(d.heads), C(d.kv_lora), R(d.rope) {}
+  size_t workspace_bytes(int64_t T, int64_t splits) const { return static_cast<size_t>(T * heads * splits * (C + 2) * 4); }
+  // q rows dense ([T, heads * C] and [T, heads * R]), out [T, heads * C].
+  void launch(Gpu& g, const DevBuf& ql, const DevBuf& qr, const DevBuf& cache, const DevBuf& len, const DevBuf* mask, const DevBuf& ws,
+              const DevBuf& out, int64_t T, int64_t splits, float scale) const {
+    const int64_t words = (T + 31) / 32;
+    g.launch(partial, T,
+             {Gpu::ptr(ql), Gpu::ptr(qr), Gpu::ptr(cache), Gpu::ptr(len), mask ? Gpu::ptr(*mask) : Gpu::null(), Gpu::ptr(ws), Gpu::i32(T),
+              Gpu::i32(splits), Gpu::i32(heads * C), Gpu::i32(heads * R), Gpu::i32(R), Gpu::i32(words), Gpu::f32(scale)},
+             splits);
+    g.launch(combine, T, {Gpu::ptr(ws), Gpu::ptr(out), Gpu::i32(T), Gpu::i32(splits), Gpu::i32(heads * C)});
+  }
+};
+
+TEST(GpuOps, MlaSplitMatchesTheCpuOp) {
+  REQUIRE_GPU();
+  struct Case { cpu::MlaDims d; int64_t past, T, splits; bool tree; ElemType kv_t; };
+  for (const Case& c : {Case{{4, 64, 32, 16, 32}, 37, 5, 3, false, F32}, Case{{4, 64, 32, 16, 32}, 11, 40, 6, true, F32},
+                        Case{{6, 48, 24, 8, 20}, 0, 7, 4, false, F32}, Case{{6, 48, 24, 8, 20}, 20, 9, 1, true, BF16},
+                        Case{{10, 40, 0, 24, 0}, 0, 40, 12, true, BF16}, Case{{64, 512, 128, 64, 128}, 300, 3, 7, false, BF16}}) {
+    const cpu::MlaDims& d = c.d;
+    const int64_t D = d.kv_lora + d.rope, max_slots = c.past + c.T + 3;
+    const std::vector<float> qlat = random_values(c.T * d.heads * d.kv_lora, 14);
+    const std::vector<float> qrope = random_values(c.T * d.heads * d.rope, 15);
+    const std::vector<float> cache = random_values(max_slots * D, 16, 1.f, c.kv_t == BF16);
+    const std::vector<uint32_t> mask = c.tree ? random_tree_mask(c.T, 17) : std::vector<uint32_t>();
+    const std::vector<int32_t> len = {static_cast<int32_t>(c.past)};
+    const MlaSplitPair pair(d, c.kv_t, gpu->arch());
+    DevBuf d_ql = gpu->upload(qlat), d_qr = gpu->upload(qrope), d_cache = gpu->upload_as(cache, c.kv_t), d_len = gpu->upload(len);
+    DevBuf d_mask = gpu->upload(c.tree ? mask : std::vector<uint32_t>{0}), d_out = gpu->alloc(c.T * d.heads * d.kv_lora * 4);
+    DevBuf d_ws = gpu->alloc(pair.workspace_bytes(c.T, c.splits));
+    const float scale = 0.125f;
+    pair.launch(*gpu, d_ql, d_qr, d_cache, d_len, c.tree ? &d_mask : nullptr, d_ws, d_out, c.T, c.splits, scale);
+    Matrix latent(c.past + c.T, d.kv_lora), krope(c.past + c.T, d.rope);
+    for (int64_t s = 0; s < c.past + c.T; ++s) {
+      for (int64_t j = 0; j < d.kv_lora; ++j) latent.row(s)[j] = cache[s * D + j];
+      for (int64_t j = 0; j < d.rope; ++j) krope.row(s)[j] = cache[s * D + d.kv_lora + j];
+    }
+    const Matrix want = cpu::mla_attention_absorbed(matrix(c.T, d.heads * d.kv_lora, qlat), matrix(c.T, d.heads * d.rope, qrope),
+                                                    latent, krope, c.past, mask, d, scale);
+    EXPECT_LT(relative_error(gpu->download<float>(d_out, want.data.size()), want.data), 1e-4)
+        << pair.partial.id << " tree=" << c.tree << " splits=" << c.splits;
+  }
+}
+
+// The split pair at Kimi K2.6's width against mla_attention (MlaAttentionAtK26WidthFigures'
+// shapes): the CPU op's values at 1 token over 4,096 keys (the split count the lowering picks,
+// mla_split_count at max_context = the keys), then ms, TB/s over the cache and TFLOP/s of both
+// paths at 1 and 64 (tree) tokens over 4,096 and 32,768 keys, f32 and bf16 caches.
+TEST(GpuOps, MlaSplitAtK26WidthFigures) {
+  REQUIRE_GPU();
+  const cpu::MlaDims d{64, 512, 128, 64, 128};
+  const int64_t D = d.kv_lora + d.rope, T = 64, words = (T + 31) / 32;
+  const std::vector<float> qlat = random_values(T * d.heads * d.kv_lora, 41);
+  const std::vector<float> qrope = random_values(T * d.heads * d.rope, 42);
+  std::vector<uint32_t> mask(static_cast<size_t>(T * words), 0u);  // a chain: every token sees its ancestors
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j <= t; ++j) mask[t * words + j / 32] |= 1u << (j % 32);
+  DevBuf d_ql = gpu->upload(qlat), d_qr = gpu->upload(qrope), d_mask = gpu->upload(mask), d_out = gpu->alloc(T * d.heads * d.kv_lora * 4);
+  const float scale = 0.0723f;
+  for (const ElemType kv_t : {F32, BF16}) {
+    const MlaSplitPair pair(d, kv_t, gpu->arch());
+    const KernelSource old = mla_attention_kernel(d.heads, d.kv_lora, d.rope, F32, kv_t, F32, gpu->arch());
+    for (const int64_t past : {int64_t{4096}, int64_t{32768}}) {
+      const std::vector<float> cache = random_values((past + T) * D, 43, 1.f, kv_t == BF16);
+      const std::vector<int32_t> len = {static_cast<int32_t>(past)};
+      DevBuf d_cache = gpu->upload_as(cache, kv_t), d_len = gpu->upload(len);
+      int64_t max_splits = 1;
+      for (const int64_t t : {int64_t{1}, T}) max_splits = std::max(max_splits, t * mla_split_count(pair.partial, past, t, gpu->arch()));
+      DevBuf d_ws = gpu->alloc(pair.workspace_bytes(1, max_splits));
+      if (past == 4096) {
+        pair.launch(*gpu, d_ql, d_qr, d_cache, d_len, nullptr, d_ws, d_out, 1, mla_split_count(pair.partial, past, 1, gpu->arch()), scale);
+        Matrix latent(past + 1, d.kv_lora), krope(past + 1, d.rope);
+        for (int64_t s = 0; s <= past; ++s) {
+          for (int64_t j = 0; j < d.kv_lora; ++j) latent.row(s)[j] = cache[s * D + j];
+          for (int64_t j = 0; j < d.rope; ++j) krope.row(s)[j] = cache[s * D + d.kv_lora + j];
+        }
+        const Matrix want = cpu::mla_attention_absorbed(matrix(1, d.heads * d.kv_lora, qlat), matrix(1, d.heads * d.rope, qrope), latent,
+                                                        krope, past, {}, d, scale);
+        EXPECT_LT(relative_error(gpu->download<float>(d_out, want.data.size()), want.data), 1e-4) << pair.partial.id;
+      }
+      const double elem = kv_t == BF16 ? 2.0 : 4.0;
+      for (const int64_t t : {int64_t{1}, T}) {
+        const bool tree = t > 1;
+        const int64_t splits = mla_split_count(pair.partial, past, t, gpu->arch());
+        const int reps = tree ? 3 : 10;
+        const double split_ms = gpu->time_us([&] {
+          for (int r = 0; r < reps; ++r) pair.launch(*gpu, d_ql, d_qr, d_cache, d_len, tree ? &d_mask : nullptr, d_ws, d_out, t, splits, scale);
+        }) / 1000.0 / reps;
+        const double old_ms = gpu->time_ms(old, t,
+                                           {Gpu::ptr(d_ql), Gpu::ptr(d_qr), Gpu::ptr(d_cache), Gpu::ptr(d_len), tree ? Gpu::ptr(d_mask) : Gpu::null(),
+                                            Gpu::ptr(d_out), Gpu::i32(t), Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.heads * d.rope), Gpu::i32(d.rope),
+                                            Gpu::i32(d.heads * d.kv_lora), Gpu::i32(words), Gpu::f32(scale)},
+                                           reps);
+        const double bytes = elem * (past + t) * D, flop = 2.0 * t * d.heads * (past + t) * (D + d.kv_lora);
+        const char* cache_t = kv_t == BF16 ? "bf16" : "f32";
+        std::printf("[ figures  ] mla_split pair K2.6 %s cache, %lld keys, %lld tokens (%lld splits): %.3f ms, %.2f TB/s over the cache, %.1f TFLOP/s\n",
+                    cache_t, static_cast<long long>(past), static_cast<long long>(t), static_cast<long long>(splits), split_ms,
+                    bytes / (split_ms * 1e-3) / 1e12, flop / (split_ms * 1e-3) / 1e12);
+        std::printf("[ figures  ] mla_attention  K2.6 %s cache, %lld keys, %lld tokens: %.3f ms, %.2f TB/s over the cache, %.1f TFLOP/s\n",
+                    cache_t, static_cast<long long>(past), static_cast<long long>(t), old_ms, bytes / (old_ms * 1e-3) / 1e12,
+                    flop / (old_ms * 1e-3) / 1e12);
+        std::printf("[ figures  ] speed-up of the split pair: %.1fx\n", old_ms / split_ms);
+      }
+    }
+  }
+}
+
 TEST(GpuOps, KvAppendThenCompactKeepsThePath) {
   REQUIRE_GPU();
   const int64_t C = 48, R = 8, D = C + R, past = 10, T = 6, max_slots = 20, src_stride = D + 5;

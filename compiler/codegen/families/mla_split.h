@@ -1,0 +1,78 @@
+#pragma once
+// Kernel families mla_split_partial, mla_split_combine: kernels_templates/mla_split.cuh.
+// MLA attention in absorbed form split over the context: each block stages a tile of cache rows
+// in shared memory once for a group of heads and writes per-split online-softmax partials
+// (m, l, acc[C]); the combine merges them by log-sum-exp. Same result and output layout as
+// mla_attention; the op rule (compiler/passes/op_rules.cc) lowers mla_attention to this pair.
+//
+// Template parameters (compile-time constants, template order):
+//   mla_split_partial: HEADS, C, R, Q_DT (dtype), KV_DT (dtype), WARPS (tuning), KT (tuning)
+//   mla_split_combine: HEADS, C, O_DT (dtype), THREADS (tuning)
+// See the template's doc block for their meaning and the launch geometry (families/mla_split.cc).
+#include <cstdint>
+#include <string_view>
+
+#include "compiler/codegen/families/family.h"
+
+namespace kplan::codegen::mla_split_partial {
+
+// Launch arguments, in the kernel's parameter order.
+struct Args {
+  KPLAN_PTR(q_latent);             // Q_DT; (t, h) row at t * q_latent_row_stride + h * C
+  KPLAN_PTR(q_rope);               // Q_DT; (t, h) row at t * q_rope_row_stride + h * q_rope_head_stride
+  KPLAN_PTR(kv_cache);             // KV_DT [max_slots, C + R]
+  KPLAN_PTR(cache_len);            // int32 [1]: committed rows before this step
+  KPLAN_PTR(tree_mask);            // uint32 [n_tokens, mask_words], or null for causal
+  KPLAN_PTR(workspace);            // f32 [n_tokens, HEADS, n_splits, C + 2] scratch
+  KPLAN_I32(n_tokens);             // queries in this step
+  KPLAN_I32(n_splits);             // context splits (= the launch's grid.x)
+  KPLAN_I32(q_latent_row_stride);  // elements
+  KPLAN_I32(q_rope_row_stride);    // elements
+  KPLAN_I32(q_rope_head_stride);   // elements
+  KPLAN_I32(mask_words);           // ceil(n_tokens / 32)
+  KPLAN_F32(softmax_scale);        // applied to the scores
+};
+
+const Family& family();
+
+}  // namespace kplan::codegen::mla_split_partial
+
+namespace kplan::codegen::mla_split_combine {
+
+struct Args {
+  KPLAN_PTR(workspace);       // f32 [n_tokens, HEADS, n_splits, C + 2] (mla_split_partial's)
+  KPLAN_PTR(out);             // O_DT; (t, h) row at t * out_row_stride + h * C
+  KPLAN_I32(n_tokens);        // queries in this step
+  KPLAN_I32(n_splits);        // as the partial's
+  KPLAN_I32(out_row_stride);  // elements
+};
+
+const Family& family();
+
+}  // namespace kplan::codegen::mla_split_combine
+
+namespace kplan::codegen {
+
+// The instances for these problem constants (tuning from heuristics/<arch>.cc).
+KernelSource mla_split_partial_kernel(int64_t heads, int64_t kv_lora, int64_t rope, ElemType q, ElemType kv,
+                                      std::string_view arch = kDefaultArch);
+KernelSource mla_split_combine_kernel(int64_t heads, int64_t kv_lora, ElemType out, std::string_view arch = kDefaultArch);
+
+// Keys a split takes at least (fewer splits than that would leave each block too little work
+// for its partial's write and the combine's read to pay).
+inline constexpr int64_t kMlaMinKeysPerSplit = 128;
+
+// Splits of a step of n_tokens queries over a cache of up to max_context rows, for `partial` (its
+// WARPS heads per block) on `arch`: ceil((max_context + n_tokens) / kMlaMinKeysPerSplit),
+// clamped to [1, max(1, blocks / (n_tokens * head groups))] where blocks is two per SM of the
+// arch (mla_split_blocks in heuristics). The kernel takes any runtime cache length.
+int64_t mla_split_count(const KernelSource& partial, int64_t max_context, int64_t n_tokens, std::string_view arch);
+
+// Workspace bytes of the pair: the largest n_tokens * n_splits over 1..max_tokens tokens, times
+// HEADS * (C + 2) f32.
+uint64_t mla_split_workspace_bytes(const KernelSource& partial, int64_t max_context, int64_t max_tokens, std::string_view arch);
+
+// Dynamic shared memory of a partial: its KT staged rows of C + R f32.
+int64_t mla_split_smem_bytes(int64_t kv_lora, int64_t rope, int64_t keys_per_tile);
+
+}  // namespace kplan::codegen

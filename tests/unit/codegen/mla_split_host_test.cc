@@ -1,0 +1,161 @@
+// kernels_templates/mla_split.cuh run on the host (cuda_host_shim.h: a thread per CUDA thread),
+// so CI checks the split-context MLA pair's own code without a GPU: mla_split_partial then
+// mla_split_combine against the CPU op (cpu::mla_attention_absorbed), causal and tree-masked,
+// with no committed rows, an odd number of them and many splits, splits that see no visible key
+// (their m = -inf), f32 and bf16 caches, head groups with idle warps, and latent widths that are
+// not multiples of 32. The device runs the same source through NVRTC (gpu_ops_test.cc's
+// GpuOps.MlaSplit*).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "compiler/codegen/families/mla_split.h"
+#include "compiler/codegen/launch_geometry.h"
+#include "ir/support/dtype.h"
+#include "runtime/cpu/mla_attention.h"
+#include "tests/unit/codegen/codegen_test_util.h"
+// The shim's macros stay below every other include.
+#include "tests/unit/codegen/cuda_host_shim.h"
+#include "kernels_templates/mla_split.cuh"  // (built with -Wno-unknown-pragmas: #pragma unroll)
+
+namespace kplan::codegen {
+namespace {
+
+using testing_util::relative_error;
+
+uint64_t next(uint64_t& s) {
+  s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+  return s;
+}
+std::vector<float> uniform(size_t n, uint64_t seed, float scale = 1.f) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  std::vector<float> v(n);
+  for (float& x : v) x = scale * (static_cast<float>(next(s) >> 40) / 16777216.f * 2.f - 1.f);
+  return v;
+}
+
+// Ancestor-or-self mask of a random tree over T nodes (parent < child), [T, ceil(T/32)] words.
+std::vector<uint32_t> tree_mask(int64_t T, uint64_t seed) {
+  const int64_t words = (T + 31) / 32;
+  std::vector<uint32_t> mask(T * words, 0);
+  std::vector<int64_t> parent(T, -1);
+  const std::vector<float> r = uniform(T, seed);
+  for (int64_t i = 1; i < T; ++i) parent[i] = static_cast<int64_t>((r[i] * 0.5f + 0.5f) * i) % i;
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t a = i; a >= 0; a = parent[a]) mask[i * words + a / 32] |= 1u << (a % 32);
+  return mask;
+}
+
+struct Result {
+  double error = 0;
+  int empty_splits = 0;  // partials with m = -inf
+};
+
+// The pair over a cache of past + T rows (+3 unused), q rows padded (strides wider than the
+// heads), and the CPU op over the same values.
+template <int H, int C, int R, int KV_DT, int WARPS, int KT>
+Result run(int64_t past, int64_t T, int splits, bool tree, uint64_t seed) {
+  constexpr int D = C + R;
+  const int64_t ql_stride = H * C + 5, qr_stride = H * (R + 3), slots = past + T + 3, words = (T + 31) / 32;
+  const std::vector<float> ql = uniform(T * ql_stride, seed), qr = uniform(T * qr_stride, seed + 1);
+  std::vector<float> cache = uniform(slots * D, seed + 2);
+  std::vector<uint16_t> cache_bf16;
+  if (KV_DT == kp::BF16)
+    for (float& v : cache) {
+      cache_bf16.push_back(float_to_bf16(v));
+      v = bf16_to_float(cache_bf16.back());
+    }
+  const std::vector<uint32_t> mask = tree ? tree_mask(T, seed + 3) : std::vector<uint32_t>();
+  const std::vector<int32_t> len = {static_cast<int32_t>(past)};
+  std::vector<float> ws(T * H * splits * (C + 2), std::nanf("")), out(T * H * C + 7, std::nanf(""));
+  const float scale = 0.17f;
+  const void* kv = KV_DT == kp::BF16 ? static_cast<const void*>(cache_bf16.data()) : cache.data();
+  cuda_host::launch(
+      splits, T, 32 * WARPS,
+      [&] {
+        kp::mla_split_partial<H, C, R, kp::F32, KV_DT, WARPS, KT>(ql.data(), qr.data(), kv, len.data(), tree ? mask.data() : nullptr,
+                                                                   ws.data(), T, splits, ql_stride, qr_stride, R + 3, words, scale);
+      },
+      mla_split_smem_bytes(C, R, KT), (H + WARPS - 1) / WARPS);
+  Result res;
+  for (int64_t p = 0; p < T * H * splits; ++p) res.empty_splits += std::isinf(ws[p * (C + 2)]) && ws[p * (C + 2)] < 0;
+  cuda_host::launch(H, T, 64, [&] { kp::mla_split_combine<H, C, kp::F32, 64>(ws.data(), out.data(), T, splits, H * C); });
+
+  Matrix q_latent(T, H * C), q_rope(T, H * R), latent(past + T, C), k_rope(past + T, R);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t j = 0; j < H * C; ++j) q_latent.row(t)[j] = ql[t * ql_stride + j];
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < R; ++j) q_rope.row(t)[h * R + j] = qr[t * qr_stride + h * (R + 3) + j];
+  }
+  for (int64_t s = 0; s < past + T; ++s) {
+    for (int64_t j = 0; j < C; ++j) latent.row(s)[j] = cache[s * D + j];
+    for (int64_t j = 0; j < R; ++j) k_rope.row(s)[j] = cache[s * D + C + j];
+  }
+  const Matrix want = cpu::mla_attention_absorbed(q_latent, q_rope, latent, k_rope, past, mask, cpu::MlaDims{H, C, 0, R, 0}, scale);
+  out.resize(want.data.size());
+  res.error = relative_error(out, want.data);
+  // (relative_error skips NaN: every output, initialised as NaN, must have been written.)
+  for (const float v : out)
+    if (!std::isfinite(v)) res.error = 1;
+  return res;
+}
+
+TEST(MlaSplitHost, CausalMatchesTheCpuOp) {
+  // Odd committed rows over several splits and tiles; no committed rows (token 0 sees one key, so
+  // every other split of it is empty); one split.
+  Result r = run<6, 64, 16, kp::F32, 4, 8>(37, 5, 3, false, 1);
+  EXPECT_LT(r.error, 1e-4);
+  r = run<6, 64, 16, kp::F32, 4, 8>(0, 7, 4, false, 2);
+  EXPECT_LT(r.error, 1e-4);
+  EXPECT_GT(r.empty_splits, 0) << "token 0's later splits have no key";
+  r = run<3, 48, 8, kp::F32, 2, 5>(21, 3, 1, false, 3);
+  EXPECT_LT(r.error, 1e-4);
+}
+
+TEST(MlaSplitHost, TreeMaskMatchesTheCpuOp) {
+  // 40 tree tokens (two mask words) over 11 committed rows in 6 splits; an empty cache with many
+  // splits, where a split of the step's rows can hold none of a token's ancestors.
+  Result r = run<4, 64, 16, kp::F32, 4, 8>(11, 40, 6, true, 4);
+  EXPECT_LT(r.error, 1e-4);
+  r = run<4, 64, 16, kp::F32, 4, 8>(0, 40, 10, true, 5);
+  EXPECT_LT(r.error, 1e-4);
+  EXPECT_GT(r.empty_splits, 0) << "some split sees none of a token's ancestors";
+}
+
+TEST(MlaSplitHost, Bf16CacheAndOddWidths) {
+  // A bf16 cache; C = 40 and R = 24 (not multiples of 32), 5 heads over groups of 2 (an idle
+  // warp in the last group), a tile of 7 keys (not a multiple of the 4-key groups).
+  Result r = run<4, 64, 16, kp::BF16, 4, 8>(19, 6, 3, true, 6);
+  EXPECT_LT(r.error, 1e-4);
+  r = run<5, 40, 24, kp::F32, 2, 7>(23, 9, 4, false, 7);
+  EXPECT_LT(r.error, 1e-4);
+  r = run<5, 40, 24, kp::BF16, 2, 7>(50, 33, 5, true, 8);
+  EXPECT_LT(r.error, 1e-4);
+}
+
+TEST(MlaSplitHost, SplitCountFollowsTheContext) {
+  // K2.6 width on sm_90 (132 SMs, 8 head groups of 8): 1 token over 4,096 rows takes 32 splits
+  // of 128 keys; over 32,768 the grid's 264 blocks cap it at 33; 64 tree tokens take one split.
+  const KernelSource k = mla_split_partial_kernel(64, 512, 64, ElemType::F32, ElemType::F32, "sm_90");
+  EXPECT_EQ(mla_split_count(k, 4096, 1, "sm_90"), 33);
+  EXPECT_EQ(mla_split_count(k, 4000, 1, "sm_90"), 32);
+  EXPECT_EQ(mla_split_count(k, 32768, 1, "sm_90"), 33);
+  EXPECT_EQ(mla_split_count(k, 32768, 64, "sm_90"), 1);
+  EXPECT_EQ(mla_split_count(k, 100, 1, "sm_90"), 1);
+  EXPECT_EQ(mla_split_workspace_bytes(k, 4096, 1, "sm_90"), uint64_t{4} * 33 * 64 * 514);
+  // grid (n_splits = the launch's batch, tokens, head groups), 8 warps, 32 staged rows of 576 f32.
+  const LaunchDims d = launch_dims(k, 3, 5);
+  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{5, 3, 8}));
+  EXPECT_EQ(d.block[0], 256u);
+  EXPECT_EQ(d.smem_bytes, 32u * 576 * 4);
+  const LaunchDims c = launch_dims(mla_split_combine_kernel(64, 512, ElemType::F32, "sm_90"), 3);
+  EXPECT_EQ(c.grid, (std::array<uint32_t, 3>{64, 3, 1}));
+  // sm_120 (100 KiB per SM): tiles of 16 rows, and 188 SMs' worth of splits.
+  const KernelSource b = mla_split_partial_kernel(64, 512, 64, ElemType::F32, ElemType::BF16, "sm_120");
+  EXPECT_EQ(launch_dims(b, 1, 1).smem_bytes, 16u * 576 * 4);
+  EXPECT_EQ(mla_split_count(b, 32768, 1, "sm_120"), 47);
+}
+
+}  // namespace
+}  // namespace kplan::codegen
