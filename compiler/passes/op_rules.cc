@@ -90,6 +90,7 @@ std::string RuleContext::where(const ir::Op& op) const { return op_label(*fn, op
 
 uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context, std::string_view arch) {
   if (op.kind() == OpKind::MlaAttention) {
+    if (!mla_split_lowering(arch)) return 0;
     // The split pair's partials [T, heads, n_splits, C + 2] f32 (the largest T * n_splits of
     // any bucket up to max_tokens).
     const int64_t heads = op.operand(0)->type().shape.at(1).constant, c = op.operand(0)->type().shape.at(2).constant;
@@ -301,13 +302,24 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
           !kv.root || kv.root->defining_op()) {
         throw Error("codegen: mla_attention operand layout (" + ctx.where(op) + ")");
       }
-      // Split over the context (kernels_templates/mla_split.cuh): each block stages a tile of
-      // cache rows once for 8 heads and writes per-split partials to the scratch; the combine
-      // merges them. Every shape takes this pair: against mla_attention (a block per head, each
-      // re-reading the whole cache) it reads the cache heads / 8 times fewer, and its splits fill
-      // the SMs at 1 token; the combine's extra launch (a few us) is all it adds at small shapes.
-      // n_splits follows the bucket's token count and max_context (mla_split_count); the scratch
-      // is sized for the largest bucket's (scratch_bytes).
+      if (!mla_split_lowering(arch)) {  // one launch, a block per (head, token)
+        const KernelSource k = instance(ctx, 0, [&] { return mla_attention_kernel(heads, c, r, kF32, kF32, kF32, arch); });
+        // Without a mask operand the host's causal TreeMask gives the same visibility.
+        launch(ctx, k, t,
+               mla_attention::Args{.q_latent = P(ql), .q_rope = P(qr), .kv_cache = P(kv), .cache_len = step(plan::StepInputKind::CacheLength),
+                                   .tree_mask = step(plan::StepInputKind::TreeMask), .out = P(result()), .n_tokens = t,
+                                   .q_latent_row_stride = ql.strides[0], .q_rope_row_stride = qr.strides[0],
+                                   .q_rope_head_stride = qr.strides[1], .out_row_stride = heads * c, .mask_words = (t + 31) / 32,
+                                   .softmax_scale = op.attrs().get_float("scale")});
+        return;
+      }
+      // Split over the context (kernels_templates/mla_split.cuh; KPLAN_MLA_SPLIT=1 until a device
+      // run has checked it): each block stages a tile of cache rows once for 8 heads and writes
+      // per-split partials to the scratch; the combine merges them. Against mla_attention (a block
+      // per head, each re-reading the whole cache) it reads the cache heads / 8 times fewer, and
+      // its splits fill the SMs at 1 token; the combine's extra launch (a few us) is all it adds
+      // at small shapes. n_splits follows the bucket's token count and max_context
+      // (mla_split_count); the scratch is sized for the largest bucket's (scratch_bytes).
       const KernelSource part = instance(ctx, 0, [&] { return mla_split_partial_kernel(heads, c, r, kF32, kF32, arch); });
       const KernelSource comb = instance(ctx, 1, [&] { return mla_split_combine_kernel(heads, c, kF32, arch); });
       const int64_t splits = mla_split_count(part, ctx.max_context, t, arch);

@@ -160,4 +160,12 @@ void choose_tuning(const Family& family, std::string_view arch, ParamValues& par
   it->second(params);
 }
 
+bool mla_split_lowering(std::string_view arch) {
+  (void)tuning_for(arch);  // refuses an arch with no table
+  const char* env = std::getenv("KPLAN_MLA_SPLIT");
+  if (!env || std::string_view(env) == "0") return false;
+  if (std::string_view(env) == "1") return true;
+  throw Error(std::string("KPLAN_MLA_SPLIT must be 0 or 1, not '") + env + "'");
+}
+
 }  // namespace kplan::codegen

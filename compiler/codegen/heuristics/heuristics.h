@@ -52,4 +52,9 @@ void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
 // one wave. families/mla_split.cc divides it over the step's tokens and head groups.
 int64_t mla_split_blocks(std::string_view arch);
 
+// Whether mla_attention lowers to the split pair (mla_split_partial + mla_split_combine) rather
+// than one mla_attention launch. Opt-in (KPLAN_MLA_SPLIT=1 for a compile) until a device run has
+// checked and timed the pair; KPLAN_MLA_SPLIT=0 or unset keeps mla_attention.
+bool mla_split_lowering(std::string_view arch);
+
 }  // namespace kplan::codegen

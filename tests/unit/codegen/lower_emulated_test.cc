@@ -85,5 +85,15 @@ TEST(CodegenLowerEmulated, TinyYarnMatchesTheCpuReference) { check_checkpoint("t
 // Routed experts as compressed-tensors INT4, dequantised in the kernels.
 TEST(CodegenLowerEmulated, TinyInt4MatchesTheCpuReference) { check_checkpoint("tiny --int4"); }
 
+// The split-context MLA lowering (opt-in, KPLAN_MLA_SPLIT=1): partial + combine launches and
+// their scratch, through prefill, tree verify, AR after a commit and a padded chunk.
+TEST(CodegenLowerEmulated, TinyWithTheSplitMlaMatchesTheCpuReference) {
+  struct Env {
+    Env() { setenv("KPLAN_MLA_SPLIT", "1", 1); }
+    ~Env() { unsetenv("KPLAN_MLA_SPLIT"); }
+  } env;
+  check_checkpoint("tiny");
+}
+
 }  // namespace
 }  // namespace kplan::codegen
