@@ -3,6 +3,7 @@
 // is validated up front so a damaged file is refused by name before anything is compiled.
 #include "compiler/frontend/safetensors.h"
 
+#include <system_error>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -269,7 +270,13 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const fs::path& path, const Fi
     uint64_t opened = 0;
     for (const std::string& shard : shards) {
       const fs::path shard_path = path / shard;
-      if (!fs::exists(shard_path))
+      // The name is untrusted: an over-long one is an error code here, not a filesystem_error.
+      std::error_code ec;
+      const bool present_on_disk = fs::exists(shard_path, ec);
+      if (ec && ec != std::errc::no_such_file_or_directory)
+        throw Error(index_name + ": names shard " + shard.substr(0, 80) + (shard.size() > 80 ? "..." : "") +
+                    ", which cannot be opened: " + ec.message());
+      if (!present_on_disk)
         throw Error(index_name + ": names shard " + shard + " (for tensor " +
                     names_by_shard[shard].front() + "), which does not exist");
       SafetensorsFile& f = add_file(shard_path);
