@@ -32,23 +32,32 @@ const TuningTable& sm90_tuning() {
       {"kv_append", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
       {"kv_compact", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
       {"moe_router", [](ParamValues& p) { set(p, "WARPS", 4); }},
-      // Expert-grouped MoE (kernels_templates/moe_grouped.cuh): 8 warps a block; NT 2 (gate/up)
-      // and 3 (down) are the largest pair chunks ptxas keeps at <= 128 registers without spills
-      // at K2.6 width (gate/up NT 3: 176, NT 4: 186; down NT 4: 188), so 2 blocks per SM, each
-      // with NT staged activation rows (gate/up 56 KiB at H = 7168, down 24 KiB at I = 2048).
-      // Loads in flight per lane: gate/up 2 x ROWS (4) x 2 (PF: the next chunk's too), down ROWS
-      // (4), 16 B each. BLOCKS 264: the 2 x 132 resident blocks, one wave (a block streams
-      // several row tiles; a second wave would only add a tail). MMA 0: the CUDA-core path (the
-      // tensor-core MMA 1 instances wait for a device run). GpuOps.MoeGroupedKimiK26WidthInt4
-      // times these against other (ROWS, NT, PF, BLOCKS, MMA) choices.
-      // MMA 1 (the tensor-core path) is a measured variant, not yet the default: at K2.6 width it
-      // matches the CPU op and wins (bench/RESULTS.md 2026-12-02 02:35-03:15: 97.5 against 102.4 us
-      // at 1 token, 258 against 455 at 8). As the default its small-shape launches failed with
-      // CUDA_ERROR_INVALID_VALUE: 32 KiB of static transposition buffers plus under 48 KiB of
-      // staged rows, and no opt-in (now every launch with dynamic shared memory opts in, in
-      // gpu_model.cc); it becomes the default once the device has run the GPU tests with it.
-      {"moe_grouped_gate_up", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 2); set(p, "PF", p.at("W_FMT")); set(p, "BLOCKS", 264); set(p, "MMA", 0); }},
-      {"moe_grouped_down", [](ParamValues& p) { set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 3); set(p, "PF", 0); set(p, "BLOCKS", 264); set(p, "MMA", 0); }},
+      // Expert-grouped MoE (kernels_templates/moe_grouped.cuh). INT4 experts take the tensor-core
+      // path (MMA 1: weight rows as the mma M, the chunk's pairs as its N): gate/up 16 warps a
+      // block, 8 rows a warp (an m16 tile pair), NT 4 pairs a chunk with the next chunk's weights
+      // prefetched, one block an SM (the staged rows of a 16-warp block fill its shared memory);
+      // down 8 warps, 16 rows a warp, NT 8, two blocks an SM. Measured against every other (ROWS,
+      // NT, PF, BLOCKS, MMA) choice by GpuOps.MoeGroupedKimiK26WidthInt4 (bench/RESULTS.md
+      // 2026-12-02 02:35-03:15: 97.5 against the CUDA-core path's 102.4 us at 1 token, 258
+      // against 455 at 8). bf16 experts keep the CUDA-core path (MMA 0; the MMA path is INT4's):
+      // NT 2 (gate/up) and 3 (down) are the largest pair chunks ptxas keeps at <= 128 registers
+      // without spills at K2.6 width, so 2 blocks per SM; BLOCKS 264: the 2 x 132 resident
+      // blocks, one wave.
+      // A caller that gives ROWS (a measured variant) tunes the rest itself from the CUDA-core defaults.
+      {"moe_grouped_gate_up", [](ParamValues& p) {
+         if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
+           set(p, "WARPS", 16); set(p, "ROWS", 8); set(p, "NT", 4); set(p, "PF", 1); set(p, "BLOCKS", 132); set(p, "MMA", 1);
+         } else {
+           set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 2); set(p, "PF", p.at("W_FMT")); set(p, "BLOCKS", 264); set(p, "MMA", 0);
+         }
+       }},
+      {"moe_grouped_down", [](ParamValues& p) {
+         if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
+           set(p, "WARPS", 8); set(p, "ROWS", 16); set(p, "NT", 8); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 1);
+         } else {
+           set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 3); set(p, "PF", 0); set(p, "BLOCKS", 264); set(p, "MMA", 0);
+         }
+       }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},
       {"swiglu", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("I"))); }},
       {"add", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("D"))); }},

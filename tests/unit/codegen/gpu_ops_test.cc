@@ -771,7 +771,7 @@ TEST(GpuOps, MlaSplitAtK26WidthFigures) {
       const std::vector<int32_t> len = {static_cast<int32_t>(past)};
       DevBuf d_cache = gpu->upload_as(cache, kv_t), d_len = gpu->upload(len);
       int64_t max_splits = 1;
-      for (const int64_t t : {int64_t{1}, T}) max_splits = std::max(max_splits, t * mla_split_count(pair.partial, past, t, gpu->arch()));
+      for (const int64_t t : {int64_t{1}, int64_t{8}, int64_t{16}, T}) max_splits = std::max(max_splits, t * mla_split_count(pair.partial, past, t, gpu->arch()));
       DevBuf d_ws = gpu->alloc(pair.workspace_bytes(1, max_splits));
       if (past == 4096) {
         pair.launch(*gpu, d_ql, d_qr, d_cache, d_len, nullptr, d_ws, d_out, 1, mla_split_count(pair.partial, past, 1, gpu->arch()), scale);
@@ -785,7 +785,7 @@ TEST(GpuOps, MlaSplitAtK26WidthFigures) {
         EXPECT_LT(relative_error(gpu->download<float>(d_out, want.data.size()), want.data), 1e-4) << pair.partial.id;
       }
       const double elem = kv_t == BF16 ? 2.0 : 4.0;
-      for (const int64_t t : {int64_t{1}, T}) {
+      for (const int64_t t : {int64_t{1}, int64_t{8}, int64_t{16}, T}) {
         const bool tree = t > 1;
         const int64_t splits = mla_split_count(pair.partial, past, t, gpu->arch());
         const int reps = tree ? 3 : 10;
