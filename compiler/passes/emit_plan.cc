@@ -74,7 +74,8 @@ class Emitter {
       o.kind = plan::OutputKind::TokenIds;
       o.rows = v.shape[0];
       o.cols = 1;
-    } else if (v.dtype == DType::F32 && v.shape.size() == 2 && (name == "logits" || name.rfind("hidden.", 0) == 0)) {
+    } else if (v.shape.size() == 2 && ((name == "logits" && v.dtype == DType::F32) ||
+                                       (name.rfind("hidden.", 0) == 0 && (v.dtype == DType::F32 || v.dtype == DType::BF16)))) {
       o.kind = name == "logits" ? plan::OutputKind::Logits : plan::OutputKind::Hidden;
       if (o.kind == plan::OutputKind::Hidden) o.layer = std::stoll(name.substr(7));
       o.rows = v.shape[0];
@@ -91,7 +92,7 @@ class Emitter {
 
   plan::Bucket emit_bucket(const BucketSpec& spec, plan::LoweredPlan& out) {
     const ir::Function& fn = *spec.program;
-    const std::map<const ir::Value*, View> views = compute_views(fn, spec.tokens, s_.options.max_context, s_.draft_rows);
+    const std::map<const ir::Value*, View> views = compute_views(fn, spec.tokens, s_.options.max_context, s_.draft_rows, &s_.stored_dtypes);
     plan::Bucket bucket;
     bucket.program = fn.name();
     bucket.tokens = static_cast<uint32_t>(spec.tokens);

@@ -24,6 +24,10 @@ struct LowerOptions {
   int64_t max_context = 0;             // KV cache rows (> 0)
   int64_t max_tree_nodes = 0;          // recorded in the limits (0: no tree buckets)
   std::string arch = "sm_90";          // the arch kernels are selected (tuned) for
+  // How the device stores activations and the KV caches (storage-dtypes): F32, or BF16 (every
+  // activation a kernel writes but the logits' and the router's; kplan compile's default). The
+  // IR, and the CPU reference running it, stay f32.
+  DType activations = DType::F32;
 };
 
 // The bytes of a checkpoint tensor by (source, name): source is the weight op's `ckpt`
@@ -54,6 +58,10 @@ struct LowerState {
   // Rows the drafter's caches hold past max_context (its block size; 0 without a drafter).
   int64_t draft_rows = 0;
 
+  // storage-dtypes: values stored in another dtype than their IR type's (roots only: views and
+  // the in-place kv results take their source's); stored_dtype() reads it.
+  std::map<const ir::Value*, DType> stored_dtypes;
+
   // select-kernels: the kernel instances each op runs, in launch order (moe experts: two).
   std::map<const ir::Op*, std::vector<codegen::KernelSource>> kernels;
 
@@ -79,12 +87,16 @@ struct LowerState {
 };
 
 // The stages, one file each; pipeline.cc lists them in order with their dumps.
+void storage_dtypes(LowerState& s);  // storage_dtypes.cc
 void select_kernels(LowerState& s);  // select_kernels.cc
 void weight_layout(LowerState& s);   // weight_layout.cc
 void plan_memory(LowerState& s);     // plan_memory.cc
 void bucketize(LowerState& s);       // bucketize.cc
 void emit_plan(LowerState& s);       // emit_plan.cc
 void emit_round(LowerState& s);      // emit_round.cc
+
+// The dtype `v` (a root: an argument or an op result owning storage) is stored in on the device.
+DType stored_dtype(const LowerState& s, const ir::Value* v);
 
 // plan-memory's verifier: every in-place alias updates a persistent KV cache slot that no other
 // value shares, results never share a live slot. Throws kplan::Error naming the value.

@@ -58,6 +58,11 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
     }
   }
   for (size_t r = 0; r < op.num_results(); ++r) {
+    auto narrowed = s.stored_dtypes.find(op.result(r));
+    if (narrowed != s.stored_dtypes.end())
+      add((op.num_results() > 1 ? "result " + std::to_string(r) + " " : std::string()) + "stored = " + std::string(dtype_name(narrowed->second)));
+  }
+  for (size_t r = 0; r < op.num_results(); ++r) {
     auto alias = s.aliases.find(op.result(r));
     if (alias != s.aliases.end()) {
       add("in_place = " + ir::value_ref(fn, alias->second));
@@ -76,7 +81,10 @@ void print_programs(const LowerState& s, std::string& out) {
     out += "func @" + fn->name() + " {\n";
     for (const ir::Value* arg : fn->args()) {
       auto st = s.storage.find(arg);
-      if (st != s.storage.end()) out += "  // %" + arg->name() + ": " + storage_text(s, st->second) + "\n";
+      auto narrowed = s.stored_dtypes.find(arg);
+      const std::string dt = narrowed == s.stored_dtypes.end() ? "" : std::string(dtype_name(narrowed->second)) + ", ";
+      if (st != s.storage.end()) out += "  // %" + arg->name() + ": " + dt + storage_text(s, st->second) + "\n";
+      else if (!dt.empty()) out += "  // %" + arg->name() + ": stored = " + dt.substr(0, dt.size() - 2) + "\n";
     }
     for (const ir::Op* op : fn->ops()) {
       out += "  " + ir::print_op(*fn, *op);

@@ -85,13 +85,19 @@ std::string op_label(const ir::Function& fn, int64_t index, const ir::Op& op) {
   return "op " + std::to_string(index) + " (" + std::string(op.name()) + ") of @" + fn.name();
 }
 
+const ir::Value* view_root(const ir::Value* v) {
+  while (v->defining_op() && is_view_op(*v->defining_op())) v = v->defining_op()->operand(0);
+  return v;
+}
+
 std::map<const ir::Value*, View> compute_views(const ir::Function& fn, int64_t tokens, int64_t max_context,
-                                               int64_t draft_rows) {
+                                               int64_t draft_rows, const std::map<const ir::Value*, DType>* stored) {
   std::map<const ir::Value*, View> views;
   auto fresh = [&](const ir::Value* v) {
     View view;
     view.root = v;
-    view.dtype = v->type().dtype;
+    auto narrowed = stored ? stored->find(v) : std::map<const ir::Value*, DType>::const_iterator{};
+    view.dtype = stored && narrowed != stored->end() ? narrowed->second : v->type().dtype;
     view.shape = eval_shape(v->type(), tokens);
     view.strides = contiguous_strides(view.shape);
     return view;

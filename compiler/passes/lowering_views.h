@@ -38,6 +38,8 @@ std::vector<int64_t> eval_shape(const ir::Type& t, int64_t tokens);
 // Ops that are views or bookkeeping, not kernels.
 bool is_view_op(const ir::Op& op);     // slice, reshape, transpose
 bool launches_kernels(const ir::Op& op);  // everything but weights, views, concat, output
+// The value whose storage `v` reads: `v` itself, or the source of its chain of views.
+const ir::Value* view_root(const ir::Value* v);
 // A concat read only by kv_append (its parts go to the cache row by row) or outputs is never
 // materialised; any other is copied into a buffer of its own (copy_rows per part).
 bool is_deferred_concat(const ir::Function& fn, const ir::Op& op);
@@ -54,10 +56,12 @@ bool is_cache_arg(const std::string& name);
 bool is_pending_arg(const std::string& name);
 int64_t cache_rows(const std::string& name, int64_t max_context, int64_t draft_rows);
 
-// Views of every value of `fn` at `tokens`; cache arguments span cache_rows. Throws
-// kplan::Error naming the op for a reshape of a strided view.
+// Views of every value of `fn` at `tokens`; cache arguments span cache_rows. A root in `stored`
+// (storage-dtypes) is stored in that dtype, and so are its views. Throws kplan::Error naming the
+// op for a reshape of a strided view.
 std::map<const ir::Value*, View> compute_views(const ir::Function& fn, int64_t tokens, int64_t max_context,
-                                               int64_t draft_rows = 0);
+                                               int64_t draft_rows = 0,
+                                               const std::map<const ir::Value*, DType>* stored = nullptr);
 
 // "op 12 (rms_norm) of @target": how errors name an op.
 std::string op_label(const ir::Function& fn, int64_t index, const ir::Op& op);

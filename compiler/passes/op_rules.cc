@@ -17,6 +17,13 @@ using plan::LaunchArg;
 
 constexpr ElemType kF32 = ElemType::F32;
 
+// A kernel's element type for a view's stored dtype (storage-dtypes: f32, or bf16 activations).
+ElemType elem(const View& v) {
+  if (v.dtype == DType::F32) return ElemType::F32;
+  if (v.dtype == DType::BF16) return ElemType::BF16;
+  throw Error("codegen: activations stored as " + std::string(dtype_name(v.dtype)) + " (kernels read f32 or bf16)");
+}
+
 // The op's i-th instance: the recorded one when emitting, else `make()` (recorded).
 template <class Make>
 KernelSource instance(RuleContext& ctx, size_t i, Make make) {
@@ -40,7 +47,8 @@ void launch(RuleContext& ctx, const KernelSource& k, int64_t rows, const A& type
 
 Rows rows_of(const RuleContext& ctx, const ir::Op& op, const View& v) {
   const std::optional<Rows> r = as_rows(v);
-  if (!r || v.dtype != DType::F32) throw Error("codegen: " + ctx.where(op) + " reads a strided view no kernel addresses");
+  if (!r || (v.dtype != DType::F32 && v.dtype != DType::BF16))
+    throw Error("codegen: " + ctx.where(op) + " reads a strided view no kernel addresses");
   return *r;
 }
 
@@ -61,17 +69,17 @@ LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 // tensor cores (4, for 4096+ rows where the arch measured it: tiles of 16 tokens, 32 rows a warp,
 // heuristics' matmul_wide_long_steps). All are chosen once, at select-kernels; each bucket picks
 // by its token count.
-KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows) {
+KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t) {
   const int64_t mma_min = k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0;
-  const KernelSource one = instance(ctx, 0, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 0, 1); });
-  const KernelSource two = instance(ctx, 1, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 0, 2); });
-  const KernelSource eight = instance(ctx, 2, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch); });
+  const KernelSource one = instance(ctx, 0, [&] { return matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch, 0, 1); });
+  const KernelSource two = instance(ctx, 1, [&] { return matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch, 0, 2); });
+  const KernelSource eight = instance(ctx, 2, [&] { return matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch); });
   const KernelSource cuda_cores = rows <= 1 ? one : rows <= 8 ? two : eight;
   if (mma_min <= 0) return cuda_cores;
-  const KernelSource mma16 = instance(ctx, 3, [&] { return matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 16); });
+  const KernelSource mma16 = instance(ctx, 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch, 16); });
   const KernelSource mma64 = instance(ctx, 4, [&] {
-    return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 16, 0, 32)
-                                               : matmul_kernel(k, n, kF32, kF32, false, false, ctx.arch, 64);
+    return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch, 16, 0, 32)
+                                               : matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch, 64);
   });
   return rows < std::max<int64_t>(mma_min, 16) ? cuda_cores : rows < 64 ? mma16 : mma64;
 }
@@ -132,7 +140,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
         const Rows part = rows_of(ctx, op, operand(p));
         View dst = out;
         dst.offset += column;
-        const KernelSource k = instance(ctx, p, [&] { return copy_rows_kernel(part.width, kF32, kF32, arch); });
+        const KernelSource k = instance(ctx, p, [&] { return copy_rows_kernel(part.width, elem(operand(p)), elem(out), arch); });
         launch(ctx, k, part.rows,
                copy_rows::Args{.x = P(operand(p)), .y = P(dst), .n_rows = part.rows, .x_stride = part.stride, .y_stride = out.shape[1]});
         column += part.width;
@@ -160,13 +168,14 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
         throw Error("codegen: gqa_attention query layout (" + ctx.where(op) + ")");
       const int64_t tq = q.shape[0], hq = q.shape[1], d = q.shape[2], hkv = k.shape[1];
       if (v.shape[2] != d) throw Error("codegen: gqa_attention with a value width unlike the key's (" + ctx.where(op) + ")");
+      if (v.dtype != k.dtype) throw Error("codegen: gqa_attention keys and values stored in different dtypes (" + ctx.where(op) + ")");
       // The drafter context window: the kernel skips the context keys before CacheLength - N,
       // which needs the block's rows (the queries') to be the keys past the context.
       const int64_t window = op.attrs().has("context_window") ? op.attrs().get_int("context_window") : 0;
       if (window > 0 && k.shape[0] != tq)
         throw Error("codegen: gqa_attention with a context_window needs the queries' own " + std::to_string(tq) +
                     " rows after the context, not " + std::to_string(k.shape[0]) + " (" + ctx.where(op) + ")");
-      const KernelSource kern = instance(ctx, 0, [&] { return gqa_attention_kernel(hq, hkv, d, kF32, kF32, kF32, arch); });
+      const KernelSource kern = instance(ctx, 0, [&] { return gqa_attention_kernel(hq, hkv, d, elem(q), elem(k), elem(result()), arch); });
       launch(ctx, kern, tq,
              gqa_attention::Args{.q = P(q), .k = P(k), .v = P(v), .n_keys_base = step(plan::StepInputKind::CacheLength),
                                  .out = P(result()), .n_queries = tq, .n_keys_extra = k.shape[0], .q_row_stride = q.strides[0],
@@ -177,7 +186,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
     case OpKind::Embedding: {
       const View& table = bf16_weight(ctx, op, op.operand(1));
       const View& out = result();
-      const KernelSource k = instance(ctx, 0, [&] { return embedding_kernel(table.shape[1], kF32, arch); });
+      const KernelSource k = instance(ctx, 0, [&] { return embedding_kernel(table.shape[1], elem(out), arch); });
       launch(ctx, k, out.shape[0],
              embedding::Args{.ids = P(operand(0)), .table = P(table), .out = P(out), .n_tokens = out.shape[0], .vocab = table.shape[0]});
       return;
@@ -185,7 +194,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
     case OpKind::RmsNorm: {
       const Rows x = rows_of(ctx, op, operand(0));
       const View& w = bf16_weight(ctx, op, op.operand(1));
-      const KernelSource k = instance(ctx, 0, [&] { return rms_norm_kernel(x.width, kF32, kF32, arch); });
+      const KernelSource k = instance(ctx, 0, [&] { return rms_norm_kernel(x.width, elem(operand(0)), elem(result()), arch); });
       launch(ctx, k, x.rows,
              rms_norm::Args{.x = P(operand(0)), .weight = P(w), .y = P(result()), .n_rows = x.rows, .x_stride = x.stride,
                             .y_stride = x.width, .eps = op.attrs().get_float("eps")});
@@ -197,7 +206,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const View& w = bf16_weight(ctx, op, op.operand(1));
       if (!is_contiguous(w) || w.shape.size() != 2 || w.shape[1] != x.width) throw Error("codegen: matmul weight layout (" + ctx.where(op) + ")");
       const int64_t n = w.shape[0];
-      const KernelSource k = dense_matmul_instance(ctx, x.width, n, x.rows);
+      const KernelSource k = dense_matmul_instance(ctx, x.width, n, x.rows, elem(operand(0)), elem(result()));
       launch(ctx, k, x.rows,
              matmul::Args{.x = P(operand(0)), .w = P(w), .y = P(result()), .n_tokens = x.rows, .x_row_stride = x.stride,
                           .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0});
@@ -207,7 +216,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const Rows x = rows_of(ctx, op, operand(0));
       const View& packed = operand(1);
       const int64_t n = packed.shape[0];
-      const KernelSource k = instance(ctx, 0, [&] { return matmul_int4_kernel(x.width, n, kF32, kF32, false, arch); });
+      const KernelSource k = instance(ctx, 0, [&] { return matmul_int4_kernel(x.width, n, elem(operand(0)), elem(result()), false, arch); });
       launch(ctx, k, x.rows,
              matmul_int4::Args{.x = P(operand(0)), .w_packed = P(packed), .w_scale = P(operand(2)), .y = P(result()),
                                .n_tokens = x.rows, .x_row_stride = x.stride, .y_row_stride = n});
@@ -226,8 +235,8 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       } else {
         throw Error("codegen: head_matmul weight view has strides no kernel reads (" + ctx.where(op) + ")");
       }
-      const KernelSource k = kn ? instance(ctx, 0, [&] { return matmul_kernel(kdim, n, kF32, kF32, kn, false, arch); })
-                                : dense_matmul_instance(ctx, kdim, n, x.shape[0]);
+      const KernelSource k = kn ? instance(ctx, 0, [&] { return matmul_kernel(kdim, n, elem(x), elem(result()), kn, false, arch); })
+                                : dense_matmul_instance(ctx, kdim, n, x.shape[0], elem(x), elem(result()));
       launch(ctx, k, x.shape[0],
              matmul::Args{.x = P(x), .w = P(w), .y = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
                           .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n, .w_batch_stride = w.strides[0]},
@@ -245,7 +254,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const RopeArgs r = rope_args(dim, a.get_float("theta"), scaling, yarn ? a.get_float("factor") : 1.0,
                                    yarn ? a.get_int("original_max_position_embeddings") : 0, yarn ? a.get_float("beta_fast") : 0,
                                    yarn ? a.get_float("beta_slow") : 0, a.get_float("attention_factor"));
-      const KernelSource k = instance(ctx, 0, [&] { return rope_kernel(dim, heads, a.get_bool("interleaved"), kF32, kF32, arch); });
+      const KernelSource k = instance(ctx, 0, [&] { return rope_kernel(dim, heads, a.get_bool("interleaved"), elem(x), elem(result()), arch); });
       launch(ctx, k, rows,
              rope::Args{.x = P(x), .y = P(result()), .positions = P(operand(1)), .n_tokens = rows, .x_row_stride = x.strides[0],
                         .x_head_stride = per_head ? x.strides[1] : dim, .y_row_stride = heads * dim, .y_head_stride = dim,
@@ -267,7 +276,10 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       if (parts.size() > 2) throw Error("codegen: kv_append of more than two parts (" + ctx.where(op) + ")");
       const Rows a = rows_of(ctx, op, ctx.view(parts[0]));
       const Rows b = parts.size() == 2 ? rows_of(ctx, op, ctx.view(parts[1])) : Rows{a.rows, 0, a.stride};
-      const KernelSource k = instance(ctx, 0, [&] { return kv_append_kernel(a.width, b.width, kF32, kF32, arch); });
+      const View& first = ctx.view(parts[0]);
+      if (ctx.view(parts.back()).dtype != first.dtype)
+        throw Error("codegen: kv_append of parts stored in different dtypes (" + ctx.where(op) + ")");
+      const KernelSource k = instance(ctx, 0, [&] { return kv_append_kernel(a.width, b.width, elem(first), elem(cache), arch); });
       launch(ctx, k, a.rows,
              kv_append::Args{.latent_src = P(ctx.view(parts[0])), .rope_src = P(ctx.view(parts.back())), .cache = P(cache),
                              .cache_len = step(plan::StepInputKind::CacheLength), .n_tokens = a.rows, .latent_src_stride = a.stride,
@@ -287,7 +299,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
         throw Error("codegen: kv_compact's step rows must be the commit's pending cache rows (%kv_step.L), not a computed "
                     "value (" + ctx.where(op) + ")");
       const int64_t width = cache.shape[1];
-      const KernelSource k = instance(ctx, 0, [&] { return kv_compact_kernel(width, 0, kF32, arch); });
+      const KernelSource k = instance(ctx, 0, [&] { return kv_compact_kernel(width, 0, elem(cache), arch); });
       launch(ctx, k, 1,
              kv_compact::Args{.cache = P(cache), .cache_len = step(plan::StepInputKind::CacheLength), .keep = P(operand(2)),
                               .n_keep = step(plan::StepInputKind::TokenCount), .max_keep = ctx.tokens, .max_slots = cache.shape[0]});
@@ -302,8 +314,9 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
           !kv.root || kv.root->defining_op()) {
         throw Error("codegen: mla_attention operand layout (" + ctx.where(op) + ")");
       }
+      if (qr.dtype != ql.dtype) throw Error("codegen: mla_attention query parts stored in different dtypes (" + ctx.where(op) + ")");
       if (!mla_split_lowering(arch)) {  // one launch, a block per (head, token)
-        const KernelSource k = instance(ctx, 0, [&] { return mla_attention_kernel(heads, c, r, kF32, kF32, kF32, arch); });
+        const KernelSource k = instance(ctx, 0, [&] { return mla_attention_kernel(heads, c, r, elem(ql), elem(kv), elem(result()), arch); });
         // Without a mask operand the host's causal TreeMask gives the same visibility.
         launch(ctx, k, t,
                mla_attention::Args{.q_latent = P(ql), .q_rope = P(qr), .kv_cache = P(kv), .cache_len = step(plan::StepInputKind::CacheLength),
@@ -320,8 +333,8 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       // its splits fill the SMs at 1 token; the combine's extra launch (a few us) is all it adds
       // at small shapes. n_splits follows the bucket's token count and max_context
       // (mla_split_count); the scratch is sized for the largest bucket's (scratch_bytes).
-      const KernelSource part = instance(ctx, 0, [&] { return mla_split_partial_kernel(heads, c, r, kF32, kF32, arch); });
-      const KernelSource comb = instance(ctx, 1, [&] { return mla_split_combine_kernel(heads, c, kF32, arch); });
+      const KernelSource part = instance(ctx, 0, [&] { return mla_split_partial_kernel(heads, c, r, elem(ql), elem(kv), arch); });
+      const KernelSource comb = instance(ctx, 1, [&] { return mla_split_combine_kernel(heads, c, elem(result()), arch); });
       const int64_t splits = mla_split_count(part, ctx.max_context, t, arch);
       const LaunchArg ws = ctx.scratch(op);
       // Without a mask operand the host's causal TreeMask gives the same visibility.
@@ -339,19 +352,17 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
     case OpKind::Add: {
       const View& a = operand(0);
       const View& b = operand(1);
-      if (!is_contiguous(a) || !is_contiguous(b) || a.dtype != DType::F32 || b.dtype != DType::F32) {
-        throw Error("codegen: add of strided views (" + ctx.where(op) + ")");
-      }
+      if (!is_contiguous(a) || !is_contiguous(b)) throw Error("codegen: add of strided views (" + ctx.where(op) + ")");
       const View& out = result();
       const int64_t d = out.shape.back(), rows = product(out.shape) / std::max<int64_t>(d, 1);
-      const KernelSource k = instance(ctx, 0, [&] { return add_kernel(d, kF32, kF32, kF32, arch); });
+      const KernelSource k = instance(ctx, 0, [&] { return add_kernel(d, elem(a), elem(b), elem(out), arch); });
       launch(ctx, k, rows, add::Args{.a = P(a), .b = P(b), .out = P(out), .n_tokens = rows});
       return;
     }
     case OpKind::Swiglu: {
       const Rows g = rows_of(ctx, op, operand(0));
       const Rows u = rows_of(ctx, op, operand(1));
-      const KernelSource k = instance(ctx, 0, [&] { return swiglu_kernel(g.width, kF32, kF32, kF32, arch); });
+      const KernelSource k = instance(ctx, 0, [&] { return swiglu_kernel(g.width, elem(operand(0)), elem(operand(1)), elem(result()), arch); });
       launch(ctx, k, g.rows,
              swiglu::Args{.gate = P(operand(0)), .up = P(operand(1)), .out = P(result()), .n_tokens = g.rows,
                           .gate_row_stride = g.stride, .up_row_stride = u.stride, .out_row_stride = g.width});
@@ -360,7 +371,8 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
     case OpKind::MoeRouter: {
       const View& logits = operand(0);
       const View& bias = operand(1);
-      if (!is_contiguous(logits) || bias.dtype != DType::F32) throw Error("codegen: moe_router operands (" + ctx.where(op) + ")");
+      if (!is_contiguous(logits) || logits.dtype != DType::F32 || bias.dtype != DType::F32)
+        throw Error("codegen: moe_router operands (" + ctx.where(op) + ")");
       const ir::Attrs& a = op.attrs();
       const KernelSource k = instance(ctx, 0, [&] {
         ModelConfig c;
@@ -395,7 +407,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const LaunchArg h = ctx.scratch(op);
       LaunchArg partial = h;
       partial.offset += 4 * static_cast<uint64_t>(x.rows * top_k * inter);
-      const KernelSource k0 = instance(ctx, 0, [&] { return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, kF32, arch); });
+      const KernelSource k0 = instance(ctx, 0, [&] { return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch); });
       launch(ctx, k0, x.rows,
              moe_grouped_gate_up::Args{.x = P(operand(0)), .topk_ids = P(ids), .w_gate = P(gate), .w_gate_scale = P(gate_s), .w_up = P(up),
                                        .w_up_scale = P(up_s), .h = h, .n_tokens = x.rows, .x_row_stride = x.stride});
@@ -403,14 +415,14 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       launch(ctx, k1, x.rows,
              moe_grouped_down::Args{.h = h, .topk_ids = P(ids), .topk_weights = P(w), .w_down = P(down), .w_down_scale = P(down_s),
                                     .partial = partial, .n_tokens = x.rows});
-      const KernelSource k2 = instance(ctx, 2, [&] { return moe_combine_kernel(x.width, top_k, kF32, false, arch); });
+      const KernelSource k2 = instance(ctx, 2, [&] { return moe_combine_kernel(x.width, top_k, elem(result()), false, arch); });
       launch(ctx, k2, x.rows,
              moe_combine::Args{.partial = partial, .out = P(result()), .n_tokens = x.rows, .out_row_stride = x.width});
       return;
     }
     case OpKind::Argmax: {
       const Rows x = rows_of(ctx, op, operand(0));
-      const KernelSource k = instance(ctx, 0, [&] { return argmax_kernel(x.width, kF32, arch); });
+      const KernelSource k = instance(ctx, 0, [&] { return argmax_kernel(x.width, elem(operand(0)), arch); });
       launch(ctx, k, x.rows, argmax::Args{.logits = P(operand(0)), .out_ids = P(result()), .n_rows = x.rows, .row_stride = x.stride});
       return;
     }
@@ -421,7 +433,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const View& in = log_probs ? ctx.view(def->operand(0)) : operand(0);
       const Rows x = rows_of(ctx, op, in);
       const int64_t kk = op.attrs().get_int("k");
-      const KernelSource k = instance(ctx, 0, [&] { return topk_kernel(x.width, kk, kF32, log_probs, arch); });
+      const KernelSource k = instance(ctx, 0, [&] { return topk_kernel(x.width, kk, elem(in), log_probs, arch); });
       launch(ctx, k, x.rows,
              topk::Args{.logits = P(in), .out_ids = P(result(1)), .out_vals = P(result(0)), .n_rows = x.rows, .row_stride = x.stride});
       return;

@@ -72,7 +72,7 @@ class MemoryPlanner {
       s_.storage[a] = target_output(n);
     } else if (is_cache_arg(n)) {
       const int64_t width = eval_shape(a->type(), 0).at(1);
-      const uint64_t row_bytes = static_cast<uint64_t>(width) * dtype_size(a->type().dtype);
+      const uint64_t row_bytes = static_cast<uint64_t>(width) * dtype_size(stored_dtype(s_, a));
       auto it = kv_slot_.find(n);
       if (it == kv_slot_.end()) {
         const uint64_t rows = static_cast<uint64_t>(cache_rows(n, s_.options.max_context, s_.draft_rows));
@@ -102,10 +102,7 @@ class MemoryPlanner {
     throw Error("codegen: @draft_context reads %" + name + ", which @target does not return (capture that layer)");
   }
 
-  const Value* root_of(const Value* v) const {
-    while (v->defining_op() && is_view_op(*v->defining_op())) v = v->defining_op()->operand(0);
-    return v;
-  }
+  const Value* root_of(const Value* v) const { return view_root(v); }
 
   void plan_function(const ir::Function& fn) {
     for (const Value* a : fn.args()) bind_arg(fn, a);
@@ -149,7 +146,7 @@ class MemoryPlanner {
       if (owns_result_storage(fn, op)) {
         for (size_t r = 0; r < op.num_results(); ++r) {
           const Value* v = op.result(r);
-          const uint64_t bytes = dtype_size(v->type().dtype) * product(eval_shape(v->type(), s_.max_tokens));
+          const uint64_t bytes = dtype_size(stored_dtype(s_, v)) * product(eval_shape(v->type(), s_.max_tokens));
           s_.storage[v] = {Storage::Kind::Slot, slot_for(bytes, kept.count(v) > 0)};
         }
       }

@@ -12,7 +12,7 @@ void select_kernels(LowerState& s) {
   s.kernels.clear();
   for (const ir::Function* fn : s.programs) {
     // Instances depend on widths, not on the token count: choose them at the largest bucket.
-    const std::map<const ir::Value*, View> views = compute_views(*fn, s.max_tokens, s.options.max_context, s.draft_rows);
+    const std::map<const ir::Value*, View> views = compute_views(*fn, s.max_tokens, s.options.max_context, s.draft_rows, &s.stored_dtypes);
     const std::vector<ir::Op*> ops = fn->ops();
     for (size_t n = 0; n < ops.size(); ++n) {
       RuleContext ctx;

@@ -53,6 +53,13 @@ passes::LowerOptions lower_options(const ModelConfig& target, const PlanOutputOp
     throw Error("--max-context " + std::to_string(lower.max_context) + ": at most " + std::to_string(passes::kMaxContextRows) +
                 " positions (the kernels index KV rows with 32-bit integers)");
   lower.max_tree_nodes = lower.buckets.back();
+  if (options.activations == "bf16") {
+    lower.activations = DType::BF16;
+  } else if (options.activations == "f32") {
+    lower.activations = DType::F32;
+  } else {
+    throw Error("--activations: '" + options.activations + "' is not a storage dtype (bf16 or f32)");
+  }
   const std::vector<std::string> archs = split(options.archs);
   if (archs.empty()) throw Error("--arch: no GPU arch given");
   // Kernels are tuned for the first arch (heuristics/<arch>.cc) and compiled for every one.

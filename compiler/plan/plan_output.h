@@ -18,6 +18,7 @@ struct PlanOutputOptions {
   std::string archs = "sm_90";      // comma-separated
   std::string buckets = "1,4,8,16,32,64";  // token counts with their own launch sequence
   int64_t max_context = 0;          // KV cache positions; 0: min(max_position_embeddings, 4096)
+  std::string activations = "bf16";  // --activations: how the GPU stores activations and KV (bf16 | f32)
   // --synthetic-weights SEED: no weight bytes; every weight is recorded as generated at load
   // (synthetic_init.h), with the synthetic_weights kernels that write them on the device.
   std::optional<uint64_t> synthetic_seed;
@@ -26,7 +27,7 @@ struct PlanOutputOptions {
 };
 
 // The lowering options of a compile: buckets (1 always added), max_context (0: the config's
-// max_position_embeddings, at most 4096), the first --arch. Throws kplan::Error for bad text.
+// max_position_embeddings, at most 4096), the activations' storage dtype, the first --arch. Throws kplan::Error for bad text.
 passes::LowerOptions lower_options(const ModelConfig& target, const PlanOutputOptions& options);
 
 // Candidates per depth the drafter's @draft returns for these buckets: a tree verified in the

@@ -124,12 +124,13 @@ class EmulatedTarget {
         int32_t* out = reinterpret_cast<int32_t*>(pointer("out_ids"));
         for (int64_t r = 0; r < arg("n_rows").ival; ++r) out[r] = static_cast<int32_t>(cpu::argmax(x + r * stride, vocab));
       } else if (k.family == "kv_compact") {
-        const int64_t width = kernel_param(k, "C") + kernel_param(k, "R");
-        float* cache = reinterpret_cast<float*>(pointer("cache"));
+        // A row of C + R elements of KV_DT (f32 or bf16).
+        const int64_t row = (kernel_param(k, "C") + kernel_param(k, "R")) * static_cast<int64_t>(dtype_size(elem_dtype(kernel_param(k, "KV_DT"))));
+        uint8_t* cache = pointer("cache");
         const int32_t start = *reinterpret_cast<int32_t*>(pointer("cache_len"));
         const int32_t* keep = reinterpret_cast<int32_t*>(pointer("keep"));
         const int32_t n = *reinterpret_cast<int32_t*>(pointer("n_keep"));
-        for (int32_t i = 0; i < n; ++i) std::memmove(cache + (start + i) * width, cache + (start + keep[i]) * width, width * 4);
+        for (int32_t i = 0; i < n; ++i) std::memmove(cache + (start + i) * row, cache + (start + keep[i]) * row, row);
       } else {
         emu_.run_launch(l);
       }

@@ -44,9 +44,19 @@ class LaunchEmulator {
   }
   const std::vector<uint8_t>& arena() const { return mem_.arena(); }
 
+  // A step output as f32 (a bf16 output widened, as the GPU executor reads it).
   std::vector<float> output(const plan::StepOutput& o) {
     std::vector<float> v(o.rows * o.cols);
-    std::memcpy(v.data(), slot(o.slot) + o.offset, v.size() * 4);
+    const uint8_t* p = slot(o.slot) + o.offset;
+    if (o.dtype == DType::BF16) {
+      for (size_t i = 0; i < v.size(); ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        v[i] = bf16_to_float(h);
+      }
+    } else {
+      std::memcpy(v.data(), p, v.size() * 4);
+    }
     return v;
   }
 

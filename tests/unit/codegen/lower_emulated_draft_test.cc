@@ -4,7 +4,7 @@
 // rows are all computed and then compacted to the accepted path. This checks the drafter's
 // bindings (the target's captured outputs as its context features, its caches' rows, the block
 // appended after the context, the candidates' topk) without a GPU, with and without a drafter
-// context window.
+// context window, with f32 and bf16 activations.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -14,6 +14,7 @@
 #include "compiler/driver/reference_plan.h"
 #include "compiler/passes/lower_to_launches.h"
 #include "emulated_plan.h"
+#include "runtime/cpu/basic_ops.h"
 #include "runtime/cpu/cpu_target.h"
 #include "runtime/cpu/dflash_drafter.h"
 
@@ -68,12 +69,33 @@ class EmulatedDrafter {
   int32_t mask_;
 };
 
-// The emulated proposal equals the CPU drafter's: logits, and each depth's candidates.
+// The emulated proposal equals the CPU drafter's: logits, and each depth's candidates. With bf16
+// activations (`bf16`) within the bf16 tolerance: logits to 1e-2, each depth's first candidate the
+// CPU's, and every candidate's log-probability the CPU's for that id to 0.05 (near-ties may
+// reorder the rest).
 void expect_same_proposal(const std::map<plan::OutputKind, std::vector<float>>& got, cpu::CpuDFlashDrafter& cpu,
-                          int32_t bonus, int32_t position, int64_t k, const std::string& what) {
+                          int32_t bonus, int32_t position, int64_t k, const std::string& what, bool bf16 = false) {
   const Matrix logits = cpu.depth_logits(bonus, position);
-  EXPECT_LT(relative_error(got.at(plan::OutputKind::Logits), logits.data), 1e-5) << what;
+  EXPECT_LT(relative_error(got.at(plan::OutputKind::Logits), logits.data), bf16 ? 1e-2 : 1e-5) << what;
   const DepthCandidates want = cpu.propose_top(bonus, position, 0, k);
+  if (bf16) {
+    const std::vector<float>& ids = got.at(plan::OutputKind::TopIds);  // i32 bits
+    const std::vector<float>& lp = got.at(plan::OutputKind::TopLogProbs);
+    ASSERT_EQ(ids.size(), want.ids.size()) << what;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      int32_t id = 0;
+      std::memcpy(&id, &ids[i], 4);
+      const int64_t depth = static_cast<int64_t>(i) / k;
+      if (i % k == 0) {
+        EXPECT_EQ(id, want.ids[i]) << what << " depth " << depth << "'s first candidate";
+      }
+      std::vector<float> log_p(logits.row(depth), logits.row(depth) + logits.cols);
+      cpu::log_softmax_inplace(log_p.data(), logits.cols);
+      ASSERT_TRUE(id >= 0 && id < logits.cols) << what << " candidate " << i;
+      EXPECT_NEAR(lp[i], log_p[static_cast<size_t>(id)], 0.05) << what << " candidate " << i << " (id " << id << ")";
+    }
+    return;
+  }
   ASSERT_EQ(want.k, k) << what;
   const std::vector<float>& ids = got.at(plan::OutputKind::TopIds);  // i32 bits
   const std::vector<float>& lp = got.at(plan::OutputKind::TopLogProbs);
@@ -89,7 +111,9 @@ void expect_same_proposal(const std::map<plan::OutputKind, std::vector<float>>& 
 }
 
 // `window`: --draft-context-window (0: none); the CPU drafter's plan has the same window.
-void expect_bundled_drafter_matches_the_cpu_drafter(int64_t window) {
+// `activations`: how the lowering stores activations and the caches (dk/dv, the taps too).
+void expect_bundled_drafter_matches_the_cpu_drafter(int64_t window, DType activations = DType::F32) {
+  const bool bf16 = activations == DType::BF16;
   kplan::CompileOptions c;
   c.model = kModels + "/mini-v3";
   c.draft = kModels + "/mini-v3-dflash";
@@ -99,6 +123,7 @@ void expect_bundled_drafter_matches_the_cpu_drafter(int64_t window) {
   passes::LowerOptions o;
   o.buckets = {1, 8, 16};
   o.max_context = 64;
+  o.activations = activations;
   plan::LoweredPlan lp = passes::lower_module(*compiled.module,
                                               [&](const std::string& source, const std::string& name) {
                                                 return source == "draft" ? compiled.draft->weights().get(name).bytes
@@ -126,7 +151,7 @@ void expect_bundled_drafter_matches_the_cpu_drafter(int64_t window) {
   const StepOutput cpu_prefill = cpu.forward(prefill);
   cpu.commit(all);
   cpu_drafter.observe_step(prefill, cpu_prefill, all);
-  expect_same_proposal(drafter.propose(77, 6, 6), cpu_drafter, 77, 6, 15, "after prefill");
+  expect_same_proposal(drafter.propose(77, 6, 6), cpu_drafter, 77, 6, 15, "after prefill", bf16);
 
   // A tree of 8 nodes at positions 6 + depth; the drafter keeps the accepted path's rows only.
   const StepInput tree = testing_util::tree_step({-1, 0, 0, 1, 1, 2, 4, 6}, 6, 77, 13);
@@ -138,10 +163,15 @@ void expect_bundled_drafter_matches_the_cpu_drafter(int64_t window) {
   cpu.commit(path);
   cpu_drafter.observe_step(tree, cpu_tree, path);
   EXPECT_EQ(cpu_drafter.context_length(), 10);
-  expect_same_proposal(drafter.propose(5, 10, 10), cpu_drafter, 5, 10, 15, "after a tree verify");
+  expect_same_proposal(drafter.propose(5, 10, 10), cpu_drafter, 5, 10, 15, "after a tree verify", bf16);
 }
 
 TEST(CodegenLowerEmulated, BundledDrafterMatchesTheCpuDrafter) { expect_bundled_drafter_matches_the_cpu_drafter(0); }
+// bf16 activations: the drafter's caches, @target's captured taps it reads and its own
+// activations stored as bf16 (its logits and candidates f32).
+TEST(CodegenLowerEmulated, BundledDrafterWithBf16ActivationsMatchesTheCpuDrafter) {
+  expect_bundled_drafter_matches_the_cpu_drafter(0, DType::BF16);
+}
 
 // --draft-context-window 4: the lowered @draft's attention launches skip the context rows before
 // CacheLength - 4 (6 then 10 context positions here), as the CPU drafter's IR does.

@@ -1,7 +1,9 @@
 // The backend-ops test (like ggml's test-backend-ops): each row of op_table.cc is a minimal IR
 // function run by (a) the CPU interpreter, the reference; (b) the lowering and the launch
 // emulator, on CI, which checks strides, offsets and slot reuse and computes with the CPU ops;
-// (c) the real kernels on the GPU, where there is one. Every op kind has a row.
+// (c) the real kernels on the GPU, where there is one. Every op kind has a row. (b) and (c) run
+// twice: with f32 activations, and with bf16 ones (kplan compile's default: the row's inputs and
+// cache stored as bf16, its "logits" output f32) within max(the row's tolerance, 1e-2).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,10 +59,11 @@ struct Lowered {
   std::vector<uint8_t> image;  // the arena before the step (inputs and cache rows written)
 };
 
-Lowered lower(const Built& b) {
+Lowered lower(const Built& b, DType activations = DType::F32) {
   Lowered l;
   const std::vector<TestWeight>& weights = b.builder->weights;
   codegen::LowerOptions o;
+  o.activations = activations;
   o.buckets = {b.step.tokens};
   o.max_context = b.step.past + b.step.tokens + 3;
   l.plan = codegen::lower_target(b.builder->fn(), [&](const std::string& name) {
@@ -74,8 +77,16 @@ Lowered lower(const Built& b) {
   l.emu->write_input(plan::StepInputKind::TreeMask, b.step.tree_mask);
   l.emu->write_input(plan::StepInputKind::CacheLength, std::vector<int32_t>{static_cast<int32_t>(b.step.past)});
   l.emu->write_input(plan::StepInputKind::TokenCount, std::vector<int32_t>{static_cast<int32_t>(b.step.tokens)});
-  for (const plan::KvCache& kv : l.plan.kv_caches)
-    std::memcpy(l.emu->slot(kv.slot), b.step.cache.data.data(), b.step.cache.data.size() * 4);
+  for (const plan::KvCache& kv : l.plan.kv_caches) {
+    const std::vector<float>& rows = b.step.cache.data;
+    if (kv.row_bytes == static_cast<uint64_t>(b.step.cache_width) * 2) {  // a bf16 cache
+      std::vector<uint16_t> h(rows.size());
+      for (size_t i = 0; i < rows.size(); ++i) h[i] = float_to_bf16(rows[i]);
+      std::memcpy(l.emu->slot(kv.slot), h.data(), h.size() * 2);
+    } else {
+      std::memcpy(l.emu->slot(kv.slot), rows.data(), rows.size() * 4);
+    }
+  }
   l.image = l.emu->arena();
   return l;
 }
@@ -119,18 +130,32 @@ TEST_P(BackendOps, CpuAndEmulator) {
   EXPECT_LT(relative_error(logits_of(l.plan, l.emu->arena(), b->reference.size()), b->reference), c.tol) << c.name << ": emulator";
 }
 
-// (c) against (a) on the GPU.
-TEST_P(BackendOps, Gpu) {
+// (b) with bf16 activations.
+TEST_P(BackendOps, EmulatorWithBf16Activations) {
   const OpCase& c = op_table()[GetParam()];
+  if (!c.lowered) GTEST_SKIP() << c.name << ": no lowering yet";
+  std::unique_ptr<Built> b = build(c);
+  Lowered l = lower(*b, DType::BF16);
+  l.emu->run(l.plan.buckets.at(0));
+  EXPECT_LT(relative_error(logits_of(l.plan, l.emu->arena(), b->reference.size()), b->reference), std::max(c.tol, 1e-2))
+      << c.name << ": emulator, bf16 activations";
+}
+
+// (c) against (a) on the GPU, with f32 and with bf16 activations.
+void expect_gpu_row(const OpCase& c, DType activations) {
   if (!c.lowered) GTEST_SKIP() << c.name << ": no GPU lowering yet";
   std::string why;
   GpuRunner* gpu = GpuRunner::get(&why);
   if (!gpu) GTEST_SKIP() << why;
   std::unique_ptr<Built> b = build(c);
-  Lowered l = lower(*b);
+  Lowered l = lower(*b, activations);
   const std::vector<uint8_t> after = gpu->run(l.plan, l.plan.buckets.at(0), l.image);
-  EXPECT_LT(relative_error(logits_of(l.plan, after, b->reference.size()), b->reference), c.tol) << c.name << ": GPU";
+  const double tol = activations == DType::F32 ? c.tol : std::max(c.tol, 1e-2);
+  EXPECT_LT(relative_error(logits_of(l.plan, after, b->reference.size()), b->reference), tol)
+      << c.name << ": GPU, " << dtype_name(activations) << " activations";
 }
+TEST_P(BackendOps, Gpu) { expect_gpu_row(op_table()[GetParam()], DType::F32); }
+TEST_P(BackendOps, GpuWithBf16Activations) { expect_gpu_row(op_table()[GetParam()], DType::BF16); }
 
 INSTANTIATE_TEST_SUITE_P(Table, BackendOps, ::testing::Range<size_t>(0, op_table().size()), test_name);
 

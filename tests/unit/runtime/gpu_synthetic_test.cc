@@ -19,6 +19,7 @@
 #include "runtime/gpu/synthetic_weights.h"
 #include "schemas/plan_reader.h"
 #include "tests/unit/cpu/synthetic_slice.h"
+#include "tests/unit/runtime/greedy_near_tie.h"
 #include "tests/unit/runtime/session_target.h"
 
 namespace kplan {
@@ -49,7 +50,8 @@ TEST(SyntheticLaunch, CoversTheWeight) {
 
 // The plan's GPU decode against its CPU reference: a prefill of `ids` (logits within the bf16
 // tolerance, the relative error printed under `label`), then `greedy` tokens generated from it
-// by both, identical.
+// by both, identical up to a near-tie (greedy_near_tie.h: with bf16 activations a random-weight
+// model's close logits may part them).
 void expect_gpu_matches_cpu(const fs::path& plan_file, const std::vector<int32_t>& ids, int greedy, const char* label) {
   PlanHandle gpu_plan(plan_file.string(), KPLAN_DEVICE_GPU);
   PlanHandle cpu_plan(plan_file.string(), KPLAN_DEVICE_CPU);
@@ -76,7 +78,7 @@ void expect_gpu_matches_cpu(const fs::path& plan_file, const std::vector<int32_t
   ASSERT_EQ(kplan_session_generate_greedy(cpu.session(), ids.data(), static_cast<int32_t>(ids.size()), greedy, got_cpu.data()),
             KPLAN_STATUS_OK)
       << kplan_error_last();
-  EXPECT_EQ(got_gpu, got_cpu);
+  testing_util::expect_greedy_up_to_a_near_tie(cpu, ids, got_gpu, got_cpu, label);
 }
 
 class GpuSynthetic : public ::testing::Test {

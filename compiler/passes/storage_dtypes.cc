@@ -1,0 +1,107 @@
+// storage-dtypes: the dtype the device stores each activation in. The IR computes in f32 and
+// codegen may store narrower, never compute otherwise (ir/OPS.md): with LowerOptions::activations
+// = BF16 (kplan compile --activations bf16, the default) the KV caches and every f32 activation
+// a kernel writes are stored as bf16, rounded to nearest even on the store and widened to f32 on
+// every load, so accumulation, norms and softmax stay f32 while a step moves half the bytes (the
+// latent cache above all: a long context's attention reads nothing else). Kept f32:
+//   - the logits and what reads them (argmax, topk and its folded log_softmax, the device
+//     round's sampler): the host reads them, and a greedy id is decided by their differences;
+//   - the router's logits and its weights (transformers computes the router in f32, and a
+//     rounded score can flip a top-k choice);
+//   - the step inputs the host writes (token ids, positions, masks: not floats).
+// A value stays in one dtype wherever it is read: views and the in-place kv results share their
+// source's storage, @draft_context's hidden.L arguments follow @target's outputs (both bf16 by
+// the same rule), and a commit's caches are @target's. (A cache kept f32 is one a function
+// returns as its logits: the backend-ops table's kv rows.)
+#include <map>
+#include <set>
+#include <string>
+
+#include "compiler/passes/lower_state.h"
+#include "compiler/passes/lowering_views.h"
+#include "ir/support/error.h"
+
+namespace kplan::passes {
+namespace {
+
+using ir::OpKind;
+
+bool produces_f32(OpKind k) { return k == OpKind::LmHead || k == OpKind::MoeRouter || k == OpKind::TopK; }
+bool reads_f32(OpKind k) {
+  return k == OpKind::MoeRouter || k == OpKind::Argmax || k == OpKind::TopK || k == OpKind::LogSoftmax;
+}
+
+// The value owning `v`'s storage: through views and the in-place kv results (their cache).
+const ir::Value* storage_root(const ir::Value* v) {
+  while (const ir::Op* d = v->defining_op()) {
+    if (!is_view_op(*d) && d->kind() != OpKind::KvAppend && d->kind() != OpKind::KvCompact) break;
+    v = d->operand(0);
+  }
+  return v;
+}
+
+}  // namespace
+
+DType stored_dtype(const LowerState& s, const ir::Value* v) {
+  auto it = s.stored_dtypes.find(v);
+  return it == s.stored_dtypes.end() ? v->type().dtype : it->second;
+}
+
+void storage_dtypes(LowerState& s) {
+  s.stored_dtypes.clear();
+  if (s.options.activations == DType::F32) return;
+  if (s.options.activations != DType::BF16)
+    throw Error("codegen: activations stored as " + std::string(dtype_name(s.options.activations)) + " (f32 or bf16)");
+  std::map<const ir::Function*, std::set<const ir::Value*>> kept;
+  std::set<std::string> kept_args;  // by name: a cache is one buffer for every program
+  for (const ir::Function* fn : s.programs) {
+    std::set<const ir::Value*>& k = kept[fn];
+    for (const ir::Op* op : fn->ops()) {
+      if (produces_f32(op->kind()))
+        for (size_t r = 0; r < op->num_results(); ++r) k.insert(op->result(r));
+      if (reads_f32(op->kind()))
+        for (const ir::Value* v : op->operands()) k.insert(storage_root(v));
+      // What the host reads as f32: the logits and the drafter's candidates' log-probabilities.
+      if (op->kind() == OpKind::Output) {
+        const std::string& name = op->attrs().get_string("name");
+        if (name == "logits" || name == "top_log_probs") k.insert(storage_root(op->operand(0)));
+      }
+      // A matmul whose only readers are the router is the router's logits.
+      if (op->kind() == OpKind::Matmul) {
+        const std::vector<ir::Op*> users = fn->users(op->result());
+        bool router = !users.empty();
+        for (const ir::Op* u : users) router = router && u->kind() == OpKind::MoeRouter;
+        if (router) k.insert(op->result());
+      }
+    }
+    for (const ir::Value* a : fn->args())
+      if (k.count(a)) kept_args.insert(a->name());
+  }
+  std::map<std::string, DType> outputs;  // @target's outputs by name, as stored
+  for (const ir::Function* fn : s.programs) {
+    for (const ir::Op* op : fn->ops()) {
+      if (!owns_result_storage(*fn, *op)) continue;
+      for (size_t r = 0; r < op->num_results(); ++r) {
+        const ir::Value* v = op->result(r);
+        if (v->type().dtype == DType::F32 && !kept[fn].count(v)) s.stored_dtypes[v] = DType::BF16;
+      }
+    }
+    for (const ir::Value* a : fn->args()) {
+      // A commit's pending rows ("kv_step.L") sit in the cache "kv.L".
+      std::string cache = a->name();
+      if (is_pending_arg(cache)) cache.erase(cache.find("_step"), 5);
+      if (a->type().dtype == DType::F32 && is_cache_arg(cache) && !kept_args.count(cache)) s.stored_dtypes[a] = DType::BF16;
+    }
+    if (fn->name() == "target")
+      for (const ir::Op* op : fn->ops())
+        if (op->kind() == OpKind::Output) outputs[op->attrs().get_string("name")] = stored_dtype(s, storage_root(op->operand(0)));
+  }
+  // @draft_context's hidden.L arguments are @target's outputs of that name, where they lie.
+  for (const ir::Function* fn : s.programs)
+    for (const ir::Value* a : fn->args()) {
+      auto o = outputs.find(a->name());
+      if (a->name().rfind("hidden.", 0) == 0 && o != outputs.end() && o->second != a->type().dtype) s.stored_dtypes[a] = o->second;
+    }
+}
+
+}  // namespace kplan::passes
