@@ -98,12 +98,14 @@ std::string RuleContext::where(const ir::Op& op) const { return op_label(*fn, op
 
 uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context, std::string_view arch) {
   if (op.kind() == OpKind::MlaAttention) {
-    if (!mla_split_lowering(arch)) return 0;
+    const int64_t split_max = mla_split_max_tokens(arch);
+    if (split_max == 0) return 0;
     // The split pair's partials [T, heads, n_splits, C + 2] f32 (the largest T * n_splits of
-    // any bucket up to max_tokens).
+    // any bucket up to max_tokens that takes the pair).
     const int64_t heads = op.operand(0)->type().shape.at(1).constant, c = op.operand(0)->type().shape.at(2).constant;
     const int64_t r = op.operand(1)->type().shape.at(2).constant;
-    return mla_split_workspace_bytes(mla_split_partial_kernel(heads, c, r, kF32, kF32, arch), max_context, max_tokens, arch);
+    return mla_split_workspace_bytes(mla_split_partial_kernel(heads, c, r, kF32, kF32, arch), max_context,
+                                     std::min(max_tokens, split_max), arch);
   }
   if (op.kind() != OpKind::MoeExperts && op.kind() != OpKind::MoeExpertsInt4) return 0;
   // h [T * top_k, inter] f32 between the grouped gate/up and down kernels, then the down
@@ -315,10 +317,19 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
         throw Error("codegen: mla_attention operand layout (" + ctx.where(op) + ")");
       }
       if (qr.dtype != ql.dtype) throw Error("codegen: mla_attention query parts stored in different dtypes (" + ctx.where(op) + ")");
-      if (!mla_split_lowering(arch)) {  // one launch, a block per (head, token)
-        const KernelSource k = instance(ctx, 0, [&] { return mla_attention_kernel(heads, c, r, elem(ql), elem(kv), elem(result()), arch); });
+      // Instance 0: one launch, a block per (head, token); 1 and 2: the split pair over the
+      // context (kernels_templates/mla_split.cuh), for steps of up to mla_split_max_tokens. All
+      // are chosen at select-kernels; each bucket picks by its token count. The pair's blocks
+      // stage a tile of cache rows once for 8 heads and write per-split partials to the scratch;
+      // the combine merges them. Against mla_attention (a block per head, each re-reading the
+      // whole cache) it reads the cache heads / 8 times fewer, and its splits fill the SMs at 1
+      // token; at many tokens (one split) it is slower. n_splits follows the bucket's token count
+      // and max_context (mla_split_count); the scratch is sized for the largest such bucket's.
+      const int64_t split_max = mla_split_max_tokens(arch);
+      const KernelSource whole = instance(ctx, 0, [&] { return mla_attention_kernel(heads, c, r, elem(ql), elem(kv), elem(result()), arch); });
+      if (split_max == 0 || (ctx.selected && t > split_max)) {
         // Without a mask operand the host's causal TreeMask gives the same visibility.
-        launch(ctx, k, t,
+        launch(ctx, whole, t,
                mla_attention::Args{.q_latent = P(ql), .q_rope = P(qr), .kv_cache = P(kv), .cache_len = step(plan::StepInputKind::CacheLength),
                                    .tree_mask = step(plan::StepInputKind::TreeMask), .out = P(result()), .n_tokens = t,
                                    .q_latent_row_stride = ql.strides[0], .q_rope_row_stride = qr.strides[0],
@@ -326,15 +337,9 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
                                    .softmax_scale = op.attrs().get_float("scale")});
         return;
       }
-      // Split over the context (kernels_templates/mla_split.cuh; KPLAN_MLA_SPLIT=1 until a device
-      // run has checked it): each block stages a tile of cache rows once for 8 heads and writes
-      // per-split partials to the scratch; the combine merges them. Against mla_attention (a block
-      // per head, each re-reading the whole cache) it reads the cache heads / 8 times fewer, and
-      // its splits fill the SMs at 1 token; the combine's extra launch (a few us) is all it adds
-      // at small shapes. n_splits follows the bucket's token count and max_context
-      // (mla_split_count); the scratch is sized for the largest bucket's (scratch_bytes).
-      const KernelSource part = instance(ctx, 0, [&] { return mla_split_partial_kernel(heads, c, r, elem(ql), elem(kv), arch); });
-      const KernelSource comb = instance(ctx, 1, [&] { return mla_split_combine_kernel(heads, c, elem(result()), arch); });
+      const KernelSource part = instance(ctx, 1, [&] { return mla_split_partial_kernel(heads, c, r, elem(ql), elem(kv), arch); });
+      const KernelSource comb = instance(ctx, 2, [&] { return mla_split_combine_kernel(heads, c, elem(result()), arch); });
+      if (!ctx.selected) return;  // select-kernels: the instances are recorded
       const int64_t splits = mla_split_count(part, ctx.max_context, t, arch);
       const LaunchArg ws = ctx.scratch(op);
       // Without a mask operand the host's causal TreeMask gives the same visibility.

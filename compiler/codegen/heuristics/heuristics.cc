@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "ir/support/error.h"
@@ -160,11 +161,17 @@ void choose_tuning(const Family& family, std::string_view arch, ParamValues& par
   it->second(params);
 }
 
-bool mla_split_lowering(std::string_view arch) {
+int64_t mla_split_max_tokens(std::string_view arch) {
   (void)tuning_for(arch);  // refuses an arch with no table
+  // Measured on the H200 (bench/RESULTS.md 2026-12-02 08:10, GpuOps.MlaSplitAtK26WidthFigures):
+  // at 1 token the pair takes 0.076 against 0.390 ms over 4096 keys, 0.51 against 4.9 ms over
+  // 32768 (the cache read once per 8 heads, splits filling the SMs); at 64 tokens (one split,
+  // the grid full of tokens already) 3.5 against 2.8 ms. Up to 8 tokens a step still has 4+
+  // splits. sm_120 is not measured: the same rule.
   const char* env = std::getenv("KPLAN_MLA_SPLIT");
-  if (!env || std::string_view(env) == "0") return false;
-  if (std::string_view(env) == "1") return true;
+  if (!env) return 8;
+  if (std::string_view(env) == "0") return 0;
+  if (std::string_view(env) == "1") return std::numeric_limits<int64_t>::max();
   throw Error(std::string("KPLAN_MLA_SPLIT must be 0 or 1, not '") + env + "'");
 }
 

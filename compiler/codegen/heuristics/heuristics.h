@@ -52,9 +52,10 @@ void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
 // one wave. families/mla_split.cc divides it over the step's tokens and head groups.
 int64_t mla_split_blocks(std::string_view arch);
 
-// Whether mla_attention lowers to the split pair (mla_split_partial + mla_split_combine) rather
-// than one mla_attention launch. Opt-in (KPLAN_MLA_SPLIT=1 for a compile) until a device run has
-// checked and timed the pair; KPLAN_MLA_SPLIT=0 or unset keeps mla_attention.
-bool mla_split_lowering(std::string_view arch);
+// The largest step (tokens) whose mla_attention lowers to the split pair (mla_split_partial +
+// mla_split_combine) rather than one mla_attention launch: 8 (the H200 measured the pair 5-10x
+// faster at 1 token, 0.8x at 64). KPLAN_MLA_SPLIT overrides it for a compile: 0 never, 1 every
+// step.
+int64_t mla_split_max_tokens(std::string_view arch);
 
 }  // namespace kplan::codegen

@@ -258,15 +258,16 @@ TEST(CodegenLaunchGeometry, GridsFollowTheTemplateDocs) {
   const KernelSource down = moe_grouped_down_kernel(256, 136, 8, 2, false);
   EXPECT_EQ(launch_dims(down, 3).grid, (std::array<uint32_t, 3>{8, 6, 1}));  // 32 rows of H per block
   EXPECT_EQ(launch_dims(down, 3).smem_bytes, 3u * 4096);
-  // K2.6 width at 1 token (8 experts): BLOCKS 264 over 8 experts, tiles dealt evenly: gate/up's 128
-  // tiles of 16 rows 4 a block, down's 224 tiles of 32 rows 7 a block; H's 7 column chunks staged.
+  // K2.6 width at 1 token (8 experts), INT4 on the tensor cores (sm90.cc): gate/up BLOCKS 132 over
+  // 8 experts, 16 a expert; NT 4 staged rows of H as bf16 hi + lo (4 bytes an element). Down: 56
+  // tiles of 128 rows (16 a warp, 8 warps) dealt evenly over at most 33 blocks, 2 a block.
   const KernelSource k26_up = moe_grouped_gate_up_kernel(7168, 2048, 384, 8, true, ElemType::F32, "sm_90");
-  EXPECT_EQ(launch_dims(k26_up, 1).grid, (std::array<uint32_t, 3>{32, 8, 1}));
-  EXPECT_EQ(launch_dims(k26_up, 1).smem_bytes, 2u * 7 * 4096);
-  EXPECT_EQ(launch_dims(moe_grouped_down_kernel(7168, 2048, 384, 8, true, "sm_90"), 1).grid, (std::array<uint32_t, 3>{32, 8, 1}));
-  // 64 tokens: 384 slots, 8 * 8 experts expected with 8 pairs each, 4 chunks of NT 2 over grid.z,
-  // at most 8 tiles a block.
-  EXPECT_EQ(launch_dims(k26_up, 64).grid, (std::array<uint32_t, 3>{16, 384, 4}));
+  EXPECT_EQ(launch_dims(k26_up, 1).grid, (std::array<uint32_t, 3>{16, 8, 1}));
+  EXPECT_EQ(launch_dims(k26_up, 1).smem_bytes, 4u * 7168 * 4);
+  EXPECT_EQ(launch_dims(moe_grouped_down_kernel(7168, 2048, 384, 8, true, "sm_90"), 1).grid, (std::array<uint32_t, 3>{28, 8, 1}));
+  // 64 tokens: 384 slots, 8 pairs an expert expected: 2 chunks of NT 4 over grid.z, 2 blocks an
+  // expert (132 over 64 expected experts).
+  EXPECT_EQ(launch_dims(k26_up, 64).grid, (std::array<uint32_t, 3>{2, 384, 2}));
   const KernelSource combine = moe_combine_kernel(256, 2, ElemType::F32, false);
   EXPECT_EQ(launch_dims(combine, 3).grid, (std::array<uint32_t, 3>{1, 3, 1}));
   const KernelSource norm = rms_norm_kernel(256, ElemType::F32, ElemType::F32);

@@ -98,15 +98,19 @@ TEST(CodegenLowerEmulated, TinyYarnMatchesTheCpuReference) { check_checkpoint("t
 // Routed experts as compressed-tensors INT4, dequantised in the kernels.
 TEST(CodegenLowerEmulated, TinyInt4MatchesTheCpuReference) { check_checkpoint("tiny --int4"); }
 
-// The split-context MLA lowering (opt-in, KPLAN_MLA_SPLIT=1): partial + combine launches and
-// their scratch, through prefill, tree verify, AR after a commit and a padded chunk.
-TEST(CodegenLowerEmulated, TinyWithTheSplitMlaMatchesTheCpuReference) {
-  struct Env {
-    Env() { setenv("KPLAN_MLA_SPLIT", "1", 1); }
-    ~Env() { unsetenv("KPLAN_MLA_SPLIT"); }
-  } env;
-  check_checkpoint("tiny");
-  check_checkpoint("tiny", DType::BF16);
+// The default lowers MLA attention of steps up to 8 tokens to the split-context pair (partial +
+// combine launches and their scratch); KPLAN_MLA_SPLIT=0 keeps the one-launch mla_attention at
+// every step, KPLAN_MLA_SPLIT=1 the pair: both through prefill, tree verify, AR after a commit
+// and a padded chunk.
+TEST(CodegenLowerEmulated, TinyWithEitherMlaLoweringMatchesTheCpuReference) {
+  for (const char* v : {"0", "1"}) {
+    struct Env {
+      explicit Env(const char* v) { setenv("KPLAN_MLA_SPLIT", v, 1); }
+      ~Env() { unsetenv("KPLAN_MLA_SPLIT"); }
+    } env(v);
+    check_checkpoint("tiny");
+    check_checkpoint("tiny", DType::BF16);
+  }
 }
 
 }  // namespace

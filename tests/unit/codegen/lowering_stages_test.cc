@@ -114,7 +114,7 @@ TEST(LoweringStages, DeterministicAndStageNamesKnown) {
   EXPECT_EQ(a.lowered->buckets, b.lowered->buckets);
   std::vector<std::string> names;
   for (const LoweringStage& st : lowering_stages()) names.emplace_back(st.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"select-kernels", "weight-layout", "plan-memory", "bucketize", "emit-plan", "emit-round"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"storage-dtypes", "select-kernels", "weight-layout", "plan-memory", "bucketize", "emit-plan", "emit-round"}));
   EXPECT_TRUE(is_lowering_stage("plan-memory"));
   EXPECT_FALSE(is_lowering_stage("dce"));
 }

@@ -22,7 +22,7 @@ TEST(Passes, PipelineOrderAndLookup) {
     passes::find_pass("mla-absorbb");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "unknown pass 'mla-absorbb' (passes: infer-shapes, mla-absorb, dce, select-kernels, "
+    EXPECT_STREQ(e.what(), "unknown pass 'mla-absorbb' (passes: infer-shapes, mla-absorb, dce, storage-dtypes, select-kernels, "
                            "weight-layout, plan-memory, bucketize, emit-plan, emit-round)");
   }
 }

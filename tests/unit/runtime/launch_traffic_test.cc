@@ -54,7 +54,9 @@ TEST(LaunchTraffic, MatmulsReadTheirWeightOnceAndTheStepSumsToPlanTraffic) {
     if (k.family != "matmul") continue;
     ++matmuls;
     EXPECT_EQ(t[i].weight_bytes, 2.0 * l.grid[2] * constant(k, "K") * constant(k, "N")) << k.id;
-    EXPECT_EQ(t[i].activation_bytes, 4.0 * l.grid[2] * (constant(k, "K") + constant(k, "N"))) << k.id << ": f32 x and y, 1 token";
+    const auto bytes = [](int64_t dt) { return dt == 0 ? 4.0 : 2.0; };  // f32 / bf16 (activations stored as bf16 by default)
+    EXPECT_EQ(t[i].activation_bytes, l.grid[2] * (constant(k, "K") * bytes(constant(k, "X_DT")) + constant(k, "N") * bytes(constant(k, "Y_DT"))))
+        << k.id << ": x and y of 1 token";
     for (const plan::LaunchArg& a : l.args)
       if (a.kind == plan::ArgKind::Weight) matmul_bytes_of_weight[a.index] += t[i].weight_bytes;
   }
@@ -72,18 +74,18 @@ TEST(LaunchTraffic, MatmulsReadTheirWeightOnceAndTheStepSumsToPlanTraffic) {
 TEST(LaunchTraffic, ActivationsFollowTokensAndContext) {
   const plan::Plan& p = compiled_plan();
   const plan::Bucket* b1 = p.bucket_for("target", 1);
-  const plan::Bucket* b16 = p.bucket_for("target", 16);
-  ASSERT_TRUE(b1 && b16 && b16->tokens == 16);
-  ASSERT_EQ(b1->launches.size(), b16->launches.size());
-  const std::vector<LaunchTraffic> t1 = launch_traffic(p, *b1, 100), t16 = launch_traffic(p, *b16, 100), far = launch_traffic(p, *b1, 1000);
+  const plan::Bucket* b8 = p.bucket_for("target", 8);
+  ASSERT_TRUE(b1 && b8 && b8->tokens == 8);
+  ASSERT_EQ(b1->launches.size(), b8->launches.size());
+  const std::vector<LaunchTraffic> t1 = launch_traffic(p, *b1, 100), t8 = launch_traffic(p, *b8, 100), far = launch_traffic(p, *b1, 1000);
   bool attention = false;
   for (size_t i = 0; i < t1.size(); ++i) {
     const plan::Kernel& k = p.kernels[b1->launches[i].kernel];
     if (k.family == "matmul") {
-      EXPECT_EQ(t16[i].activation_bytes, 16 * t1[i].activation_bytes) << k.id;
-      EXPECT_EQ(t16[i].weight_bytes, t1[i].weight_bytes) << k.id << ": a 16-token step reads the weight once too";
+      EXPECT_EQ(t8[i].activation_bytes, 8 * t1[i].activation_bytes) << k.id;
+      EXPECT_EQ(t8[i].weight_bytes, t1[i].weight_bytes) << k.id << ": an 8-token step reads the weight once too";
     }
-    if (k.family == "embedding") EXPECT_EQ(t16[i].weight_bytes, 16 * t1[i].weight_bytes);
+    if (k.family == "embedding") EXPECT_EQ(t8[i].weight_bytes, 8 * t1[i].weight_bytes);
     if (k.family == "mla_attention" || k.family == "mla_split_partial") {  // the cache's reader
       attention = true;
       const double row = static_cast<double>(p.kv_caches.at(0).row_bytes);
