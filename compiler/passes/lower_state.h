@@ -24,8 +24,8 @@ struct LowerOptions {
   int64_t max_context = 0;             // KV cache rows (> 0)
   int64_t max_tree_nodes = 0;          // recorded in the limits (0: no tree buckets)
   std::string arch = "sm_90";          // the arch kernels are selected (tuned) for
-  // How the device stores activations and the KV caches (storage-dtypes): F32, or BF16 (every
-  // activation a kernel writes but the logits' and the router's; kplan compile's default). The
+  // How the device stores activations and the KV caches (storage-dtypes): F32, or BF16 (the caches
+  // and the activations kernels write, storage_dtypes.cc says which stay f32). The
   // IR, and the CPU reference running it, stay f32.
   DType activations = DType::F32;
 };

@@ -1,6 +1,6 @@
 // storage-dtypes: the dtype the device stores each activation in. The IR computes in f32 and
 // codegen may store narrower, never compute otherwise (ir/OPS.md): with LowerOptions::activations
-// = BF16 (kplan compile --activations bf16, the default) the KV caches and every f32 activation
+// = BF16 (kplan compile --activations bf16; f32 is the default) the KV caches and every f32 activation
 // a kernel writes are stored as bf16, rounded to nearest even on the store and widened to f32 on
 // every load, so accumulation, norms and softmax stay f32 while a step moves half the bytes (the
 // latent cache above all: a long context's attention reads nothing else). Kept f32:

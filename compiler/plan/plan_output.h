@@ -18,7 +18,9 @@ struct PlanOutputOptions {
   std::string archs = "sm_90";      // comma-separated
   std::string buckets = "1,4,8,16,32,64";  // token counts with their own launch sequence
   int64_t max_context = 0;          // KV cache positions; 0: min(max_position_embeddings, 4096)
-  std::string activations = "bf16";  // --activations: how the GPU stores activations and KV (bf16 | f32)
+  // --activations: how the GPU stores activations and KV (f32 | bf16). f32 until bf16 meets the
+  // HF goldens' 1e-2 on the device (bench/RESULTS.md 2026-12-02: the tiny golden at 0.0171).
+  std::string activations = "f32";
   // --synthetic-weights SEED: no weight bytes; every weight is recorded as generated at load
   // (synthetic_init.h), with the synthetic_weights kernels that write them on the device.
   std::optional<uint64_t> synthetic_seed;

@@ -3,7 +3,7 @@
 // an ancestor mask over the committed cache, a KV commit of the accepted path, AR decode, and a
 // short chunk padded into a larger bucket.
 // This checks the lowering's strides, offsets, argument order and slot reuse without a GPU; with
-// bf16 activations (kplan compile's default) it checks the stored dtypes end to end too, within
+// bf16 activations (kplan compile --activations bf16) it checks the stored dtypes end to end too, within
 // the bf16 tolerance (the CPU reference computes in f32).
 #include <gtest/gtest.h>
 

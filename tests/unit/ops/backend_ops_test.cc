@@ -2,7 +2,7 @@
 // function run by (a) the CPU interpreter, the reference; (b) the lowering and the launch
 // emulator, on CI, which checks strides, offsets and slot reuse and computes with the CPU ops;
 // (c) the real kernels on the GPU, where there is one. Every op kind has a row. (b) and (c) run
-// twice: with f32 activations, and with bf16 ones (kplan compile's default: the row's inputs and
+// twice: with f32 activations, and with bf16 ones (kplan compile --activations bf16: the row's inputs and
 // cache stored as bf16, its "logits" output f32) within max(the row's tolerance, 1e-2).
 #include <gtest/gtest.h>
 

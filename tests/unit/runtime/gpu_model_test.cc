@@ -1,6 +1,6 @@
 // The compiled model on the GPU against the HuggingFace goldens and the CPU reference: for each
 // golden checkpoint, `kplan synth` re-creates it, `kplan compile -o` builds a plan for this GPU's
-// arch (bf16 activations, the default), and the GPU session's logits (relative error
+// arch (f32 activations, the default), and the GPU session's logits (relative error
 // max|a-b|/max|b| per row <= 1e-2, against HF and the CPU reference) and greedy continuations
 // (HF's, up to a near-tie: greedy_near_tie.h) are checked, and DDTree on the GPU against the GPU's
 // AR. Skips without a GPU.

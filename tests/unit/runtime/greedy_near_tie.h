@@ -1,6 +1,6 @@
 #pragma once
 // Test helper: a GPU greedy continuation against the one it should equal, up to a near-tie. A
-// plan storing activations as bf16 (kplan compile's default) rounds every stored value, so where
+// plan storing activations as bf16 (kplan compile --activations bf16) rounds every stored value, so where
 // two tokens' logits are within the bf16 tolerance the GPU may pick the other one; from there
 // the continuations part. `reference` (the CPU reference over the same plan, which matches
 // transformers to ~1e-6) scores the step where they part: the token `want` has there must lead
