@@ -82,9 +82,11 @@ void print_programs(const LowerState& s, std::string& out) {
     for (const ir::Value* arg : fn->args()) {
       auto st = s.storage.find(arg);
       auto narrowed = s.stored_dtypes.find(arg);
-      const std::string dt = narrowed == s.stored_dtypes.end() ? "" : std::string(dtype_name(narrowed->second)) + ", ";
-      if (st != s.storage.end()) out += "  // %" + arg->name() + ": " + dt + storage_text(s, st->second) + "\n";
-      else if (!dt.empty()) out += "  // %" + arg->name() + ": stored = " + dt.substr(0, dt.size() - 2) + "\n";
+      const std::string stored = narrowed == s.stored_dtypes.end() ? "" : std::string(dtype_name(narrowed->second));
+      if (st != s.storage.end())
+        out += "  // %" + arg->name() + ": " + (stored.empty() ? "" : stored + ", ") + storage_text(s, st->second) + "\n";
+      else if (!stored.empty())
+        out += "  // %" + arg->name() + ": stored = " + stored + "\n";
     }
     for (const ir::Op* op : fn->ops()) {
       out += "  " + ir::print_op(*fn, *op);

@@ -97,12 +97,10 @@ class MemoryPlanner {
     for (const ir::Function* fn : s_.programs) {
       if (fn->name() != "target") continue;
       for (const ir::Op* op : fn->ops())
-        if (op->kind() == OpKind::Output && op->attrs().get_string("name") == name) return s_.storage.at(root_of(op->operand(0)));
+        if (op->kind() == OpKind::Output && op->attrs().get_string("name") == name) return s_.storage.at(view_root(op->operand(0)));
     }
     throw Error("codegen: @draft_context reads %" + name + ", which @target does not return (capture that layer)");
   }
-
-  const Value* root_of(const Value* v) const { return view_root(v); }
 
   void plan_function(const ir::Function& fn) {
     for (const Value* a : fn.args()) bind_arg(fn, a);
@@ -112,12 +110,12 @@ class MemoryPlanner {
     std::set<const Value*> kept;
     for (size_t i = 0; i < ops.size(); ++i) {
       for (const Value* v : ops[i]->operands()) {
-        last_use[root_of(v)] = static_cast<int64_t>(i);
+        last_use[view_root(v)] = static_cast<int64_t>(i);
         if (ops[i]->kind() == OpKind::KvAppend && v->defining_op() && v->defining_op()->kind() == OpKind::Concat) {
-          for (const Value* part : v->defining_op()->operands()) last_use[root_of(part)] = static_cast<int64_t>(i);
+          for (const Value* part : v->defining_op()->operands()) last_use[view_root(part)] = static_cast<int64_t>(i);
         }
       }
-      if (ops[i]->kind() == OpKind::Output) kept.insert(root_of(ops[i]->operand(0)));
+      if (ops[i]->kind() == OpKind::Output) kept.insert(view_root(ops[i]->operand(0)));
     }
     std::set<uint32_t> free;
     auto slot_for = [&](uint64_t bytes, bool keep) {
@@ -139,7 +137,7 @@ class MemoryPlanner {
       const ir::Op& op = *ops[i];
       if (op.kind() == OpKind::KvAppend || op.kind() == OpKind::KvCompact) {
         s_.aliases[op.result()] = op.operand(0);
-        s_.storage[op.result()] = s_.storage.at(root_of(op.operand(0)));
+        s_.storage[op.result()] = s_.storage.at(view_root(op.operand(0)));
       }
       const uint64_t scratch = scratch_bytes(op, s_.max_tokens, s_.options.max_context, s_.options.arch);
       if (scratch) s_.scratch[&op] = slot_for(scratch, false);

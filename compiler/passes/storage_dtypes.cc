@@ -13,8 +13,8 @@
 //   - the drafter's programs (is_draft_program);
 //   - the step inputs the host writes (token ids, positions, masks: not floats).
 // A value stays in one dtype wherever it is read: views and the in-place kv results share their
-// source's storage, @draft_context's hidden.L arguments follow @target's outputs (both bf16 by
-// the same rule), and a commit's caches are @target's. (A cache kept f32 is one a function
+// source's storage, @draft_context's hidden.L arguments take the dtype of @target's outputs
+// they alias (the residual stream's: f32), and a commit's caches are @target's. (A cache kept f32 is one a function
 // returns as its logits: the backend-ops table's kv rows.)
 #include <map>
 #include <set>
