@@ -24,10 +24,11 @@ struct LowerOptions {
   int64_t max_context = 0;             // KV cache rows (> 0)
   int64_t max_tree_nodes = 0;          // recorded in the limits (0: no tree buckets)
   std::string arch = "sm_90";          // the arch kernels are selected (tuned) for
-  // How the device stores activations and the KV caches (storage-dtypes): F32, or BF16 (the caches
-  // and the activations kernels write, storage_dtypes.cc says which stay f32). The
-  // IR, and the CPU reference running it, stay f32.
+  // How the device stores the activations kernels write and the KV caches (storage-dtypes): F32,
+  // or BF16 (storage_dtypes.cc says which activations stay f32). The IR, and the CPU reference
+  // running it, stay f32. (`kplan compile` stores the caches as bf16 by default: plan_output.h.)
   DType activations = DType::F32;
+  DType kv_cache = DType::F32;
 };
 
 // The bytes of a checkpoint tensor by (source, name): source is the weight op's `ckpt`

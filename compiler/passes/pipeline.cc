@@ -18,7 +18,7 @@ const std::vector<Pass>& pipeline() {
 
 const std::vector<LoweringStage>& lowering_stages() {
   static const std::vector<LoweringStage> stages = {
-      {"storage-dtypes", "the dtype the device stores each activation and KV cache in (bf16 with --activations bf16; residual, router, logits and drafter f32)", storage_dtypes},
+      {"storage-dtypes", "the dtype the device stores each activation and KV cache in (caches bf16 with --kv-cache bf16; activations with --activations bf16, residual, router, logits and drafter f32)", storage_dtypes},
       {"select-kernels", "choose each op's kernel instances for the plan's arch (the home of fusions)", select_kernels},
       {"weight-layout", "the weights table: every weight of every function by (source, name), stacked experts, layouts", weight_layout},
       {"plan-memory", "liveness -> buffer slots with reuse; step inputs, KV caches, in-place kv_append/kv_compact aliases", plan_memory},

@@ -43,6 +43,13 @@ std::vector<int64_t> parse_buckets(const std::string& text) {
   return out;
 }
 
+// A storage dtype given as text: bf16 or f32.
+DType storage_dtype(const std::string& flag, const std::string& text) {
+  if (text == "bf16") return DType::BF16;
+  if (text == "f32") return DType::F32;
+  throw Error(flag + ": '" + text + "' is not a storage dtype (bf16 or f32)");
+}
+
 }  // namespace
 
 passes::LowerOptions lower_options(const ModelConfig& target, const PlanOutputOptions& options) {
@@ -53,13 +60,8 @@ passes::LowerOptions lower_options(const ModelConfig& target, const PlanOutputOp
     throw Error("--max-context " + std::to_string(lower.max_context) + ": at most " + std::to_string(passes::kMaxContextRows) +
                 " positions (the kernels index KV rows with 32-bit integers)");
   lower.max_tree_nodes = lower.buckets.back();
-  if (options.activations == "bf16") {
-    lower.activations = DType::BF16;
-  } else if (options.activations == "f32") {
-    lower.activations = DType::F32;
-  } else {
-    throw Error("--activations: '" + options.activations + "' is not a storage dtype (bf16 or f32)");
-  }
+  lower.activations = storage_dtype("--activations", options.activations);
+  lower.kv_cache = storage_dtype("--kv-cache", options.kv_cache);
   const std::vector<std::string> archs = split(options.archs);
   if (archs.empty()) throw Error("--arch: no GPU arch given");
   // Kernels are tuned for the first arch (heuristics/<arch>.cc) and compiled for every one.

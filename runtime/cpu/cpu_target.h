@@ -34,6 +34,10 @@ class CpuTarget final : public TargetModel {
   // Only layers whose output the plan's @target returns ("hidden.L") can be captured.
   void set_capture_layers(std::vector<int64_t> layer_ids) override;
 
+  // The last forward()'s router margins per row (Interpreter::router_margins): where one is
+  // small, a device rounding its inputs differently may route that row otherwise.
+  const std::vector<float>& router_margins() const { return step_->router_margins(); }
+
   // The plan's IR as parsed: @target and @target_commit (and the drafter's functions).
   const ir::Module& module() const { return *module_; }
 

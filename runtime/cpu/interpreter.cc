@@ -115,6 +115,7 @@ Interpreter::OpCache& Interpreter::cache(const ir::Op* op) {
 std::map<std::string, TensorPtr> Interpreter::run(const std::map<std::string, TensorPtr>& args) {
   std::unordered_map<const ir::Value*, TensorPtr> values = weights_;
   std::map<std::string, int64_t> symbols;
+  router_margins_.clear();
   // Bind symbols from dims that are one symbol alone, then check every argument's shape.
   for (const ir::Value* a : fn_.args()) {
     auto it = args.find(a->name());
@@ -414,6 +415,9 @@ std::vector<TensorPtr> Interpreter::execute(const ir::Op& op, const std::vector<
       RouterParams p{E, at.get_int("top_k"), at.get_int("n_group"), at.get_int("topk_group"),
                      at.get_bool("norm_topk_prob"), static_cast<float>(at.get_float("routed_scaling_factor"))};
       Routing r = moe_route_logits(as_matrix(logits, T, E), bias.f, p);
+      if (router_margins_.empty()) router_margins_.assign(r.margins.size(), std::numeric_limits<float>::infinity());
+      for (size_t t = 0; t < r.margins.size() && t < router_margins_.size(); ++t)
+        router_margins_[t] = std::min(router_margins_[t], r.margins[t]);
       Tensor w = Tensor::floats({T, p.top_k}), ids = Tensor::ints({T, p.top_k});
       w.f = r.weights;
       ids.i = r.experts;

@@ -35,12 +35,16 @@ class Interpreter {
   std::map<std::string, TensorPtr> run(const std::map<std::string, TensorPtr>& args);
 
   const ir::Function& function() const { return fn_; }
+  // The last run()'s router margins (Routing::margins), per row the smallest over its routers;
+  // empty when the function routes nothing.
+  const std::vector<float>& router_margins() const { return router_margins_; }
 
  private:
   struct OpCache;  // per-op constants derived from weights (dequantised packs, rope tables)
   const ir::Function& fn_;
   std::unordered_map<const ir::Value*, TensorPtr> weights_;
   std::unordered_map<const ir::Op*, std::unique_ptr<OpCache>> caches_;
+  std::vector<float> router_margins_;
   OpCache& cache(const ir::Op* op);
   std::vector<TensorPtr> execute(const ir::Op& op, const std::vector<const Tensor*>& in,
                                  const std::map<std::string, int64_t>& symbols);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "ir/support/error.h"
@@ -30,6 +31,7 @@ Routing moe_route_logits(const Matrix& router_logits, std::span<const float> bia
   const int64_t T = router_logits.rows;
   r.experts.resize(static_cast<size_t>(T * p.top_k));
   r.weights.resize(static_cast<size_t>(T * p.top_k));
+  r.margins.assign(static_cast<size_t>(T), std::numeric_limits<float>::infinity());
   std::vector<float> scores(static_cast<size_t>(E)), choice(E), group_score(p.n_group);
   for (int64_t t = 0; t < T; ++t) {
     const float* logits = router_logits.row(t);
@@ -50,6 +52,10 @@ Routing moe_route_logits(const Matrix& router_logits, std::span<const float> bia
     for (int64_t e = 0; e < E; ++e)
       if (!kept[e / per_group]) choice[e] = 0.0f;  // transformers: masked_fill(..., 0.0)
     auto chosen = top_k(choice.data(), E, p.top_k);
+    std::vector<bool> picked(static_cast<size_t>(E), false);
+    for (int64_t k = 0; k < p.top_k; ++k) picked[chosen[k]] = true;
+    for (int64_t e = 0; e < E; ++e)
+      if (!picked[e] && kept[e / per_group]) r.margins[t] = std::min(r.margins[t], choice[chosen[p.top_k - 1]] - choice[e]);
     double sum = 0.0;
     for (int64_t k = 0; k < p.top_k; ++k) sum += scores[chosen[k]];
     for (int64_t k = 0; k < p.top_k; ++k) {

@@ -27,6 +27,10 @@ struct Routing {
   int64_t top_k = 0;
   std::vector<int32_t> experts;  // [T, top_k]
   std::vector<float> weights;    // [T, top_k]
+  // [T]: the last chosen expert's selection score less the best unchosen one's (infinite when
+  // every expert is chosen): how far each row's choice is from a tie. A rounded input may flip a
+  // choice within it, a jump in the layer's output that no logit tolerance covers.
+  std::vector<float> margins;
 };
 
 // logits [T, n_experts] (x @ gate^T, fp32), bias [n_experts].

@@ -124,6 +124,7 @@ void expect_bundled_drafter_matches_the_cpu_drafter(int64_t window, DType activa
   o.buckets = {1, 8, 16};
   o.max_context = 64;
   o.activations = activations;
+  o.kv_cache = activations;  // bf16: the activations and the caches
   plan::LoweredPlan lp = passes::lower_module(*compiled.module,
                                               [&](const std::string& source, const std::string& name) {
                                                 return source == "draft" ? compiled.draft->weights().get(name).bytes

@@ -64,6 +64,7 @@ Lowered lower(const Built& b, DType activations = DType::F32) {
   const std::vector<TestWeight>& weights = b.builder->weights;
   codegen::LowerOptions o;
   o.activations = activations;
+  o.kv_cache = activations;  // bf16: the activations and the caches
   o.buckets = {b.step.tokens};
   o.max_context = b.step.past + b.step.tokens + 3;
   l.plan = codegen::lower_target(b.builder->fn(), [&](const std::string& name) {

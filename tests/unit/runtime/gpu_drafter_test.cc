@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 
 #include "kplan/kplan.h"
 #include "tests/unit/plan/sample_plan.h"
+#include "tests/unit/runtime/greedy_near_tie.h"
 #include "tests/unit/runtime/session_target.h"
 
 namespace kplan {
@@ -92,7 +94,8 @@ std::vector<std::vector<int32_t>> heldout_prompts(const PlanHandle& plan, int co
 TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
-  const fs::path file = compile_bundled("kplan_gpu_drafter", arch, "");
+  // f32 caches: the GPU's rounds are then the f32 CPU's exactly (bf16 ones: the next test).
+  const fs::path file = compile_bundled("kplan_gpu_drafter", arch, "--kv-cache f32");
   ASSERT_FALSE(file.empty());
   PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
   PlanHandle cpu(file.string(), KPLAN_DEVICE_CPU);
@@ -118,6 +121,36 @@ TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
     EXPECT_GT(automatic.stats.tree_nodes, automatic.stats.rounds) << "prompt " << p << " budget auto verified no tree";
     EXPECT_EQ(generate(gpu, prompt, KPLAN_SPEC_DDTREE, 16, 0.7).tokens, generate(cpu, prompt, KPLAN_SPEC_DDTREE, 16, 0.7).tokens)
         << "prompt " << p << " temperature 0.7";
+  }
+}
+
+// The default plan (bf16 KV caches) on the GPU: DDTree at every budget, the chain and --budget
+// auto emit the GPU's AR tokens (lossless against the GPU's own greedy decode), the drafter still
+// predicts its target (mean acceptance > 1), and the GPU's AR continuation is the f32 CPU
+// reference's up to a near-tie (greedy_near_tie.h).
+TEST(GpuDrafter, BundledPairWithBf16CachesIsLosslessOnTheGpu) {
+  const std::string arch = gpu_arch();
+  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
+  const fs::path file = compile_bundled("kplan_gpu_drafter_bf16_kv", arch, "");
+  ASSERT_FALSE(file.empty());
+  PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
+  cpu::CpuTarget reference(std::make_shared<const plan::Plan>(plan::read_plan(file.string(), {.verify_weights = false})),
+                           file.string(), 0);
+  PlanHandle cpu(file.string(), KPLAN_DEVICE_CPU);
+  const std::vector<std::vector<int32_t>> prompts = heldout_prompts(gpu, 3, 300);
+  for (int p = 0; p < static_cast<int>(prompts.size()); ++p) {
+    const std::vector<int32_t>& prompt = prompts[static_cast<size_t>(p)];
+    const Decoded ar = generate(gpu, prompt, KPLAN_SPEC_NONE, 0);
+    const std::string what = "prompt " + std::to_string(p);
+    testing_util::expect_greedy_up_to_a_near_tie(reference, prompt, ar.tokens, generate(cpu, prompt, KPLAN_SPEC_NONE, 0).tokens,
+                                                 what + " GPU AR against the CPU's");
+    for (int32_t budget : {4, 16, 63}) {
+      const Decoded g = generate(gpu, prompt, KPLAN_SPEC_DDTREE, budget);
+      EXPECT_EQ(g.tokens, ar.tokens) << what << " budget " << budget;
+      EXPECT_GT(g.stats.mean_acceptance_length, 1.0) << what << " budget " << budget;
+    }
+    EXPECT_EQ(generate(gpu, prompt, KPLAN_SPEC_DFLASH, 0).tokens, ar.tokens) << what << " chain";
+    EXPECT_EQ(generate(gpu, prompt, KPLAN_SPEC_DDTREE, KPLAN_BUDGET_AUTO).tokens, ar.tokens) << what << " budget auto";
   }
 }
 
@@ -185,7 +218,7 @@ TEST(GpuDrafter, DeviceRoundsAreTheHostRounds) {
 TEST(GpuDrafter, ContextWindowRoundsOnTheGpuAreTheCpuRounds) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
-  const fs::path file = compile_bundled("kplan_gpu_drafter_window", arch, "--draft-context-window 16");
+  const fs::path file = compile_bundled("kplan_gpu_drafter_window", arch, "--draft-context-window 16 --kv-cache f32");
   ASSERT_FALSE(file.empty());
   PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
   PlanHandle cpu(file.string(), KPLAN_DEVICE_CPU);

@@ -78,7 +78,9 @@ void expect_gpu_matches_cpu(const fs::path& plan_file, const std::vector<int32_t
   ASSERT_EQ(kplan_session_generate_greedy(cpu.session(), ids.data(), static_cast<int32_t>(ids.size()), greedy, got_cpu.data()),
             KPLAN_STATUS_OK)
       << kplan_error_last();
-  testing_util::expect_greedy_up_to_a_near_tie(cpu, ids, got_gpu, got_cpu, label);
+  cpu::CpuTarget reference(std::make_shared<const plan::Plan>(plan::read_plan(plan_file.string(), {.verify_weights = false})),
+                           plan_file.string(), 0);
+  testing_util::expect_greedy_up_to_a_near_tie(reference, ids, got_gpu, got_cpu, label);
 }
 
 class GpuSynthetic : public ::testing::Test {

@@ -1,10 +1,12 @@
 #pragma once
 // Test helper: a GPU greedy continuation against the one it should equal, up to a near-tie. A
-// plan storing activations as bf16 (kplan compile --activations bf16) rounds every stored value, so where
-// two tokens' logits are within the bf16 tolerance the GPU may pick the other one; from there
-// the continuations part. `reference` (the CPU reference over the same plan, which matches
+// plan storing values as bf16 (the KV caches by default, --activations bf16 too) rounds them, so
+// where two tokens' logits are within the bf16 tolerance the GPU may pick the other one; from
+// there the continuations part. `reference` (the CPU reference over the same plan, which matches
 // transformers to ~1e-6) scores the step where they part: the token `want` has there must lead
-// the GPU's by at most 1e-2 of the row's largest logit.
+// the GPU's by at most 1e-2 of the row's largest logit, or that step's row must route within
+// kRouterNearTie of a tie in some layer (a rounded input may choose the other expert there, and
+// the layer's output jumps: the tiny goldens' sigmoid routers, all scores near 0.5, do this).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,11 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/cpu_target.h"
 #include "runtime/step_model.h"
 
 namespace kplan::testing_util {
 
-inline void expect_greedy_up_to_a_near_tie(TargetModel& reference, const std::vector<int32_t>& prompt,
+// A gap between a chosen and an unchosen expert's selection score (sigmoid + correction bias)
+// that bf16 rounding upstream can close: bf16 KV caches flipped ones of 1.2e-3 (tiny's tree row)
+// and 2.0e-3 (tiny2's greedy step 4) in the launch emulator.
+constexpr double kRouterNearTie = 5e-3;
+
+inline void expect_greedy_up_to_a_near_tie(cpu::CpuTarget& reference, const std::vector<int32_t>& prompt,
                                            const std::vector<int32_t>& got, const std::vector<int32_t>& want,
                                            const std::string& label) {
   ASSERT_EQ(got.size(), want.size()) << label;
@@ -37,7 +45,14 @@ inline void expect_greedy_up_to_a_near_tie(TargetModel& reference, const std::ve
   std::printf("[ figures  ] %s: greedy parts at step %zu (got %d, want %d), a reference logit margin of %.3g (%.3g of "
               "the row's scale)\n",
               label.c_str(), m, got[m], want[m], margin, margin / scale);
-  EXPECT_LE(margin, 1e-2 * scale) << label << ": token " << got[m] << " at step " << m << " is not a near-tie of " << want[m];
+  const std::vector<float>& routes = reference.router_margins();
+  const double route = routes.empty() ? INFINITY : routes.back();
+  if (margin > 1e-2 * scale && route <= kRouterNearTie) {
+    std::printf("[ figures  ] %s: that step's row routes %.3g from a tie: a flipped expert, not a logit error\n", label.c_str(), route);
+    return;
+  }
+  EXPECT_LE(margin, 1e-2 * scale) << label << ": token " << got[m] << " at step " << m << " is not a near-tie of " << want[m]
+                                  << " (that step's row routes " << route << " from a tie)";
 }
 
 }  // namespace kplan::testing_util
