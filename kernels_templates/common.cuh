@@ -28,6 +28,34 @@ __device__ __forceinline__ void grid_dependency_begin() {
 }
 typedef long long i64;
 
+// Thread-block clusters (sm_90 and later): every thread of every block of the cluster arrives,
+// then waits; shared-memory writes before it are visible to the cluster's blocks after it.
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+// This block's rank in its cluster (0 without one).
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#endif
+  return r;
+}
+// A 32-bit word of block `rank`'s shared memory at the address `p` has in this block's
+// (distributed shared memory: mapa + ld.shared::cluster).
+__device__ __forceinline__ unsigned cluster_load_u32(const void* p, unsigned rank) {
+  unsigned v = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(remote) : "memory");
+#endif
+  return v;
+}
+
 // The block's dynamic shared memory (the launch's smem_bytes), 16-byte aligned. The host shim of
 // the CPU tests (tests/unit/codegen/cuda_host_shim.h) supplies its own.
 #ifndef KP_HOST_SHIM

@@ -3,7 +3,7 @@
 // Greedy token selection: out_ids[r] = argmax of logits row r (ties: the smaller index).
 //
 // Template parameters (compile-time constants, template order):
-//   V, X_DT (dtype), THREADS (tuning)
+//   V, X_DT (dtype), THREADS, CLUSTER (tuning: blocks per row, one thread-block cluster)
 // See the template's doc block for their meaning and the launch geometry (families/argmax.cc).
 #include <cstdint>
 #include <string_view>
@@ -16,7 +16,7 @@ namespace kplan::codegen::argmax {
 struct Args {
   KPLAN_PTR(logits);      // X_DT, row r at r * row_stride
   KPLAN_PTR(out_ids);     // int32 [n_rows]
-  KPLAN_I32(n_rows);      // rows (= grid.x)
+  KPLAN_I32(n_rows);      // rows (= grid.y)
   KPLAN_I32(row_stride);  // elements
 };
 

@@ -62,7 +62,12 @@ const TuningTable& sm90_tuning() {
       {"swiglu", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("I"))); }},
       {"add", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("D"))); }},
       {"copy_rows", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("COLS"))); }},
-      {"argmax", [](ParamValues& p) { set(p, "THREADS", 256); }},
+      // A vocabulary row over a cluster of 8 SMs (one SM streams 640 KiB at ~13 GB/s).
+      {"argmax", [](ParamValues& p) {
+         const bool wide = p.at("V") >= 32768;
+         set(p, "THREADS", wide ? 1024 : 256);
+         set(p, "CLUSTER", wide ? 8 : 1);
+       }},
       {"topk", [](ParamValues& p) { set(p, "THREADS", 256); }},
       // The round's control is serial work for one warp (one block per round step).
       {"round_draft_inputs", [](ParamValues& p) { set(p, "THREADS", 32 * ((p.at("BLOCK") + 31) / 32)); }},

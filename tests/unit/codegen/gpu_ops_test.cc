@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +33,7 @@
 #include "runtime/cpu/moe.h"
 #include "runtime/cpu/rope.h"
 #include "runtime/gpu/cuda_driver.h"
+#include "runtime/gpu/launch_resolve.h"
 #include "tests/unit/codegen/codegen_test_util.h"
 
 namespace kplan::codegen {
@@ -129,9 +131,7 @@ class Gpu {
                                                     : static_cast<void*>(const_cast<float*>(&arg.f)));
     }
     const LaunchDims d = launch_dims(k, rows, batch);
-    gpu::cuda_check(cu_, cu_.cuLaunchKernel(function(k, d.smem_bytes), d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1],
-                                            d.block[2], d.smem_bytes, nullptr, params.data(), nullptr),
-                    "launch " + k.id);
+    gpu::cuda_check(cu_, launch_raw(function(k, d.smem_bytes), d.grid, d.block, d.smem_bytes, d.cluster, params), "launch " + k.id);
     if (sync_each_) sync();
   }
 
@@ -208,9 +208,7 @@ class Gpu {
     gpu::cuda_check(cu_, cu_.cuEventCreate(&e1, 0), "cuEventCreate");
     gpu::cuda_check(cu_, cu_.cuEventRecord(e0, nullptr), "cuEventRecord");
     for (int r = 0; r < reps; ++r)
-      gpu::cuda_check(cu_, cu_.cuLaunchKernel(function(k, d.smem_bytes), d.grid[0], d.grid[1], d.grid[2], d.block[0], d.block[1], d.block[2],
-                                              d.smem_bytes, nullptr, params.data(), nullptr),
-                      "launch " + k.id);
+      gpu::cuda_check(cu_, launch_raw(function(k, d.smem_bytes), d.grid, d.block, d.smem_bytes, d.cluster, params), "launch " + k.id);
     gpu::cuda_check(cu_, cu_.cuEventRecord(e1, nullptr), "cuEventRecord");
     gpu::cuda_check(cu_, cu_.cuEventSynchronize(e1), "cuEventSynchronize");
     float ms = 0;
@@ -235,13 +233,23 @@ class Gpu {
       }
       params.push_back(&storage[a]);
     }
-    gpu::cuda_check(cu_, cu_.cuLaunchKernel(function(k, l.smem_bytes), l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
-                                            l.smem_bytes, nullptr, params.data(), nullptr),
-                    "launch " + k.id);
+    gpu::cuda_check(cu_, launch_raw(function(k, l.smem_bytes), l.grid, l.block, l.smem_bytes, l.cluster, params), "launch " + k.id);
     sync();
   }
 
  private:
+  // As the runtime launches (cuLaunchKernelEx with the cluster attribute when there is one).
+  CUresult launch_raw(CUfunction fn, const std::array<uint32_t, 3>& grid, const std::array<uint32_t, 3>& block, uint32_t smem,
+                 const std::array<uint32_t, 3>& cluster, std::vector<void*>& params) {
+    gpu::ResolvedLaunch l;
+    l.grid = grid;
+    l.block = block;
+    l.cluster = cluster;
+    l.smem_bytes = smem;
+    l.params = params;
+    return gpu::launch_resolved(cu_, fn, l, nullptr);
+  }
+
   explicit Gpu(const CudaDriver& cu) : cu_(cu) {
     CUdevice dev;
     gpu::cuda_check(cu_, cu_.cuDeviceGet(&dev, 0), "cuDeviceGet");
@@ -1200,6 +1208,27 @@ TEST(GpuOps, ArgmaxAndTopkLogProbs) {
   DevBuf d_bad = gpu->upload(logits);
   gpu->launch(argmax_kernel(V, F32), rows, {Gpu::ptr(d_bad), Gpu::ptr(d_am), Gpu::i32(rows), Gpu::i32(V)});
   EXPECT_EQ(gpu->download<int32_t>(d_am, rows), (std::vector<int32_t>{-1, 10, -1}));
+}
+
+// A K2.6 vocabulary row (163840 logits) is dealt over a cluster of 8 blocks: the largest logit
+// in any block's stripes wins, a tie across blocks goes to the lower index, a NaN in any
+// block's part marks the row -1, and rows of a step are independent clusters.
+TEST(GpuOps, ArgmaxAcrossAClusterAtK26Vocab) {
+  REQUIRE_GPU();
+  const int64_t V = 163840, rows = 4;
+  const KernelSource k = argmax_kernel(V, F32);
+  EXPECT_EQ(kernel_param(k, "CLUSTER"), 8) << k.id;
+  std::vector<float> logits = random_values(rows * V, 41, 5.f);
+  logits[0 * V + 163839] = 9.f;                            // the last logit, in the last block's stripe
+  logits[1 * V + 1030] = logits[1 * V + 150001] = 9.f;     // a tie across blocks: 1030 wins
+  logits[2 * V + 5] = 9.f;                                 // block 0's own stripe
+  logits[3 * V + 1024 * 3 + 17] = 9.f;                     // block 3's stripe...
+  logits[3 * V + 99999] = std::nanf("");                   // ...but a NaN elsewhere marks the row
+  DevBuf d_l = gpu->upload(logits), d_am = gpu->alloc(rows * 4);
+  gpu->launch(k, rows, {Gpu::ptr(d_l), Gpu::ptr(d_am), Gpu::i32(rows), Gpu::i32(V)});
+  EXPECT_EQ(gpu->download<int32_t>(d_am, rows), (std::vector<int32_t>{163839, 1030, 5, -1}));
+  const float us = gpu->time_us([&] { gpu->launch(k, 1, {Gpu::ptr(d_l), Gpu::ptr(d_am), Gpu::i32(1), Gpu::i32(V)}); });
+  std::printf("[ figures  ] argmax of one 163840-logit row over a cluster of 8: %.1f us (%.0f GB/s)\n", us, V * 4 / (us * 1e3));
 }
 
 // The radix-select topk at the drafter's sizes: K up to 127 of a 4352-token row, rows of random
