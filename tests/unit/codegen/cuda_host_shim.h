@@ -32,6 +32,7 @@ struct uint2 {
 struct uint4 {
   unsigned x, y, z, w;
 };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 struct float4 {
   float x, y, z, w;
 };
