@@ -38,11 +38,13 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
   }
   if (p.at("W_LAYOUT") != 0) {
     // [K, N] (the absorbed W_UK: 64 heads of [128, 512] at K2.6, 8 MiB a step): a column stream,
-    // 16 columns a lane (a warp covers N = 512 in two 512-byte runs per k row), K split over 8
+    // 8 columns a lane (a warp covers 256 columns in one 512-byte run per k row), K split over 8
     // warps while each keeps 4 rows of loads in flight (16 k rows a warp at K = 128), 2 tokens a
-    // tile (the slices' partial sums: 32 KiB of shared memory).
-    const int64_t n = p.at("N"), k = p.at("K");
-    set("RPW", n >= 512 ? 2 : 1);
+    // tile (the slices' partial sums: 16 KiB of shared memory). 16 columns a lane (RPW 2) gave
+    // K2.6's 64 heads one block each, 64 blocks for 132 SMs: 18.6 us a step, 11% of the floor
+    // (bench/RESULTS.md 2026-12-02 ~16:00); 8 a lane gives each head two.
+    const int64_t k = p.at("K");
+    set("RPW", 1);
     set("UNROLL", 4);
     int64_t ksplit = 1;
     while (ksplit < 8 && k / (2 * ksplit) >= 4 * 4) ksplit *= 2;

@@ -78,7 +78,7 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   EXPECT_EQ(tiling(7168, 2112, "sm_90"), (std::vector<int64_t>{4, 1, 2, 8}));    // q_a + kv_a
   EXPECT_EQ(tiling(7168, 2112, "sm_120"), (std::vector<int64_t>{4, 1, 4, 8}));   // 188 SMs: more split
   EXPECT_EQ(tiling(64, 32, "sm_90"), (std::vector<int64_t>{4, 1, 1, 8}));        // too short to split
-  EXPECT_EQ(tiling(128, 512, "sm_90", true), (std::vector<int64_t>{8, 2, 8, 4}));  // W_UK, [K, N]: K over 8 warps
+  EXPECT_EQ(tiling(128, 512, "sm_90", true), (std::vector<int64_t>{8, 1, 8, 4}));  // W_UK, [K, N]: K over 8 warps, 8 columns a lane
   EXPECT_EQ(tiling(16, 32, "sm_90", true), (std::vector<int64_t>{4, 1, 1, 4}));    // too short to split
   // The tensor-core instances (steps of 16+ tokens): 16 rows a warp, K split for narrow N.
   auto mma = [](int64_t k, int64_t n, int64_t tokens, std::string_view arch) {
