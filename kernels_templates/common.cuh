@@ -35,14 +35,6 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 #endif
 }
-// This block's rank in its cluster (0 without one).
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-#endif
-  return r;
-}
 // A 32-bit word of block `rank`'s shared memory at the address `p` has in this block's
 // (distributed shared memory: mapa + ld.shared::cluster).
 __device__ __forceinline__ unsigned cluster_load_u32(const void* p, unsigned rank) {
@@ -103,9 +95,8 @@ __device__ __forceinline__ const void* offset(const void* p, i64 elements) {
   return static_cast<const char*>(p) + elements * (DT == F32 ? 4 : 2);
 }
 
-// Eight consecutive bf16 values from one 16-byte load (p must be 16-byte aligned).
-__device__ __forceinline__ void load8_bf16(const void* p, float out[8]) {
-  const uint4 v = *static_cast<const uint4*>(p);
+// The eight bf16 values of a 16-byte word, as f32 (element 0 in the low half of v.x).
+__device__ __forceinline__ void unpack8_bf16(const uint4 v, float out[8]) {
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -113,6 +104,9 @@ __device__ __forceinline__ void load8_bf16(const void* p, float out[8]) {
     out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
 }
+
+// Eight consecutive bf16 values from one 16-byte load (p must be 16-byte aligned).
+__device__ __forceinline__ void load8_bf16(const void* p, float out[8]) { unpack8_bf16(*static_cast<const uint4*>(p), out); }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

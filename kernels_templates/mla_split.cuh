@@ -81,16 +81,13 @@ __device__ __forceinline__ void stage_cache_tile(const void* kv_cache, int base,
       const int e = static_cast<int>(threadIdx.x) + it * THREADS;
       if (e >= TOTAL) continue;
       float* dst = tile + e * VEC;  // row k = e / PER_ROW starts at k * D = k * PER_ROW * VEC
-      const unsigned w[4] = {raw[it].x, raw[it].y, raw[it].z, raw[it].w};
       if constexpr (KV_DT == BF16) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          dst[2 * i] = __uint_as_float(w[i] << 16);
-          dst[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-        }
+        unpack8_bf16(raw[it], dst);
       } else {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) dst[i] = __uint_as_float(w[i]);
+        dst[0] = __uint_as_float(raw[it].x);
+        dst[1] = __uint_as_float(raw[it].y);
+        dst[2] = __uint_as_float(raw[it].z);
+        dst[3] = __uint_as_float(raw[it].w);
       }
     }
   } else {

@@ -29,16 +29,6 @@ __device__ __forceinline__ uint4 zero_uint4() {
   return v;
 }
 
-// The eight bf16 values of a 16-byte word, as f32 (element 0 in the low half of v.x).
-__device__ __forceinline__ void unpack8_bf16(const uint4 v, float out[8]) {
-  const unsigned w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(w[i] << 16);
-    out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
 // Activations x[i .. i + 8) as f32: VEC, 16-byte loads (x + i 16-byte aligned), else one by one.
 template <int X_DT, bool VEC>
 __device__ __forceinline__ void load8_x(const void* x, i64 i, float out[8]) {

@@ -23,9 +23,9 @@
 // they alias (the residual stream's: f32), and a commit's caches are @target's. (A cache kept f32 is one a function
 // returns as its logits: the backend-ops table's kv rows.)
 #include <map>
-#include <utility>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "compiler/passes/lower_state.h"
 #include "compiler/passes/lowering_views.h"

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -30,15 +29,6 @@ namespace {
 
 using testing_util::EmulatedTarget;
 using testing_util::TempDir;
-
-double row_error(const float* got, const std::vector<float>& want) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
 
 class LowerEmulatedGolden : public ::testing::TestWithParam<std::string> {};
 
@@ -74,7 +64,8 @@ TEST_P(LowerEmulatedGolden, DefaultStorageMatchesTransformers) {
     const int64_t vocab = static_cast<int64_t>(logits.size()) / static_cast<int64_t>(ids.size());
     for (size_t k = 0; k < prompt["logits_positions"].size(); ++k) {
       const int64_t pos = prompt["logits_positions"][k].get<int64_t>();
-      const double err = row_error(logits.data() + pos * vocab, prompt["logits"][k].get<std::vector<float>>());
+      const double err = testing_util::relative_error(
+          std::vector<float>(logits.begin() + pos * vocab, logits.begin() + (pos + 1) * vocab), prompt["logits"][k].get<std::vector<float>>());
       std::printf("[ figures  ] %s prompt of %zu, position %lld: rel error vs HF %.3g\n", name.c_str(), ids.size(),
                   static_cast<long long>(pos), err);
       EXPECT_LE(err, 1e-2) << name << " prompt of " << ids.size() << ", position " << pos;
