@@ -28,6 +28,15 @@ __device__ __forceinline__ void grid_dependency_begin() {
 }
 typedef long long i64;
 
+// Asks L2 for [p, p + bytes) without waiting (cp.async.bulk.prefetch.L2, sm_90 and later: a hint
+// that holds no registers and completes on its own). p 16-byte aligned, bytes a multiple of 16;
+// a no-op before sm_90.
+__device__ __forceinline__ void l2_prefetch_bulk(const void* p, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
 // Thread-block clusters (sm_90 and later): every thread of every block of the cluster arrives,
 // then waits; shared-memory writes before it are visible to the cluster's blocks after it.
 __device__ __forceinline__ void cluster_sync() {

@@ -1,7 +1,7 @@
 #pragma once
 // Dense matmul with bf16 weights, f32 accumulation, for the small token counts of decode and
 // tree verify (and prefill chunks, by tiling tokens):
-//   y[b, t, n] = (ACC ? y[b, t, n] : 0) + sum_k x[b, t, k] * W[b](n, k)
+//   y[b, t, n] = (ACC ? residual[b, t, n] : 0) + sum_k x[b, t, k] * W[b](n, k)
 // W_LAYOUT 0: W[b] is bf16 [N, K] row-major (nn.Linear's weight): the bandwidth path below.
 // W_LAYOUT 1: W[b] is bf16 [K, N] row-major (e.g. absorbed MLA W_UK per head): a column stream.
 // Batches (heads of OPS head_matmul) sit w_batch_stride elements apart in W; with W_LAYOUT 1 a
@@ -44,7 +44,7 @@
 //   X_DT      element type of x (kp::F32 / kp::BF16)
 //   Y_DT      element type of y
 //   W_LAYOUT  0 = [N, K], 1 = [K, N]
-//   ACC       1: add into y (fused residual add); 0: overwrite y
+//   ACC       1: add residual (a fused residual add: compiler/passes/epilogue_adds.h); 0: overwrite y
 //   WARPS     warps per block
 //   TOK_TILE  tokens handled per block (each weight load is reused TOK_TILE times)
 //   RPW       W_LAYOUT 0: rows per warp (each x load reused RPW times); 1: chunks of 8 columns per lane
@@ -52,6 +52,8 @@
 //   UNROLL    W_LAYOUT 0: 16-byte weight loads in flight per lane and row; 1: k rows in flight per lane
 //   MMA       W_LAYOUT 0: 1 = tensor cores (RPW a multiple of 8, TOK_TILE of 16 .. 64, K % 8 == 0),
 //             0 = CUDA cores; 0 for W_LAYOUT 1
+//   PREFETCH  KiB of its weights a block asks L2 for before it waits on the kernel before it
+//             (kp::matmul_prefetch, the family's prologue); 0: none
 // Launch (compiler/codegen/families/matmul.cc):
 //   W_LAYOUT 0: grid (ceil(n_tokens / TOK_TILE), ceil(N / (RPW * WARPS / KSPLIT)), batch), block (32 * WARPS)
 //   W_LAYOUT 1: grid (ceil(n_tokens / TOK_TILE), ceil(N / (256 * RPW * WARPS / KSPLIT)), batch), block (32 * WARPS)
@@ -59,6 +61,8 @@
 //   x               X_DT; element (b, t, k) at b * x_batch_stride + t * x_row_stride + k
 //   w               bf16, batch b at b * w_batch_stride
 //   y               Y_DT; element (b, t, n) at b * y_batch_stride + t * y_row_stride + n
+//   residual        Y_DT in y's layout, read by ACC 1 (may be y: each element is read, then
+//                   written, by one thread); unread by ACC 0
 //   n_tokens        tokens (rows of x) in this step
 //   x_row_stride, x_batch_stride, y_row_stride, y_batch_stride, w_batch_stride   in elements
 #include "weight_dot.cuh"
@@ -206,8 +210,40 @@ __device__ __forceinline__ void matmul_rows_mma(const unsigned short* wb, int n0
   }
 }
 
-template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int MMA>
-__device__ void matmul(const void* x, const void* w, void* y, int n_tokens, int x_row_stride,
+// The prologue (run before kp::grid_dependency_begin): weights are the plan's constants, so while
+// the kernel before this one still runs (programmatic dependent launch) the first token tile's
+// block asks L2 for up to PREFETCH KiB of the weights it will stream, HBM working through the
+// predecessor's short launches (norms, rope, attention) instead of idling. W_LAYOUT 0: the block's
+// rows, contiguous; 1: the batch's [K, N], asked for by its first column block. Lane l of warp 0
+// issues the 4 KiB pieces l, l + 32, ...
+template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int MMA,
+          int PREFETCH>
+__device__ void matmul_prefetch(const void*, const void* w, void*, const void*, int, int, int, int, int, int w_batch_stride) {
+  if constexpr (PREFETCH > 0) {
+    if (blockIdx.x != 0 || threadIdx.x >= 32) return;
+    const unsigned short* wb = static_cast<const unsigned short*>(w) + static_cast<i64>(blockIdx.z) * w_batch_stride;
+    if ((reinterpret_cast<unsigned long long>(wb) & 15u) != 0) return;
+    i64 first, count;  // elements
+    if constexpr (W_LAYOUT == 0) {
+      constexpr int ROWS = RPW * (WARPS / KSPLIT);
+      const int n0 = blockIdx.y * ROWS;
+      first = static_cast<i64>(n0) * K;
+      count = static_cast<i64>(min(ROWS, N - n0)) * K;
+    } else {
+      if (blockIdx.y != 0) return;
+      first = 0;
+      count = static_cast<i64>(K) * N;
+    }
+    const i64 bytes = min(static_cast<i64>(PREFETCH) * 1024, 2 * count) & ~static_cast<i64>(15);
+    const char* base = reinterpret_cast<const char*>(wb + first);
+    for (i64 off = static_cast<i64>(threadIdx.x) * 4096; off < bytes; off += 32 * 4096)
+      l2_prefetch_bulk(base + off, static_cast<unsigned>(min(static_cast<i64>(4096), bytes - off)));
+  }
+}
+
+template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int MMA,
+          int PREFETCH>
+__device__ void matmul(const void* x, const void* w, void* y, const void* residual, int n_tokens, int x_row_stride,
                        int x_batch_stride, int y_row_stride, int y_batch_stride, int w_batch_stride) {
   static_assert(WARPS % KSPLIT == 0, "KSPLIT must divide WARPS");
   static_assert(W_LAYOUT == 0 || MMA == 0, "W_LAYOUT 1 streams on the CUDA cores");
@@ -292,7 +328,7 @@ __device__ void matmul(const void* x, const void* w, void* y, int n_tokens, int 
 #pragma unroll
         for (int q = 0; q < KSPLIT; ++q) s += partial[g * KSPLIT + q][r * TOK_TILE + t];
         const i64 o = yb + static_cast<i64>(t) * y_row_stride + n;
-        store<Y_DT>(y, o, ACC ? load<Y_DT>(y, o) + s : s);
+        store<Y_DT>(y, o, ACC ? load<Y_DT>(residual, o) + s : s);
       }
     }
   } else {
@@ -357,7 +393,7 @@ __device__ void matmul(const void* x, const void* w, void* y, int n_tokens, int 
 #pragma unroll
             for (int q = 0; q < KSPLIT; ++q) sum += colpart[g * KSPLIT + q][j * TOK_TILE + t];
             const i64 o = yb + static_cast<i64>(t) * y_row_stride + n;
-            store<Y_DT>(y, o, ACC ? load<Y_DT>(y, o) + sum : sum);
+            store<Y_DT>(y, o, ACC ? load<Y_DT>(residual, o) + sum : sum);
           }
         }
       } else {
@@ -370,7 +406,7 @@ __device__ void matmul(const void* x, const void* w, void* y, int n_tokens, int 
             for (int t = 0; t < TOK_TILE; ++t) {
               if (t < nt && n < N) {
                 const i64 o = yb + static_cast<i64>(t) * y_row_stride + n;
-                store<Y_DT>(y, o, ACC ? load<Y_DT>(y, o) + acc[8 * c + e][t] : acc[8 * c + e][t]);
+                store<Y_DT>(y, o, ACC ? load<Y_DT>(residual, o) + acc[8 * c + e][t] : acc[8 * c + e][t]);
               }
             }
           }
@@ -392,7 +428,7 @@ __device__ void matmul(const void* x, const void* w, void* y, int n_tokens, int 
         for (int r = 0; r < TOK_TILE; ++r) {
           if (r < nt) {
             const i64 o = yb + static_cast<i64>(r) * y_row_stride + n;
-            store<Y_DT>(y, o, ACC ? load<Y_DT>(y, o) + acc[r] : acc[r]);
+            store<Y_DT>(y, o, ACC ? load<Y_DT>(residual, o) + acc[r] : acc[r]);
           }
         }
       }

@@ -5,7 +5,7 @@
 //
 // moe_grouped_gate_up:  h[p, i] = silu(x[t] . Wg[e](i, :)) * (x[t] . Wu[e](i, :))
 // moe_grouped_down:     partial[p, j] = topk_weights[p] * (h[p] . Wd[e](j, :))
-// moe_combine:          out[t, j] = (ACC ? out[t, j] : 0) + sum_k partial[t * TOPK + k, j]  (k in order)
+// moe_combine:          out[t, j] = (ACC ? residual[t, j] : 0) + sum_k partial[t * TOPK + k, j]  (k in order)
 //   where p = t * TOPK + k is a (token, k) pair and e = clamp(topk_ids[p], 0, E - 1) its expert.
 //
 // Grouping. Block (x, slot) of the two expert kernels serves the slot-th distinct expert id
@@ -83,7 +83,8 @@
 //            w_gate_scale, w_up, w_up_scale, h (f32 [n_tokens * TOPK, I]), n_tokens, x_row_stride.
 //   down:    h, topk_ids, topk_weights (f32 [n_tokens, TOPK]), w_down, w_down_scale,
 //            partial (f32 [n_tokens * TOPK, H]), n_tokens.
-//   combine: partial, out (Y_DT, row t at t * out_row_stride), n_tokens, out_row_stride.
+//   combine: partial, out (Y_DT, row t at t * out_row_stride), residual (Y_DT in out's layout,
+//            read by ACC 1, may be out), n_tokens, out_row_stride.
 // Expert weights are stacked per projection, experts contiguous:
 //   W_FMT 0 (bf16):  Wg, Wu [E, I, H];  Wd [E, H, I]; the *_scale arguments are not read
 //   W_FMT 1 (INT4, compressed-tensors pack-quantized, group 32, ir/support/int4.h):
@@ -93,7 +94,7 @@
 // Expert ids are clamped to [0, E) (graph warm-up safety).
 //
 // Template parameters: H (hidden), I (moe_intermediate_size), E (routed experts), TOPK, W_FMT
-// (0 bf16, 1 INT4), X_DT / Y_DT activation element types, ACC (combine: add into out), and the
+// (0 bf16, 1 INT4), X_DT / Y_DT activation element types, ACC (combine: add residual), and the
 // tuning WARPS, ROWS (rows per warp; MMA 1: gate/up 8 or 16, down 16 or 32), NT (pairs per
 // chunk: 1..8; MMA 1: 1..16), PF (1: the next (tile, column chunk)'s weights are loaded before
 // this one's math), BLOCKS (the grid's target size; read by the launch geometry only), MMA
@@ -937,7 +938,7 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
 }
 
 template <int H, int TOPK, int Y_DT, int ACC, int THREADS>
-__device__ void moe_combine(const void* partial, void* out, int n_tokens, int out_row_stride) {
+__device__ void moe_combine(const void* partial, void* out, const void* residual, int n_tokens, int out_row_stride) {
   const int j = blockIdx.x * THREADS + threadIdx.x;
   const int t = blockIdx.y;
   if (j >= H || t >= n_tokens) return;
@@ -946,7 +947,7 @@ __device__ void moe_combine(const void* partial, void* out, int n_tokens, int ou
 #pragma unroll
   for (int k = 0; k < TOPK; ++k) total += p[static_cast<i64>(k) * H];
   const i64 o = static_cast<i64>(t) * out_row_stride + j;
-  store<Y_DT>(out, o, ACC ? load<Y_DT>(out, o) + total : total);
+  store<Y_DT>(out, o, ACC ? load<Y_DT>(residual, o) + total : total);
 }
 
 }  // namespace kp

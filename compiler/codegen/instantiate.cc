@@ -83,9 +83,16 @@ KernelSource instantiate(const Family& family, const ParamValues& given, std::st
   for (size_t i = 0; i < family.signature.size(); ++i) {
     src << (i ? ", " : "") << c_type(family.signature[i].kind) << " " << family.signature[i].name;
   }
-  src << ") {\n  kp::grid_dependency_begin();\n  " << family.function << "<" << template_args << ">(";
-  for (size_t i = 0; i < family.signature.size(); ++i) src << (i ? ", " : "") << family.signature[i].name;
-  src << ");\n}\n";
+  src << ") {\n";
+  auto call = [&](const std::string& function) {
+    src << "  " << function << "<" << template_args << ">(";
+    for (size_t i = 0; i < family.signature.size(); ++i) src << (i ? ", " : "") << family.signature[i].name;
+    src << ");\n";
+  };
+  if (!family.prologue.empty()) call(family.prologue);
+  src << "  kp::grid_dependency_begin();\n";
+  call(family.function);
+  src << "}\n";
   k.source = src.str();
   return k;
 }

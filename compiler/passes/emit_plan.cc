@@ -113,6 +113,8 @@ class Emitter {
       ctx.arch = s_.options.arch;
       ctx.views = &views;
       ctx.selected = &recorded->second;
+      auto fused = s_.epilogue.producers.find(&op);
+      if (fused != s_.epilogue.producers.end()) ctx.epilogue = &fused->second;
       ctx.ptr = [&](const View& v) { return ptr(v); };
       ctx.scratch = [&](const ir::Op& o) { return LaunchArg::buffer(s_.scratch.at(&o)); };
       lower_op(op, ctx);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "compiler/codegen/kernel_instance.h"
+#include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowered_plan.h"
 #include "ir/ir.h"
 
@@ -63,8 +64,10 @@ struct LowerState {
   // the in-place kv results take their source's); stored_dtype() reads it.
   std::map<const ir::Value*, DType> stored_dtypes;
 
-  // select-kernels: the kernel instances each op runs, in launch order (moe experts: two).
+  // select-kernels: the kernel instances each op runs, in launch order (moe experts: three), and
+  // the residual adds done in a producer's epilogue (epilogue_adds.h; the adds have no kernels).
   std::map<const ir::Op*, std::vector<codegen::KernelSource>> kernels;
+  EpilogueFusions epilogue;
 
   // weight-layout: every weight any function names, by (source, name), with its layout.
   std::vector<plan::Weight> weights;

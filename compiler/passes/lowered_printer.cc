@@ -49,6 +49,11 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
     for (const codegen::KernelSource& src : k->second) ids += (ids.empty() ? "" : ", ") + ("\"" + src.id + "\"");
     add("kernels = [" + ids + "]");
   }
+  auto producer = s.epilogue.producers.find(&op);
+  if (producer != s.epilogue.producers.end())
+    add("epilogue = " + ir::value_ref(fn, producer->second.out) + " = " + ir::value_ref(fn, producer->second.residual) + " + this");
+  auto fused = s.epilogue.fused_adds.find(&op);
+  if (fused != s.epilogue.fused_adds.end()) add("fused = the epilogue of " + ir::value_ref(fn, fused->second->result()));
   if (op.kind() == ir::OpKind::Weight || op.kind() == ir::OpKind::WeightStack) {
     const std::string source = op.attrs().has("ckpt") ? op.attrs().get_string("ckpt") : "target";
     auto w = s.weight_index.find({source, op.attrs().get_string("name")});
@@ -66,6 +71,10 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
     auto alias = s.aliases.find(op.result(r));
     if (alias != s.aliases.end()) {
       add("in_place = " + ir::value_ref(fn, alias->second));
+      continue;
+    }
+    if (s.epilogue.unstored.count(op.result(r))) {
+      add((op.num_results() > 1 ? "result " + std::to_string(r) + " " : std::string()) + "unstored");
       continue;
     }
     auto st = s.storage.find(op.result(r));

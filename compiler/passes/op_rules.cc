@@ -69,17 +69,18 @@ LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 // tensor cores (4, for 4096+ rows where the arch measured it: tiles of 16 tokens, 32 rows a warp,
 // heuristics' matmul_wide_long_steps). All are chosen once, at select-kernels; each bucket picks
 // by its token count.
-KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t) {
+// `acc`: the epilogue adds a residual (ACC 1).
+KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t, bool acc = false) {
   const int64_t mma_min = k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0;
-  const KernelSource one = instance(ctx, 0, [&] { return matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch, 0, 1); });
-  const KernelSource two = instance(ctx, 1, [&] { return matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch, 0, 2); });
-  const KernelSource eight = instance(ctx, 2, [&] { return matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch); });
+  const KernelSource one = instance(ctx, 0, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 0, 1); });
+  const KernelSource two = instance(ctx, 1, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 0, 2); });
+  const KernelSource eight = instance(ctx, 2, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch); });
   const KernelSource cuda_cores = rows <= 1 ? one : rows <= 8 ? two : eight;
   if (mma_min <= 0) return cuda_cores;
-  const KernelSource mma16 = instance(ctx, 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch, 16); });
+  const KernelSource mma16 = instance(ctx, 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 16); });
   const KernelSource mma64 = instance(ctx, 4, [&] {
-    return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch, 16, 0, 32)
-                                               : matmul_kernel(k, n, x_t, y_t, false, false, ctx.arch, 64);
+    return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 16, 0, 32)
+                                               : matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 64);
   });
   return rows < std::max<int64_t>(mma_min, 16) ? cuda_cores : rows < 64 ? mma16 : mma64;
 }
@@ -208,9 +209,12 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const View& w = bf16_weight(ctx, op, op.operand(1));
       if (!is_contiguous(w) || w.shape.size() != 2 || w.shape[1] != x.width) throw Error("codegen: matmul weight layout (" + ctx.where(op) + ")");
       const int64_t n = w.shape[0];
-      const KernelSource k = dense_matmul_instance(ctx, x.width, n, x.rows, elem(operand(0)), elem(result()));
+      // With an epilogue add the kernel writes the add's result: residual + x W^T.
+      const View& y = ctx.epilogue ? ctx.view(ctx.epilogue->out) : result();
+      const View& residual = ctx.epilogue ? ctx.view(ctx.epilogue->residual) : y;
+      const KernelSource k = dense_matmul_instance(ctx, x.width, n, x.rows, elem(operand(0)), elem(y), ctx.epilogue != nullptr);
       launch(ctx, k, x.rows,
-             matmul::Args{.x = P(operand(0)), .w = P(w), .y = P(result()), .n_tokens = x.rows, .x_row_stride = x.stride,
+             matmul::Args{.x = P(operand(0)), .w = P(w), .y = P(y), .residual = P(residual), .n_tokens = x.rows, .x_row_stride = x.stride,
                           .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0});
       return;
     }
@@ -240,7 +244,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const KernelSource k = kn ? instance(ctx, 0, [&] { return matmul_kernel(kdim, n, elem(x), elem(result()), kn, false, arch); })
                                 : dense_matmul_instance(ctx, kdim, n, x.shape[0], elem(x), elem(result()));
       launch(ctx, k, x.shape[0],
-             matmul::Args{.x = P(x), .w = P(w), .y = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
+             matmul::Args{.x = P(x), .w = P(w), .y = P(result()), .residual = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
                           .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n, .w_batch_stride = w.strides[0]},
              heads);
       return;
@@ -412,17 +416,30 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const LaunchArg h = ctx.scratch(op);
       LaunchArg partial = h;
       partial.offset += 4 * static_cast<uint64_t>(x.rows * top_k * inter);
-      const KernelSource k0 = instance(ctx, 0, [&] { return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch); });
+      // Instances 0 and 1 serve the small steps; 3 and 4 (INT4, from heuristics'
+      // moe_wide_min_tokens on) the many-token tuning: each bucket picks by its token count.
+      KernelSource k0 = instance(ctx, 0, [&] { return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch); });
+      KernelSource k1 = instance(ctx, 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch); });
+      // With an epilogue add the combine writes the add's result: residual + the routed sum.
+      const View& out = ctx.epilogue ? ctx.view(ctx.epilogue->out) : result();
+      const View& residual = ctx.epilogue ? ctx.view(ctx.epilogue->residual) : out;
+      const KernelSource k2 = instance(ctx, 2, [&] { return moe_combine_kernel(x.width, top_k, elem(out), ctx.epilogue != nullptr, arch); });
+      const int64_t wide_min = int4 ? moe_wide_min_tokens(arch) : 0;
+      if (wide_min > 0 && ctx.tokens >= wide_min) {
+        const KernelSource w0 = instance(ctx, 3, [&] {
+          return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, moe_wide_tuning(arch, false));
+        });
+        const KernelSource w1 = instance(ctx, 4, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch, moe_wide_tuning(arch, true)); });
+        if (x.rows >= wide_min) k0 = w0, k1 = w1;
+      }
       launch(ctx, k0, x.rows,
              moe_grouped_gate_up::Args{.x = P(operand(0)), .topk_ids = P(ids), .w_gate = P(gate), .w_gate_scale = P(gate_s), .w_up = P(up),
                                        .w_up_scale = P(up_s), .h = h, .n_tokens = x.rows, .x_row_stride = x.stride});
-      const KernelSource k1 = instance(ctx, 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch); });
       launch(ctx, k1, x.rows,
              moe_grouped_down::Args{.h = h, .topk_ids = P(ids), .topk_weights = P(w), .w_down = P(down), .w_down_scale = P(down_s),
                                     .partial = partial, .n_tokens = x.rows});
-      const KernelSource k2 = instance(ctx, 2, [&] { return moe_combine_kernel(x.width, top_k, elem(result()), false, arch); });
       launch(ctx, k2, x.rows,
-             moe_combine::Args{.partial = partial, .out = P(result()), .n_tokens = x.rows, .out_row_stride = x.width});
+             moe_combine::Args{.partial = partial, .out = P(out), .residual = P(residual), .n_tokens = x.rows, .out_row_stride = x.width});
       return;
     }
     case OpKind::Argmax: {

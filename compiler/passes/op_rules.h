@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/codegen/families/family.h"
+#include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowering_views.h"
 #include "schemas/plan_model.h"
 
@@ -34,6 +35,8 @@ struct RuleContext {
   // the instances the rule makes are appended to `chosen`.
   const std::vector<codegen::KernelSource>* selected = nullptr;
   std::vector<codegen::KernelSource> chosen;
+  // Set: the op's kernel also does this residual add in its epilogue (matmul, moe experts).
+  const EpilogueAdd* epilogue = nullptr;
   // Pointer arguments for a view / for the op's scratch buffer.
   std::function<plan::LaunchArg(const View&)> ptr;
   std::function<plan::LaunchArg(const ir::Op&)> scratch;

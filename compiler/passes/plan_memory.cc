@@ -6,7 +6,9 @@
 // scratch slot (best fit) once the last reader of its previous value has run; outputs keep
 // their own slots. kv_append / kv_compact update their cache in place: their results are
 // recorded as aliases of the cache operand, and verify_memory checks that every alias updates a
-// persistent cache. Offsets in the arena are assigned by the plan assembler (assign_arena_offsets).
+// persistent cache. A residual add done in its producer's epilogue (select-kernels' fusions)
+// has its result placed at the producer; the values only it read are never stored. Offsets in
+// the arena are assigned by the plan assembler (assign_arena_offsets).
 #include <algorithm>
 #include <set>
 #include <tuple>
@@ -141,13 +143,17 @@ class MemoryPlanner {
       }
       const uint64_t scratch = scratch_bytes(op, s_.max_tokens, s_.options.max_context, s_.options.arch);
       if (scratch) s_.scratch[&op] = slot_for(scratch, false);
-      if (owns_result_storage(fn, op)) {
-        for (size_t r = 0; r < op.num_results(); ++r) {
-          const Value* v = op.result(r);
-          const uint64_t bytes = dtype_size(stored_dtype(s_, v)) * product(eval_shape(v->type(), s_.max_tokens));
-          s_.storage[v] = {Storage::Kind::Slot, slot_for(bytes, kept.count(v) > 0)};
-        }
-      }
+      auto place = [&](const Value* v) {
+        if (s_.epilogue.unstored.count(v) || s_.storage.count(v)) return;  // never written / placed by its producer
+        const uint64_t bytes = dtype_size(stored_dtype(s_, v)) * product(eval_shape(v->type(), s_.max_tokens));
+        s_.storage[v] = {Storage::Kind::Slot, slot_for(bytes, kept.count(v) > 0)};
+      };
+      // A producer with an epilogue add writes the add's result: its slot is taken here, before
+      // this op's operands can free theirs.
+      auto fused = s_.epilogue.producers.find(&op);
+      if (fused != s_.epilogue.producers.end()) place(fused->second.out);
+      if (owns_result_storage(fn, op))
+        for (size_t r = 0; r < op.num_results(); ++r) place(op.result(r));
       if (scratch) free.insert(s_.scratch.at(&op));
       for (const auto& [root, last] : last_use) {
         if (last != static_cast<int64_t>(i) || kept.count(root)) continue;
@@ -207,7 +213,8 @@ void verify_memory(const LowerState& s) {
     for (const ir::Op* op : fn->ops())
       if (owns_result_storage(*fn, *op))
         for (size_t r = 0; r < op->num_results(); ++r)
-          if (!s.storage.count(op->result(r))) throw Error("plan-memory: a result of " + std::string(op->name()) + " has no slot");
+          if (!s.storage.count(op->result(r)) && !s.epilogue.unstored.count(op->result(r)))
+            throw Error("plan-memory: a result of " + std::string(op->name()) + " has no slot");
 }
 
 }  // namespace kplan::passes

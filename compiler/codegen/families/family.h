@@ -67,6 +67,10 @@ struct Family {
   std::string name;      // "matmul"
   std::string header;    // "matmul.cuh"
   std::string function;  // "kp::matmul"
+  // Optional: a device function with the same template and call arguments that the entry runs
+  // before kp::grid_dependency_begin, i.e. while the kernel before it may still run (PDL). It may
+  // read only what no kernel of a step writes (the plan's weights) and write nothing.
+  std::string prologue;  // "kp::matmul_prefetch"
   std::vector<ParamSpec> params;     // template order
   std::vector<KernelArg> signature;  // signature_of<Args>()
   BlockParam block = BlockParam::Threads;

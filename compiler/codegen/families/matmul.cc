@@ -16,6 +16,7 @@ void check(const ParamValues& p) {
             "W_LAYOUT 1: the slices' partial sums (WARPS * RPW * 256 * TOK_TILE f32) exceed 48 KiB of shared memory");
   }
   require(mma == 0 || mma == 1, "matmul", "MMA must be 0 (CUDA cores) or 1 (tensor cores)");
+  require(p.at("PREFETCH") >= 0 && p.at("PREFETCH") <= 4096, "matmul", "PREFETCH (KiB a block asks L2 for) must be in 0..4096");
   if (mma == 1) {
     require(rpw % 8 == 0 && tok % 16 == 0 && tok <= 64, "matmul", "MMA tiles take RPW a multiple of 8 and TOK_TILE 16, 32, 48 or 64");
     require(p.at("K") % 8 == 0, "matmul", "MMA needs K a multiple of 8");
@@ -47,8 +48,10 @@ const Family& family() {
       .name = "matmul",
       .header = "matmul.cuh",
       .function = "kp::matmul",
+      .prologue = "kp::matmul_prefetch",
       .params = {dim_param("K", "k"), dim_param("N", "n"), dtype_param("X_DT", "x"), dtype_param("Y_DT", "y"), dim_param("W_LAYOUT", "wl"), dim_param("ACC", "acc"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"),
-                 tuning_param("RPW", "r"), tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u"), tuning_param("MMA", "mma")},
+                 tuning_param("RPW", "r"), tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u"), tuning_param("MMA", "mma"),
+                 tuning_param("PREFETCH", "pf")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

@@ -17,6 +17,7 @@ struct Args {
   KPLAN_PTR(x);               // X_DT; element (b, t, k) at b * x_batch_stride + t * x_row_stride + k
   KPLAN_PTR(w);               // bf16, batch b at b * w_batch_stride
   KPLAN_PTR(y);               // Y_DT; element (b, t, n) at b * y_batch_stride + t * y_row_stride + n
+  KPLAN_PTR(residual);        // Y_DT, y's layout: ACC 1 adds it (may be y: in place); ACC 0: unread
   KPLAN_I32(n_tokens);        // tokens (rows of x) in this step
   KPLAN_I32(x_row_stride);    // elements
   KPLAN_I32(x_batch_stride);  // elements (0: one batch)

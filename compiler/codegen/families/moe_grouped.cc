@@ -150,14 +150,17 @@ const Family& family() {
 }  // namespace moe_combine
 
 KernelSource moe_grouped_gate_up_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, ElemType x,
-                                        std::string_view arch) {
-  return instantiate(moe_grouped_gate_up::family(),
-                     {{"H", hidden}, {"I", inter}, {"E", experts}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0}, {"X_DT", dtype_code(x)}}, arch);
+                                        std::string_view arch, const ParamValues& tuning) {
+  ParamValues p = tuning;
+  p.insert({{"H", hidden}, {"I", inter}, {"E", experts}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0}, {"X_DT", dtype_code(x)}});
+  return instantiate(moe_grouped_gate_up::family(), p, arch);
 }
 
-KernelSource moe_grouped_down_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, std::string_view arch) {
-  return instantiate(moe_grouped_down::family(), {{"H", hidden}, {"I", inter}, {"E", experts}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0}},
-                     arch);
+KernelSource moe_grouped_down_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, std::string_view arch,
+                                     const ParamValues& tuning) {
+  ParamValues p = tuning;
+  p.insert({{"H", hidden}, {"I", inter}, {"E", experts}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0}});
+  return instantiate(moe_grouped_down::family(), p, arch);
 }
 
 KernelSource moe_combine_kernel(int64_t hidden, int64_t top_k, ElemType y, bool accumulate, std::string_view arch) {

@@ -56,6 +56,7 @@ namespace kplan::codegen::moe_combine {
 struct Args {
   KPLAN_PTR(partial);         // f32 [n_tokens * TOPK, H] (moe_grouped_down's output)
   KPLAN_PTR(out);             // Y_DT, row t at t * out_row_stride
+  KPLAN_PTR(residual);        // Y_DT, out's layout: ACC 1 adds it (may be out); ACC 0: unread
   KPLAN_I32(n_tokens);        // tokens in this step
   KPLAN_I32(out_row_stride);  // elements
 };
@@ -66,11 +67,12 @@ const Family& family();
 
 namespace kplan::codegen {
 
-// The instances for these problem constants (tuning from heuristics/<arch>.cc).
+// The instances for these problem constants (tuning from heuristics/<arch>.cc; `tuning` given:
+// those parameters, e.g. heuristics' moe_wide_tuning, the rest from the table).
 KernelSource moe_grouped_gate_up_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, ElemType x,
-                                        std::string_view arch = kDefaultArch);
+                                        std::string_view arch = kDefaultArch, const ParamValues& tuning = {});
 KernelSource moe_grouped_down_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4,
-                                     std::string_view arch = kDefaultArch);
+                                     std::string_view arch = kDefaultArch, const ParamValues& tuning = {});
 KernelSource moe_combine_kernel(int64_t hidden, int64_t top_k, ElemType y, bool accumulate, std::string_view arch = kDefaultArch);
 
 // The grid's expert slots at n_tokens: min(E, n_tokens * TOPK) (one per distinct expert at most).

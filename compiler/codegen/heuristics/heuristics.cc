@@ -14,9 +14,23 @@ int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 int64_t threads_for(int64_t work) { return std::clamp<int64_t>(round_up(work, 32), 32, 256); }
 int64_t row_threads(int64_t d) { return std::clamp<int64_t>(round_up((d + 15) / 16, 32), 128, 1024); }
 
+int64_t weight_prefetch_kib() {
+  // 64 KiB a block: a 1-token instance's block streams 4 rows (56 KiB at K 7168), asked for
+  // whole; what the prefetch gains per step is bench/RESULTS.md's (KPLAN_WEIGHT_PREFETCH=0 plans
+  // beside the default in one device run).
+  const char* env = std::getenv("KPLAN_WEIGHT_PREFETCH");
+  if (!env) return 64;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (end == env || *end || v < 0 || v > 4096)
+    throw Error(std::string("KPLAN_WEIGHT_PREFETCH must be KiB a block in 0..4096 (0: none), not '") + env + "'");
+  return v;
+}
+
 void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mma_unroll) {
   auto set = [&](const char* name, int64_t v) { p.try_emplace(name, v); };
   set("MMA", 0);
+  set("PREFETCH", weight_prefetch_kib());
   if (p.at("MMA") == 1) {
     // Tensor cores (asked for by the op rule for steps of 16+ tokens, with their TOK_TILE): 16
     // rows a warp (2 n-tiles; x's loads reused twice from registers, by the other row groups of
@@ -175,6 +189,24 @@ int64_t mla_split_max_tokens(std::string_view arch) {
   if (std::string_view(env) == "0") return 0;
   if (std::string_view(env) == "1") return std::numeric_limits<int64_t>::max();
   throw Error(std::string("KPLAN_MLA_SPLIT must be 0 or 1, not '") + env + "'");
+}
+
+int64_t moe_wide_min_tokens(std::string_view arch) {
+  // Measured on the H200 (bench/RESULTS.md 2026-12-02, call 4, GpuOps.MoeGroupedKimiK26WidthInt4):
+  // gate/up ROWS 16 NT 4 + down ROWS 32 NT 16 take 244 against 257 us at 8 tokens, 366 against
+  // 514 at 16, and lose at 1-4 tokens (114 against 96 at 1). sm_120 (99 KiB of shared memory a
+  // block) cannot stage down's 16 pairs of 2048 f32: no wide tuning there.
+  // KPLAN_MOE_WIDE=0 leaves every step on the small-step instances (for measuring).
+  const char* env = std::getenv("KPLAN_MOE_WIDE");
+  if (env && std::string_view(env) == "0") return 0;
+  if (env && std::string_view(env) != "1") throw Error(std::string("KPLAN_MOE_WIDE must be 0 or 1, not '") + env + "'");
+  return &tuning_for(arch) == &sm90_tuning() ? 8 : 0;
+}
+
+ParamValues moe_wide_tuning(std::string_view arch, bool down) {
+  if (moe_wide_min_tokens(arch) == 0) throw Error("moe_wide_tuning: " + std::string(arch) + " has no many-token MoE tuning");
+  if (down) return {{"WARPS", 8}, {"ROWS", 32}, {"NT", 16}, {"PF", 1}, {"BLOCKS", 264}, {"MMA", 1}};
+  return {{"WARPS", 8}, {"ROWS", 16}, {"NT", 4}, {"PF", 1}, {"BLOCKS", 264}, {"MMA", 1}};
 }
 
 }  // namespace kplan::codegen

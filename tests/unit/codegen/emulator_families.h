@@ -46,8 +46,10 @@ inline void matmul(LaunchArgs& a) {
     const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"), b * a.i32("x_batch_stride"));
     const int64_t wb = b * a.i32("w_batch_stride");
     const Matrix w = a.gather("w", kn ? Strided{N, K, 1, 1, 0, N, wb} : Strided{N, K, K, 1, 0, 1, wb}, DType::BF16);
-    a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), cpu::matmul(x, w), a.param("ACC") != 0,
-                   b * a.i32("y_batch_stride"));
+    Matrix y = cpu::matmul(x, w);
+    if (a.param("ACC") != 0)  // the fused residual add: residual (may be y itself) + x W^T
+      y = cpu::add(a.gather_rows("residual", n, N, a.i32("y_row_stride"), a.dtype_param("Y_DT"), b * a.i32("y_batch_stride")), y);
+    a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), y, false, b * a.i32("y_batch_stride"));
   }
 }
 
@@ -292,7 +294,7 @@ inline void moe_grouped_down(LaunchArgs& a) {
   a.scatter_rows("partial", H, DType::F32, cpu::moe_expert_combine(h, r, experts, H));
 }
 
-// out[t] (+)= the sum of its TOPK partial rows, k in order.
+// out[t] = (ACC: residual[t] +) the sum of its TOPK partial rows, k in order.
 inline void moe_combine(LaunchArgs& a) {
   const int64_t H = a.param("H"), K = a.param("TOPK"), n = a.i32("n_tokens");
   const Matrix partial = a.gather_rows("partial", n * K, H, H, DType::F32);
@@ -302,7 +304,9 @@ inline void moe_combine(LaunchArgs& a) {
     for (int64_t t = 0; t < n; ++t) std::copy_n(partial.row(t * K + k), H, part.row(t));
     total = cpu::add(total, part);
   }
-  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("Y_DT"), total, a.param("ACC") != 0);
+  if (a.param("ACC") != 0)  // the fused residual add: residual (may be out itself) + the routed sum
+    total = cpu::add(a.gather_rows("residual", n, H, a.i32("out_row_stride"), a.dtype_param("Y_DT")), total);
+  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("Y_DT"), total);
 }
 
 inline void argmax(LaunchArgs& a) {

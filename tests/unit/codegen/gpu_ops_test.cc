@@ -395,7 +395,7 @@ TEST(GpuOps, MatmulTokenTilesOddWidthsAccumulate) {
       for (int64_t tile : {16, 64}) kernels.push_back(matmul_kernel(c.k, c.n, c.x_t, F32, false, c.acc, gpu->arch(), tile));
     for (const KernelSource& k : kernels) {
       DevBuf d_x = gpu->upload_as(x, c.x_t), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->upload(y0);
-      gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
+      gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
                                 Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0)});
       EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id;
     }
@@ -415,7 +415,7 @@ TEST(GpuOps, MatmulUnalignedViews) {
     for (const int64_t mma : {int64_t{0}, int64_t{16}}) {
       DevBuf d_x = gpu->upload(x), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->alloc(T * N * 4);
       const KernelSource k = matmul_kernel(K, N, F32, F32, false, false, gpu->arch(), mma);
-      gpu->launch(k, T, {Gpu::ptr(d_x, 4), Gpu::ptr(d_w, 2 * w_offset), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(x_stride), Gpu::i32(0),
+      gpu->launch(k, T, {Gpu::ptr(d_x, 4), Gpu::ptr(d_w, 2 * w_offset), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(x_stride), Gpu::i32(0),
                          Gpu::i32(N), Gpu::i32(0), Gpu::i32(0)});
       EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id << " w offset " << w_offset;
     }
@@ -437,7 +437,7 @@ TEST(GpuOps, MatmulAtLmHeadWidth) {
   DevBuf d_x = gpu->upload(x), d_w = gpu->upload(w_bits), d_y = gpu->alloc(T * N * 4);
   const KernelSource k = matmul_kernel(K, N, F32, F32);
   auto args = [&](int64_t t) {
-    return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(K), Gpu::i32(0),
+    return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(K), Gpu::i32(0),
                                  Gpu::i32(N), Gpu::i32(0), Gpu::i32(0)};
   };
   for (const int64_t t : {int64_t{1}, int64_t{3}}) {
@@ -515,7 +515,7 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
     for (size_t i = 0; i < w_bits.size(); ++i) w_bits[i] = float_to_bf16(static_cast<float>(static_cast<int64_t>(i * 2654435761u % 2001) - 1000) * 1e-5f);
     DevBuf d_x = gpu->upload(x), d_w = gpu->upload(w_bits), d_y = gpu->alloc(T * sh.n * 4);
     auto args = [&](int64_t t) {
-      return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(sh.k), Gpu::i32(0),
+      return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(sh.k), Gpu::i32(0),
                                    Gpu::i32(sh.n), Gpu::i32(0), Gpu::i32(0)};
     };
     const KernelSource chosen = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch());
@@ -572,10 +572,10 @@ TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
     DevBuf d_qlat = gpu->alloc(T * d.heads * d.kv_lora * 4), d_v = gpu->alloc(T * d.heads * d.v * 4);
     const int64_t w_batch = (d.nope + d.v) * d.kv_lora;
     const KernelSource uk = matmul_kernel(d.nope, d.kv_lora, F32, F32, /*weight_kn=*/true);
-    gpu->launch(uk, T, {Gpu::ptr(d_q), Gpu::ptr(d_kvb), Gpu::ptr(d_qlat), Gpu::i32(T), Gpu::i32(d.heads * qw), Gpu::i32(qw),
+    gpu->launch(uk, T, {Gpu::ptr(d_q), Gpu::ptr(d_kvb), Gpu::ptr(d_qlat), Gpu::ptr(d_qlat), Gpu::i32(T), Gpu::i32(d.heads * qw), Gpu::i32(qw),
                         Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch)}, d.heads);
     const KernelSource uv = matmul_kernel(d.kv_lora, d.v, F32, F32);
-    gpu->launch(uv, T, {Gpu::ptr(d_olat), Gpu::ptr(d_kvb, d.nope * d.kv_lora * 2), Gpu::ptr(d_v), Gpu::i32(T),
+    gpu->launch(uv, T, {Gpu::ptr(d_olat), Gpu::ptr(d_kvb, d.nope * d.kv_lora * 2), Gpu::ptr(d_v), Gpu::ptr(d_v), Gpu::i32(T),
                         Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(d.heads * d.v), Gpu::i32(d.v), Gpu::i32(w_batch)},
                 d.heads);
     Matrix q_nope(T, d.heads * d.nope);
@@ -958,7 +958,7 @@ void run_grouped(Gpu& gpu, const GroupedKernels& k, const DeviceExperts& d, int6
                             Gpu::ptr(scratch), Gpu::i32(T), Gpu::i32(d.H)});
   gpu.launch(k.down, T, {Gpu::ptr(scratch), Gpu::ptr(ids), Gpu::ptr(weights), Gpu::ptr(d.down), Gpu::ptr(d.down_s),
                          Gpu::ptr(scratch, partial_at), Gpu::i32(T)});
-  gpu.launch(k.combine, T, {Gpu::ptr(scratch, partial_at), Gpu::ptr(out), Gpu::i32(T), Gpu::i32(d.H)});
+  gpu.launch(k.combine, T, {Gpu::ptr(scratch, partial_at), Gpu::ptr(out), Gpu::ptr(out), Gpu::i32(T), Gpu::i32(d.H)});
 }
 
 // Checks one step of T tokens against cpu::moe_experts (ids clamped on the host as the kernels

@@ -13,6 +13,7 @@
 #include "compiler/passes/lower_to_launches.h"
 #include "compiler/driver/compile.h"
 #include "emulated_plan.h"
+#include "tests/unit/runtime/greedy_near_tie.h"
 #include "runtime/cpu/basic_ops.h"
 #include "runtime/cpu/cpu_target.h"
 #include "compiler/driver/reference_plan.h"
@@ -23,6 +24,32 @@ namespace {
 using testing_util::EmulatedTarget;
 using testing_util::relative_error;
 using testing_util::TempDir;
+
+// `got` against the reference's `want` row by row, each within `tol`; with bf16 storage
+// (`route_flips`) a row may instead route within kRouterNearTie of a tie in some layer (the
+// reference's margins for this step): its rounded input chose the other expert there, so the
+// layer's output jumps (tiny-int4's prefill row 1, 1.3e-3 from a tie, does with fused residual
+// adds) — printed as a figure, not a lowering error. The other rows must match.
+void expect_rows_close(const std::vector<float>& got, const Matrix& want, const std::vector<float>& margins, double tol,
+                       bool route_flips, const std::string& label) {
+  ASSERT_EQ(got.size(), static_cast<size_t>(want.rows * want.cols)) << label;
+  int64_t flipped = 0;
+  for (int64_t r = 0; r < want.rows; ++r) {
+    const std::vector<float> row(got.begin() + r * want.cols, got.begin() + (r + 1) * want.cols);
+    const double err = relative_error(row, std::vector<float>(want.row(r), want.row(r) + want.cols));
+    if (err < tol) continue;
+    const double margin = static_cast<size_t>(r) < margins.size() ? margins[r] : INFINITY;
+    if (route_flips && margin <= kplan::testing_util::kRouterNearTie) {
+      std::printf("[ figures  ] %s row %lld: %.3g from the reference, its route %.3g from a tie (a flipped expert)\n", label.c_str(),
+                  static_cast<long long>(r), err, margin);
+      ++flipped;
+      continue;
+    }
+    ADD_FAILURE() << label << " row " << r << ": relative error " << err << " (tolerance " << tol << "), route " << margin
+                  << " from a tie";
+  }
+  EXPECT_LT(flipped, want.rows) << label << ": every row flipped an expert";
+}
 
 // `preset`: `kplan synth` arguments before --seed; `activations`, `caches`: how they are stored.
 void check_checkpoint(const std::string& preset, DType activations = DType::F32, DType caches = DType::F32) {
@@ -60,8 +87,9 @@ void check_checkpoint(const std::string& preset, DType activations = DType::F32,
   StepInput prefill{{5, 17, 3, static_cast<int32_t>(900 % vocab), 42}, {0, 1, 2, 3, 4}, {}};
   auto [logits, hidden] = gpu_like.forward(prefill, 0);
   StepOutput want = cpu.forward(prefill);
-  EXPECT_LT(relative_error(logits, want.logits.data), tol) << preset << " prefill";
-  EXPECT_LT(relative_error(hidden, want.captured.at(0).data), tol) << preset << " prefill hidden";
+  const bool flips = tol > 1e-4;  // bf16 storage
+  expect_rows_close(logits, want.logits, cpu.router_margins(), tol, flips, preset + " prefill");
+  expect_rows_close(hidden, want.captured.at(0), cpu.router_margins(), tol, flips, preset + " prefill hidden");
   const std::vector<int32_t> all = {0, 1, 2, 3, 4};
   cpu.commit(all);
 
@@ -69,7 +97,7 @@ void check_checkpoint(const std::string& preset, DType activations = DType::F32,
   const StepInput tree = testing_util::tree_step({-1, 0, 0, 1, 1, 2, 4, 6}, 5, 11, 7);  // tokens < tiny's vocab
   std::tie(logits, hidden) = gpu_like.forward(tree, 5);
   want = cpu.forward(tree);
-  EXPECT_LT(relative_error(logits, want.logits.data), tol) << preset << " tree verify";
+  expect_rows_close(logits, want.logits, cpu.router_margins(), tol, flips, preset + " tree verify");
   const std::vector<int32_t> path = {0, 1, 4, 6};
   cpu.commit(path);
   gpu_like.commit(5, path);
@@ -78,15 +106,15 @@ void check_checkpoint(const std::string& preset, DType activations = DType::F32,
   StepInput ar{{23}, {9}, {}};
   std::tie(logits, hidden) = gpu_like.forward(ar, 9);
   want = cpu.forward(ar);
-  EXPECT_LT(relative_error(logits, want.logits.data), tol) << preset << " AR after commit";
+  expect_rows_close(logits, want.logits, cpu.router_margins(), tol, flips, preset + " AR after commit");
   cpu.commit(std::vector<int32_t>{0});
 
   // A 3-token chunk in the 5-token bucket: the padding rows change nothing for the real ones.
   StepInput chunk{{4, 8, 15}, {10, 11, 12}, {}};
   std::tie(logits, hidden) = gpu_like.forward(chunk, 10);
   want = cpu.forward(chunk);
-  EXPECT_LT(relative_error(logits, want.logits.data), tol) << preset << " padded chunk";
-  EXPECT_LT(relative_error(hidden, want.captured.at(0).data), tol) << preset << " padded chunk hidden";
+  expect_rows_close(logits, want.logits, cpu.router_margins(), tol, flips, preset + " padded chunk");
+  expect_rows_close(hidden, want.captured.at(0), cpu.router_margins(), tol, flips, preset + " padded chunk hidden");
 }
 
 TEST(CodegenLowerEmulated, TinyMatchesTheCpuReference) { check_checkpoint("tiny"); }

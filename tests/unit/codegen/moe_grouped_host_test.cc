@@ -108,7 +108,7 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
                                                                           partial.data(), T);
       },
       moe_smem_bytes(I, NT), GZ);
-  cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), T, H); });
+  cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), out.data(), T, H); });
   return out;
 }
 

@@ -1,0 +1,96 @@
+#include "compiler/passes/epilogue_adds.h"
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "ir/support/error.h"
+
+namespace kplan::passes {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+using ir::Value;
+
+class Finder {
+ public:
+  Finder(const ir::Function& fn, const std::map<const Value*, View>& views, EpilogueFusions& out) : views_(views), out_(out) {
+    const std::vector<Op*> ops = fn.ops();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      index_[ops[i]] = i;
+      for (const Value* v : ops[i]->operands()) readers_[v].push_back(ops[i]);
+    }
+    for (const Op* op : ops)
+      if (op->kind() == OpKind::MoeExperts || op->kind() == OpKind::MoeExpertsInt4) moe_chain(*op);
+    for (const Op* op : ops)
+      if (op->kind() == OpKind::Matmul && !out_.producers.count(op)) matmul_add(*op);
+  }
+
+ private:
+  // The add that is `v`'s only reader, else null.
+  const Op* only_add(const Value* v) const {
+    auto it = readers_.find(v);
+    if (it == readers_.end() || it->second.size() != 1 || it->second[0]->kind() != OpKind::Add) return nullptr;
+    const Op* add = it->second[0];
+    return add->operand(0) == add->operand(1) ? nullptr : add;
+  }
+  static const Value* other_operand(const Op& add, const Value* v) { return add.operand(0) == v ? add.operand(1) : add.operand(0); }
+
+  // The epilogue reads `residual` where it writes `out`: the same contiguous rows, one dtype.
+  bool same_rows(const Value* residual, const Value* out) const {
+    auto r = views_.find(residual), o = views_.find(out);
+    if (r == views_.end() || o == views_.end()) return false;
+    return is_contiguous(r->second) && is_contiguous(o->second) && r->second.shape == o->second.shape && r->second.dtype == o->second.dtype;
+  }
+
+  void matmul_add(const Op& mm) {
+    const Op* add = only_add(mm.result());
+    if (!add || out_.fused_adds.count(add)) return;
+    const Value* residual = other_operand(*add, mm.result());
+    if (!same_rows(residual, add->result())) return;
+    out_.producers[&mm] = {residual, add->result()};
+    out_.fused_adds[add] = &mm;
+    out_.unstored.insert(mm.result());
+  }
+
+  // routed = moe(...); s = add(routed, shared_down(...)); h' = add(h, s).
+  void moe_chain(const Op& moe) {
+    const Value* routed = moe.result();
+    const Op* inner = only_add(routed);
+    if (!inner) return;
+    const Value* shared = other_operand(*inner, routed);
+    const Op* down = shared->defining_op();
+    if (!down || down->kind() != OpKind::Matmul || only_add(shared) != inner || index_.at(down) < index_.at(&moe)) return;
+    const Op* outer = only_add(inner->result());
+    if (!outer) return;
+    const Value* h = other_operand(*outer, inner->result());
+    const Value* out = outer->result();
+    if (!same_rows(h, out) || !same_rows(out, out)) return;
+    out_.producers[&moe] = {h, out};
+    out_.producers[down] = {out, out};
+    out_.fused_adds[inner] = down;
+    out_.fused_adds[outer] = &moe;
+    out_.unstored.insert({routed, shared, inner->result()});
+  }
+
+  const std::map<const Value*, View>& views_;
+  EpilogueFusions& out_;
+  std::map<const Op*, size_t> index_;
+  std::map<const Value*, std::vector<const Op*>> readers_;
+};
+
+}  // namespace
+
+void find_epilogue_adds(const ir::Function& fn, const std::map<const Value*, View>& views, EpilogueFusions& out) {
+  Finder(fn, views, out);
+}
+
+bool epilogue_adds_enabled() {
+  const char* env = std::getenv("KPLAN_FUSE_ADDS");
+  if (!env || std::string(env) == "1") return true;
+  if (std::string(env) == "0") return false;
+  throw Error(std::string("KPLAN_FUSE_ADDS must be 0 or 1, not '") + env + "'");
+}
+
+}  // namespace kplan::passes
