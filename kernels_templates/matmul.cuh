@@ -222,7 +222,6 @@ __device__ void matmul_prefetch(const void*, const void* w, void*, const void*, 
   if constexpr (PREFETCH > 0) {
     if (blockIdx.x != 0 || threadIdx.x >= 32) return;
     const unsigned short* wb = static_cast<const unsigned short*>(w) + static_cast<i64>(blockIdx.z) * w_batch_stride;
-    if ((reinterpret_cast<unsigned long long>(wb) & 15u) != 0) return;
     i64 first, count;  // elements
     if constexpr (W_LAYOUT == 0) {
       constexpr int ROWS = RPW * (WARPS / KSPLIT);
@@ -234,8 +233,13 @@ __device__ void matmul_prefetch(const void*, const void* w, void*, const void*, 
       first = 0;
       count = static_cast<i64>(K) * N;
     }
-    const i64 bytes = min(static_cast<i64>(PREFETCH) * 1024, 2 * count) & ~static_cast<i64>(15);
-    const char* base = reinterpret_cast<const char*>(wb + first);
+    // The bulk prefetch takes 16-byte aligned ranges: the range shrinks to them (odd K, views).
+    const unsigned long long begin = reinterpret_cast<unsigned long long>(wb + first);
+    const unsigned long long end = begin + static_cast<unsigned long long>(min(static_cast<i64>(PREFETCH) * 1024, 2 * count));
+    const unsigned long long lo = (begin + 15) & ~15ull, hi = end & ~15ull;
+    if (hi <= lo) return;
+    const i64 bytes = static_cast<i64>(hi - lo);
+    const char* base = reinterpret_cast<const char*>(lo);
     for (i64 off = static_cast<i64>(threadIdx.x) * 4096; off < bytes; off += 32 * 4096)
       l2_prefetch_bulk(base + off, static_cast<unsigned>(min(static_cast<i64>(4096), bytes - off)));
   }
