@@ -52,8 +52,9 @@
 //   UNROLL    W_LAYOUT 0: 16-byte weight loads in flight per lane and row; 1: k rows in flight per lane
 //   MMA       W_LAYOUT 0: 1 = tensor cores (RPW a multiple of 8, TOK_TILE of 16 .. 64, K % 8 == 0),
 //             0 = CUDA cores; 0 for W_LAYOUT 1
-//   PREFETCH  KiB of its weights a block asks L2 for before it waits on the kernel before it
-//             (kp::matmul_prefetch, the family's prologue); 0: none
+//   PREFETCH  KiB from the start of W (of each batch) that the blocks holding them ask L2 for
+//             before they wait on the kernel before this one (kp::matmul_prefetch, the family's
+//             prologue); 0: none
 // Launch (compiler/codegen/families/matmul.cc):
 //   W_LAYOUT 0: grid (ceil(n_tokens / TOK_TILE), ceil(N / (RPW * WARPS / KSPLIT)), batch), block (32 * WARPS)
 //   W_LAYOUT 1: grid (ceil(n_tokens / TOK_TILE), ceil(N / (256 * RPW * WARPS / KSPLIT)), batch), block (32 * WARPS)
@@ -211,32 +212,35 @@ __device__ __forceinline__ void matmul_rows_mma(const unsigned short* wb, int n0
 }
 
 // The prologue (run before kp::grid_dependency_begin): weights are the plan's constants, so while
-// the kernel before this one still runs (programmatic dependent launch) the first token tile's
-// block asks L2 for up to PREFETCH KiB of the weights it will stream, HBM working through the
-// predecessor's short launches (norms, rope, attention) instead of idling. W_LAYOUT 0: the block's
-// rows, contiguous; 1: the batch's [K, N], asked for by its first column block. Lane l of warp 0
-// issues the 4 KiB pieces l, l + 32, ...
+// the kernel before this one still runs (programmatic dependent launch) the blocks holding the
+// first PREFETCH KiB of W ask L2 for their share of them, HBM working through the predecessor's
+// short launch (a norm, rope, attention) instead of idling. Only the start of W: asking for every
+// block's rows floods L2 past what the first wave reads before it is evicted (the K2.6 slice's
+// 1-token step took 1.548 against 1.406 ms with 64 KiB a block, bench/RESULTS.md 2026-12-04).
+// W_LAYOUT 0: block y's rows, contiguous; 1: batch b's [K, N], asked for by its first column
+// block. Lane l of warp 0 issues the 4 KiB pieces l, l + 32, ...
 template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int MMA,
           int PREFETCH>
 __device__ void matmul_prefetch(const void*, const void* w, void*, const void*, int, int, int, int, int, int w_batch_stride) {
   if constexpr (PREFETCH > 0) {
     if (blockIdx.x != 0 || threadIdx.x >= 32) return;
     const unsigned short* wb = static_cast<const unsigned short*>(w) + static_cast<i64>(blockIdx.z) * w_batch_stride;
-    i64 first, count;  // elements
+    const i64 limit = static_cast<i64>(PREFETCH) * 512;  // elements of W asked for
+    i64 first, count;                                    // elements
     if constexpr (W_LAYOUT == 0) {
       constexpr int ROWS = RPW * (WARPS / KSPLIT);
       const int n0 = blockIdx.y * ROWS;
       first = static_cast<i64>(n0) * K;
-      count = static_cast<i64>(min(ROWS, N - n0)) * K;
+      count = min(static_cast<i64>(min(ROWS, N - n0)) * K, limit - first);
     } else {
       if (blockIdx.y != 0) return;
       first = 0;
-      count = static_cast<i64>(K) * N;
+      count = min(static_cast<i64>(K) * N, limit - static_cast<i64>(blockIdx.z) * K * N);
     }
+    if (count <= 0) return;
     // The bulk prefetch takes 16-byte aligned ranges: the range shrinks to them (odd K, views).
     const unsigned long long begin = reinterpret_cast<unsigned long long>(wb + first);
-    const unsigned long long end = begin + static_cast<unsigned long long>(min(static_cast<i64>(PREFETCH) * 1024, 2 * count));
-    const unsigned long long lo = (begin + 15) & ~15ull, hi = end & ~15ull;
+    const unsigned long long lo = (begin + 15) & ~15ull, hi = (begin + 2ull * static_cast<unsigned long long>(count)) & ~15ull;
     if (hi <= lo) return;
     const i64 bytes = static_cast<i64>(hi - lo);
     const char* base = reinterpret_cast<const char*>(lo);

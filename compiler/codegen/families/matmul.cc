@@ -16,7 +16,7 @@ void check(const ParamValues& p) {
             "W_LAYOUT 1: the slices' partial sums (WARPS * RPW * 256 * TOK_TILE f32) exceed 48 KiB of shared memory");
   }
   require(mma == 0 || mma == 1, "matmul", "MMA must be 0 (CUDA cores) or 1 (tensor cores)");
-  require(p.at("PREFETCH") >= 0 && p.at("PREFETCH") <= 4096, "matmul", "PREFETCH (KiB a block asks L2 for) must be in 0..4096");
+  require(p.at("PREFETCH") >= 0 && p.at("PREFETCH") <= 1 << 20, "matmul", "PREFETCH (KiB of W asked for before the wait) must be in 0..1048576");
   if (mma == 1) {
     require(rpw % 8 == 0 && tok % 16 == 0 && tok <= 64, "matmul", "MMA tiles take RPW a multiple of 8 and TOK_TILE 16, 32, 48 or 64");
     require(p.at("K") % 8 == 0, "matmul", "MMA needs K a multiple of 8");

@@ -15,15 +15,15 @@ int64_t threads_for(int64_t work) { return std::clamp<int64_t>(round_up(work, 32
 int64_t row_threads(int64_t d) { return std::clamp<int64_t>(round_up((d + 15) / 16, 32), 128, 1024); }
 
 int64_t weight_prefetch_kib() {
-  // 64 KiB a block: a 1-token instance's block streams 4 rows (56 KiB at K 7168), asked for
-  // whole; what the prefetch gains per step is bench/RESULTS.md's (KPLAN_WEIGHT_PREFETCH=0 plans
-  // beside the default in one device run).
+  // Off until a device run shows it paying: 64 KiB a block (every block's rows) cost the K2.6
+  // slice's 1-token step 0.14 ms (bench/RESULTS.md 2026-12-04); the first 4-16 MiB of each weight
+  // are measured next (tools/device/slice_variants.sh).
   const char* env = std::getenv("KPLAN_WEIGHT_PREFETCH");
-  if (!env) return 64;
+  if (!env) return 0;
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
-  if (end == env || *end || v < 0 || v > 4096)
-    throw Error(std::string("KPLAN_WEIGHT_PREFETCH must be KiB a block in 0..4096 (0: none), not '") + env + "'");
+  if (end == env || *end || v < 0 || v > 1 << 20)
+    throw Error(std::string("KPLAN_WEIGHT_PREFETCH must be KiB of a weight in 0..1048576 (0: none), not '") + env + "'");
   return v;
 }
 
@@ -196,10 +196,11 @@ int64_t moe_wide_min_tokens(std::string_view arch) {
   // gate/up ROWS 16 NT 4 + down ROWS 32 NT 16 take 244 against 257 us at 8 tokens, 366 against
   // 514 at 16, and lose at 1-4 tokens (114 against 96 at 1). sm_120 (99 KiB of shared memory a
   // block) cannot stage down's 16 pairs of 2048 f32: no wide tuning there.
-  // KPLAN_MOE_WIDE=0 leaves every step on the small-step instances (for measuring).
+  // Inside the K2.6 slice's plan, though, it lost: 4.830 against 4.599 ms at 16 tokens, even at 8
+  // (bench/RESULTS.md 2026-12-04), so it is opt-in: KPLAN_MOE_WIDE=1 for a compile (measuring).
   const char* env = std::getenv("KPLAN_MOE_WIDE");
-  if (env && std::string_view(env) == "0") return 0;
-  if (env && std::string_view(env) != "1") throw Error(std::string("KPLAN_MOE_WIDE must be 0 or 1, not '") + env + "'");
+  if (!env || std::string_view(env) == "0") return 0;
+  if (std::string_view(env) != "1") throw Error(std::string("KPLAN_MOE_WIDE must be 0 or 1, not '") + env + "'");
   return &tuning_for(arch) == &sm90_tuning() ? 8 : 0;
 }
 

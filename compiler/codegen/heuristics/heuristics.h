@@ -38,8 +38,9 @@ int64_t row_threads(int64_t d);
 // tensor-core instance the op rule adds for steps of 16+ tokens) `mma_unroll` k-chunks of 32 are
 // in flight per lane and row.
 void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mma_unroll);
-// KiB of its weights a dense matmul block asks L2 for before it waits on the kernel before it
-// (the family's prologue; 64, or KPLAN_WEIGHT_PREFETCH for a compile: 0 turns it off, to measure).
+// KiB from the start of each dense weight that its matmul's blocks ask L2 for before they wait on
+// the kernel before them (the family's prologue): 0 (none) unless KPLAN_WEIGHT_PREFETCH sets it
+// for a compile, to measure.
 int64_t weight_prefetch_kib();
 // Steps of at least this many tokens take the tensor-core matmul of an [n, k] weight (0: never),
 // per arch.
@@ -62,8 +63,9 @@ int64_t mla_split_blocks(std::string_view arch);
 int64_t mla_split_max_tokens(std::string_view arch);
 
 // The INT4 grouped MoE's many-token tuning (tensor-core m-tiles of 32 rows a warp, more pairs a
-// chunk): steps of at least moe_wide_min_tokens(arch) tokens take it (0: the arch has none), its
-// gate/up and down parameters from moe_wide_tuning (a measured variant, the rest the table's).
+// chunk): with KPLAN_MOE_WIDE=1 steps of at least moe_wide_min_tokens(arch) tokens take it (0: none,
+// the default), its gate/up and down parameters from moe_wide_tuning (a measured variant, the
+// rest the table's).
 int64_t moe_wide_min_tokens(std::string_view arch);
 ParamValues moe_wide_tuning(std::string_view arch, bool down);
 

@@ -587,7 +587,7 @@ TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
     EXPECT_LT(relative_error(gpu->download<float>(d_v, T * d.heads * d.v),
                              cpu::mla_expand_value(matrix(T, d.heads * d.kv_lora, o_lat), kvb, d).data), 1e-4) << uv.id;
     if (d.heads == 64) {
-      const double ms = gpu->time_ms(uk, 1, {Gpu::ptr(d_q), Gpu::ptr(d_kvb), Gpu::ptr(d_qlat), Gpu::i32(1), Gpu::i32(d.heads * qw), Gpu::i32(qw),
+      const double ms = gpu->time_ms(uk, 1, {Gpu::ptr(d_q), Gpu::ptr(d_kvb), Gpu::ptr(d_qlat), Gpu::ptr(d_qlat), Gpu::i32(1), Gpu::i32(d.heads * qw), Gpu::i32(qw),
                                             Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch)},
                                      100, d.heads);
       const double bytes = 2.0 * d.heads * d.nope * d.kv_lora;

@@ -58,21 +58,23 @@ TEST(CodegenInstantiate, TuningParametersCanBeGiven) {
   const KernelSource b = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0},
                                                 {"WARPS", 8}, {"TOK_TILE", 2}, {"RPW", 2}, {"KSPLIT", 4}, {"UNROLL", 3}});
   EXPECT_NE(a.id, b.id);
-  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_w8_tt2_r2_ks4_u3_mma0_pf64");
+  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_w8_tt2_r2_ks4_u3_mma0_pf0");
   EXPECT_EQ(b.block_threads, 256);
 }
 
 // A family with a prologue (the matmul's weight prefetch) runs it before the grid waits on its
-// predecessor, then the instance; KPLAN_WEIGHT_PREFETCH sets its KiB (0: none), a bad value is a
-// clear error naming the variable.
+// predecessor, then the instance; KPLAN_WEIGHT_PREFETCH sets its KiB (0, none, by default), a bad
+// value is a clear error naming the variable.
 TEST(CodegenInstantiate, MatmulPrefetchesItsWeightsBeforeTheGridWaits) {
+  EXPECT_EQ(kernel_param(matmul_kernel(64, 32, ElemType::F32, ElemType::F32, false, false, "sm_90"), "PREFETCH"), 0);
+  setenv("KPLAN_WEIGHT_PREFETCH", "4096", 1);
   const KernelSource k = matmul_kernel(64, 32, ElemType::F32, ElemType::F32, false, false, "sm_90");
   const size_t prologue = k.source.find("kp::matmul_prefetch<"), wait = k.source.find("kp::grid_dependency_begin();"),
                body = k.source.find("kp::matmul<");
   ASSERT_NE(prologue, std::string::npos) << k.source;
   EXPECT_LT(prologue, wait) << k.source;
   EXPECT_LT(wait, body) << k.source;
-  EXPECT_EQ(kernel_param(k, "PREFETCH"), 64);
+  EXPECT_EQ(kernel_param(k, "PREFETCH"), 4096);
   const KernelSource rms = instantiate("rms_norm", {{"D", 256}, {"X_DT", 0}, {"Y_DT", 1}});
   EXPECT_EQ(rms.source.find("prefetch"), std::string::npos) << "a family without a prologue";
   setenv("KPLAN_WEIGHT_PREFETCH", "0", 1);

@@ -55,8 +55,11 @@ TEST(LaunchTraffic, MatmulsReadTheirWeightOnceAndTheStepSumsToPlanTraffic) {
     ++matmuls;
     EXPECT_EQ(t[i].weight_bytes, 2.0 * l.grid[2] * constant(k, "K") * constant(k, "N")) << k.id;
     const auto bytes = [](int64_t dt) { return dt == 0 ? 4.0 : 2.0; };  // f32 / bf16 (activations stored as bf16 by default)
-    EXPECT_EQ(t[i].activation_bytes, l.grid[2] * (constant(k, "K") * bytes(constant(k, "X_DT")) + constant(k, "N") * bytes(constant(k, "Y_DT"))))
-        << k.id << ": x and y of 1 token";
+    // x, y and (ACC 1: a residual add in the epilogue) the residual row.
+    const double y_rows = 1 + constant(k, "ACC");
+    EXPECT_EQ(t[i].activation_bytes,
+              l.grid[2] * (constant(k, "K") * bytes(constant(k, "X_DT")) + y_rows * constant(k, "N") * bytes(constant(k, "Y_DT"))))
+        << k.id << ": x, y (and the residual) of 1 token";
     for (const plan::LaunchArg& a : l.args)
       if (a.kind == plan::ArgKind::Weight) matmul_bytes_of_weight[a.index] += t[i].weight_bytes;
   }
