@@ -1,6 +1,16 @@
 #include "compiler/codegen/families/swiglu.h"
 
 namespace kplan::codegen::swiglu {
+namespace {
+
+// A row over ceil(I / (4 * THREADS)) blocks (about 4 elements a thread), a grid row per token.
+LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
+  LaunchDims d = block_of(k);
+  d.grid = {ceil_div(kernel_param(k, "I"), 4 * kernel_param(k, "THREADS")), static_cast<uint32_t>(s.rows), 1};
+  return d;
+}
+
+}  // namespace
 
 const Family& family() {
   static const Family f{
@@ -11,7 +21,7 @@ const Family& family() {
       .signature = signature_of<Args>(),
       .block = BlockParam::Threads,
       .check = nullptr,
-      .geometry = one_block_per_row,
+      .geometry = geometry,
   };
   return f;
 }
