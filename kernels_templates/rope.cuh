@@ -18,8 +18,10 @@
 //                0: rotate_half, pair i is (x[i], x[i + ROPE_DIM/2]) (Qwen3 / the DFlash drafter)
 //   X_DT, Y_DT element types of x and y
 //   THREADS   threads per block
-// Launch: grid (n_tokens), block (THREADS). y may alias x (the block reads all of a token's
-// slices before writing any).
+// Launch: grid (n_tokens, ceil(HEADS / HPB)), block (THREADS), HPB = rope_heads_per_block: a
+// token's heads dealt over blocks of about one pair a thread (one block a token left K2.6's 64
+// heads at 8 pairs a thread, each a powf and two precise trig calls: 11 us a 1-token step). y
+// may alias x in place (same strides): a block reads all of its heads' slices before writing any.
 // Arguments:
 //   x, y                     slice (t, h) starts at t * row_stride + h * head_stride
 //   positions                int32 [n_tokens] position ids
@@ -30,23 +32,31 @@
 
 namespace kp {
 
+// Heads a block rotates: as many as give each thread a pair (at least one, at most HEADS).
+template <int ROPE_DIM, int HEADS, int THREADS>
+__host__ __device__ constexpr int rope_heads_per_block() {
+  return THREADS / (ROPE_DIM / 2) < 1 ? 1 : THREADS / (ROPE_DIM / 2) > HEADS ? HEADS : THREADS / (ROPE_DIM / 2);
+}
+
 template <int ROPE_DIM, int HEADS, int INTERLEAVED, int X_DT, int Y_DT, int THREADS>
 __device__ void rope(const void* x, void* y, const void* positions, int n_tokens, int x_row_stride,
                      int x_head_stride, int y_row_stride, int y_head_stride, float theta,
                      float yarn_factor, float yarn_low, float yarn_high, float cos_sin_scale) {
   constexpr int HALF = ROPE_DIM / 2;
-  constexpr int PAIRS = HEADS * HALF;
-  constexpr int PER_THREAD = (PAIRS + THREADS - 1) / THREADS;
+  constexpr int HPB = rope_heads_per_block<ROPE_DIM, HEADS, THREADS>();
+  constexpr int PER_THREAD = (HPB * HALF + THREADS - 1) / THREADS;
   static_assert(ROPE_DIM % 2 == 0, "rope width must be even");
   const int t = blockIdx.x;
   if (t >= n_tokens) return;
+  const int h0 = static_cast<int>(blockIdx.y) * HPB;
+  const int PAIRS = min(HPB, HEADS - h0) * HALF;  // this block's
   const float pos = static_cast<float>(static_cast<const int*>(positions)[t]);
   float out_a[PER_THREAD], out_b[PER_THREAD];
 #pragma unroll
   for (int p = 0; p < PER_THREAD; ++p) {
     const int pair = threadIdx.x + p * THREADS;
     if (pair >= PAIRS) continue;
-    const int h = pair / HALF, i = pair % HALF;
+    const int h = h0 + pair / HALF, i = pair % HALF;
     const float f = powf(theta, static_cast<float>(2 * i) / static_cast<float>(ROPE_DIM));
     float inv = 1.f / f;
     if (yarn_factor != 1.f) {
@@ -61,12 +71,12 @@ __device__ void rope(const void* x, void* y, const void* positions, int n_tokens
     out_a[p] = a * c - b * s;
     out_b[p] = b * c + a * s;
   }
-  __syncthreads();  // every read of this token's slices happens before any write (y may alias x)
+  __syncthreads();  // every read of this block's slices happens before any write (y may alias x)
 #pragma unroll
   for (int p = 0; p < PER_THREAD; ++p) {
     const int pair = threadIdx.x + p * THREADS;
     if (pair >= PAIRS) continue;
-    const int h = pair / HALF, i = pair % HALF;
+    const int h = h0 + pair / HALF, i = pair % HALF;
     const i64 yo = static_cast<i64>(t) * y_row_stride + static_cast<i64>(h) * y_head_stride;
     const int oa = INTERLEAVED ? 2 * i : i, ob = INTERLEAVED ? 2 * i + 1 : i + HALF;
     store<Y_DT>(y, yo + oa, out_a[p]);

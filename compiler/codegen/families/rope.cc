@@ -1,10 +1,21 @@
 #include "compiler/codegen/families/rope.h"
 
+#include <algorithm>
+
 namespace kplan::codegen::rope {
 namespace {
 
 void check(const ParamValues& p) {
   require(p.at("ROPE_DIM") % 2 == 0, "rope", "ROPE_DIM must be even");
+}
+
+// grid (tokens, head blocks): kp::rope_heads_per_block's heads a block (about a pair a thread).
+LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
+  const int64_t half = kernel_param(k, "ROPE_DIM") / 2, heads = kernel_param(k, "HEADS");
+  const int64_t per_block = std::clamp<int64_t>(kernel_param(k, "THREADS") / half, 1, heads);
+  LaunchDims d = block_of(k);
+  d.grid = {static_cast<uint32_t>(s.rows), ceil_div(heads, per_block), 1};
+  return d;
 }
 
 }  // namespace
@@ -18,7 +29,7 @@ const Family& family() {
       .signature = signature_of<Args>(),
       .block = BlockParam::Threads,
       .check = check,
-      .geometry = one_block_per_row,
+      .geometry = geometry,
   };
   return f;
 }
