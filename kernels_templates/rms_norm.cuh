@@ -28,12 +28,15 @@ __device__ void rms_norm(const void* x, const void* weight, void* y, int n_rows,
   const int r = blockIdx.x;
   if (r >= n_rows) return;
   const i64 xo = static_cast<i64>(r) * x_stride, yo = static_cast<i64>(r) * y_stride;
-  float v[PER_THREAD];
+  // The weights are loaded with the row, before any store: a store may alias them for the
+  // compiler, so loading each beside its store ran PER_THREAD round trips one after another.
+  float v[PER_THREAD], g[PER_THREAD];
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < PER_THREAD; ++i) {
     const int j = threadIdx.x + i * THREADS;
     v[i] = j < D ? load<X_DT>(x, xo + j) : 0.f;
+    g[i] = j < D ? load<BF16>(weight, j) : 0.f;
     ss += v[i] * v[i];
   }
   ss = block_sum<THREADS>(ss);
@@ -41,7 +44,7 @@ __device__ void rms_norm(const void* x, const void* weight, void* y, int n_rows,
 #pragma unroll
   for (int i = 0; i < PER_THREAD; ++i) {
     const int j = threadIdx.x + i * THREADS;
-    if (j < D) store<Y_DT>(y, yo + j, load<BF16>(weight, j) * (v[i] * inv));
+    if (j < D) store<Y_DT>(y, yo + j, g[i] * (v[i] * inv));
   }
 }
 

@@ -17,10 +17,22 @@ __device__ void swiglu(const void* gate, const void* up, void* out, int n_tokens
                        int gate_row_stride, int up_row_stride, int out_row_stride) {
   const int t = blockIdx.y;
   if (t >= n_tokens) return;
-  for (int i = blockIdx.x * THREADS + threadIdx.x; i < I; i += THREADS * static_cast<int>(gridDim.x)) {
-    const float g = load<G_DT>(gate, static_cast<i64>(t) * gate_row_stride + i);
-    const float u = load<U_DT>(up, static_cast<i64>(t) * up_row_stride + i);
-    store<O_DT>(out, static_cast<i64>(t) * out_row_stride + i, silu(g) * u);
+  // A thread's 4 elements (THREADS apart) loaded before any is stored (a store may alias the
+  // inputs for the compiler: a load-store loop runs one round trip at a time).
+  const int stride = THREADS * static_cast<int>(gridDim.x);
+  for (int i0 = blockIdx.x * THREADS + threadIdx.x; i0 < I; i0 += 4 * stride) {
+    float g[4], u[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = i0 + e * stride;
+      g[e] = i < I ? load<G_DT>(gate, static_cast<i64>(t) * gate_row_stride + i) : 0.f;
+      u[e] = i < I ? load<U_DT>(up, static_cast<i64>(t) * up_row_stride + i) : 0.f;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = i0 + e * stride;
+      if (i < I) store<O_DT>(out, static_cast<i64>(t) * out_row_stride + i, silu(g[e]) * u[e]);
+    }
   }
 }
 
