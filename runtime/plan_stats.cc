@@ -87,6 +87,12 @@ std::vector<LaunchTraffic> launch_traffic(const plan::Plan& plan, const plan::Bu
       t.activation_bytes = batch * n_tokens *
                            (K * elem_bytes(constant(k, "X_DT")) + N * elem_bytes(constant(k, "Y_DT")) * (constant(k, "ACC") ? 2.0 : 1.0));
       weights_done = activations_done = true;
+    } else if (k.family == "matmul_siblings") {  // each sibling's weight once, x once, each y
+      const double K = static_cast<double>(constant(k, "K"));
+      const double N = static_cast<double>(constant(k, "N") + constant(k, "N2") + constant(k, "N3"));
+      t.weight_bytes = K * N * 2.0;
+      t.activation_bytes = n_tokens * (K * elem_bytes(constant(k, "X_DT")) + N * elem_bytes(constant(k, "Y_DT")));
+      weights_done = activations_done = true;
     } else if (k.family == "embedding") {
       const double H = static_cast<double>(constant(k, "H"));
       t.weight_bytes = n_tokens * H * 2.0;

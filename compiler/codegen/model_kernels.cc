@@ -34,6 +34,8 @@ std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const Stora
     k.add(matmul_kernel(hidden, heads * (dn + dr), a, a));
   }
   k.add(matmul_kernel(hidden, lora + dr, a, a));
+  // q_a (or q) and kv_a in one launch (compiler/passes/sibling_matmuls.h), a 1-token step's.
+  k.add(matmul_siblings_kernel(hidden, c.q_lora_rank ? *c.q_lora_rank : heads * (dn + dr), lora + dr, 0, a, a, kDefaultArch, 1));
   k.add(rms_norm_kernel(lora, a, a));
   k.add(rope_kernel(dr, heads, true, a, a));
   k.add(rope_kernel(dr, 1, true, a, a));

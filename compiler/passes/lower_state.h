@@ -16,6 +16,7 @@
 #include "compiler/codegen/kernel_instance.h"
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowered_plan.h"
+#include "compiler/passes/sibling_matmuls.h"
 #include "ir/ir.h"
 
 namespace kplan::passes {
@@ -68,6 +69,7 @@ struct LowerState {
   // the residual adds done in a producer's epilogue (epilogue_adds.h; the adds have no kernels).
   std::map<const ir::Op*, std::vector<codegen::KernelSource>> kernels;
   EpilogueFusions epilogue;
+  SiblingMatmuls siblings;  // matmuls of the same activations one launch computes (sibling_matmuls.h)
 
   // weight-layout: every weight any function names, by (source, name), with its layout.
   std::vector<plan::Weight> weights;

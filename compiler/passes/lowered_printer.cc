@@ -52,6 +52,14 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
   auto producer = s.epilogue.producers.find(&op);
   if (producer != s.epilogue.producers.end())
     add("epilogue = " + ir::value_ref(fn, producer->second.out) + " = " + ir::value_ref(fn, producer->second.residual) + " + this");
+  auto later = s.siblings.later.find(&op);
+  if (later != s.siblings.later.end()) {
+    std::string refs;
+    for (const ir::Op* sibling : later->second) refs += (refs.empty() ? "" : ", ") + ir::value_ref(fn, sibling->result());
+    add("siblings = [" + refs + "]");
+  }
+  auto first = s.siblings.first.find(&op);
+  if (first != s.siblings.first.end()) add("fused = a sibling of " + ir::value_ref(fn, first->second->result()));
   auto fused = s.epilogue.fused_adds.find(&op);
   if (fused != s.epilogue.fused_adds.end()) add("fused = the epilogue of " + ir::value_ref(fn, fused->second->result()));
   if (op.kind() == ir::OpKind::Weight || op.kind() == ir::OpKind::WeightStack) {

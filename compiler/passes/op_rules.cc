@@ -69,23 +69,78 @@ LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 // tensor cores (4, for 4096+ rows where the arch measured it: tiles of 16 tokens, 32 rows a warp,
 // heuristics' matmul_wide_long_steps). All are chosen once, at select-kernels; each bucket picks
 // by its token count.
-// `acc`: the epilogue adds a residual (ACC 1).
-KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t, bool acc = false) {
-  const int64_t mma_min = k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0;
-  const KernelSource one = instance(ctx, 0, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 0, 1); });
-  const KernelSource two = instance(ctx, 1, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 0, 2); });
-  const KernelSource eight = instance(ctx, 2, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch); });
+// `acc`: the epilogue adds a residual (ACC 1). `base`: the index of the op's first instance here
+// (dense_matmul_instances of them: a sibling group records each member's after the fused ones).
+int64_t dense_matmul_mma_min(const RuleContext& ctx, int64_t k, int64_t n) { return k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0; }
+size_t dense_matmul_instances(const RuleContext& ctx, int64_t k, int64_t n) { return dense_matmul_mma_min(ctx, k, n) > 0 ? 5 : 3; }
+// Whether a step of `rows` tokens takes a CUDA-core instance (below the tensor-core threshold).
+bool dense_matmul_on_cuda_cores(const RuleContext& ctx, int64_t k, int64_t n, int64_t rows) {
+  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
+  return mma_min <= 0 || rows < std::max<int64_t>(mma_min, 16);
+}
+KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t, bool acc = false,
+                                   size_t base = 0) {
+  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
+  const KernelSource one = instance(ctx, base, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 0, 1); });
+  const KernelSource two = instance(ctx, base + 1, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 0, 2); });
+  const KernelSource eight = instance(ctx, base + 2, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch); });
   const KernelSource cuda_cores = rows <= 1 ? one : rows <= 8 ? two : eight;
   if (mma_min <= 0) return cuda_cores;
-  const KernelSource mma16 = instance(ctx, 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 16); });
-  const KernelSource mma64 = instance(ctx, 4, [&] {
+  const KernelSource mma16 = instance(ctx, base + 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 16); });
+  const KernelSource mma64 = instance(ctx, base + 4, [&] {
     return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 16, 0, 32)
                                                : matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 64);
   });
   return rows < std::max<int64_t>(mma_min, 16) ? cuda_cores : rows < 64 ? mma16 : mma64;
 }
 
-
+// A sibling group (sibling_matmuls.h): `op` and ctx.siblings, [N_i, K] weights of the same
+// activations. Instances 0..2 are the fused launch's (token tiles of 1, 2, 8: the dense matmul's
+// CUDA-core steps), then each member's own dense instances, for the steps where some member
+// takes the tensor cores: there every member launches its own.
+void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
+  auto P = [&](const View& v) { return ctx.ptr(v); };
+  std::vector<const ir::Op*> members = {&op};
+  members.insert(members.end(), ctx.siblings->begin(), ctx.siblings->end());
+  const Rows x = rows_of(ctx, op, ctx.view(op.operand(0)));
+  const ElemType x_t = elem(ctx.view(op.operand(0))), y_t = elem(ctx.view(op.result()));
+  std::vector<const View*> w, y;
+  for (const ir::Op* m : members) {
+    w.push_back(&bf16_weight(ctx, *m, m->operand(1)));
+    y.push_back(&ctx.view(m->result()));
+    if (w.back()->shape[1] != x.width) throw Error("codegen: sibling matmul weight layout (" + ctx.where(*m) + ")");
+  }
+  const int64_t n2 = w[1]->shape[0], n3 = members.size() > 2 ? w[2]->shape[0] : 0;
+  auto fused = [&](int64_t tokens) {
+    return matmul_siblings_kernel(x.width, w[0]->shape[0], n2, n3, x_t, y_t, ctx.arch, tokens);
+  };
+  const KernelSource one = instance(ctx, 0, [&] { return fused(1); });
+  const KernelSource two = instance(ctx, 1, [&] { return fused(2); });
+  const KernelSource eight = instance(ctx, 2, [&] { return fused(0); });
+  bool together = true;
+  size_t base = 3;
+  std::vector<KernelSource> own;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int64_t n = w[i]->shape[0];
+    together = together && dense_matmul_on_cuda_cores(ctx, x.width, n, x.rows);
+    own.push_back(dense_matmul_instance(ctx, x.width, n, x.rows, x_t, y_t, false, base));
+    base += dense_matmul_instances(ctx, x.width, n);
+  }
+  if (together) {
+    const KernelSource& k = x.rows <= 1 ? one : x.rows <= 8 ? two : eight;
+    launch(ctx, k, x.rows,
+           matmul_siblings::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[0]), .w2 = P(*w[1]), .w3 = P(*w[members.size() > 2 ? 2 : 1]),
+                                 .y = P(*y[0]), .y2 = P(*y[1]), .y3 = P(*y[members.size() > 2 ? 2 : 1]), .n_tokens = x.rows,
+                                 .x_row_stride = x.stride, .y_row_stride = w[0]->shape[0], .y2_row_stride = n2, .y3_row_stride = n3});
+    return;
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int64_t n = w[i]->shape[0];
+    launch(ctx, own[i], x.rows,
+           matmul::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[i]), .y = P(*y[i]), .residual = P(*y[i]), .n_tokens = x.rows,
+                        .x_row_stride = x.stride, .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0});
+  }
+}
 
 }  // namespace
 
@@ -205,6 +260,10 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
     }
     case OpKind::Matmul:
     case OpKind::LmHead: {
+      if (ctx.siblings) {
+        lower_sibling_matmuls(op, ctx);
+        return;
+      }
       const Rows x = rows_of(ctx, op, operand(0));
       const View& w = bf16_weight(ctx, op, op.operand(1));
       if (!is_contiguous(w) || w.shape.size() != 2 || w.shape[1] != x.width) throw Error("codegen: matmul weight layout (" + ctx.where(op) + ")");

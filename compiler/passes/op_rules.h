@@ -37,6 +37,8 @@ struct RuleContext {
   std::vector<codegen::KernelSource> chosen;
   // Set: the op's kernel also does this residual add in its epilogue (matmul, moe experts).
   const EpilogueAdd* epilogue = nullptr;
+  // Set (a matmul): the later sibling matmuls its launch computes too (sibling_matmuls.h).
+  const std::vector<const ir::Op*>* siblings = nullptr;
   // Pointer arguments for a view / for the op's scratch buffer.
   std::function<plan::LaunchArg(const View&)> ptr;
   std::function<plan::LaunchArg(const ir::Op&)> scratch;

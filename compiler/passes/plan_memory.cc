@@ -7,7 +7,8 @@
 // their own slots. kv_append / kv_compact update their cache in place: their results are
 // recorded as aliases of the cache operand, and verify_memory checks that every alias updates a
 // persistent cache. A residual add done in its producer's epilogue (select-kernels' fusions)
-// has its result placed at the producer; the values only it read are never stored. Offsets in
+// has its result placed at the producer; the values only it read are never stored. A later
+// sibling matmul's result is placed at the first sibling, whose launch writes it. Offsets in
 // the arena are assigned by the plan assembler (assign_arena_offsets).
 #include <algorithm>
 #include <set>
@@ -152,6 +153,10 @@ class MemoryPlanner {
       // this op's operands can free theirs.
       auto fused = s_.epilogue.producers.find(&op);
       if (fused != s_.epilogue.producers.end()) place(fused->second.out);
+      // The later sibling matmuls are computed here too (sibling_matmuls.h).
+      auto later = s_.siblings.later.find(&op);
+      if (later != s_.siblings.later.end())
+        for (const ir::Op* sibling : later->second) place(sibling->result());
       if (owns_result_storage(fn, op))
         for (size_t r = 0; r < op.num_results(); ++r) place(op.result(r));
       if (scratch) free.insert(s_.scratch.at(&op));

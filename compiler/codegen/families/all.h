@@ -4,6 +4,7 @@
 #include "compiler/codegen/families/rms_norm.h"
 #include "compiler/codegen/families/matmul.h"
 #include "compiler/codegen/families/matmul_int4.h"
+#include "compiler/codegen/families/matmul_siblings.h"
 #include "compiler/codegen/families/rope.h"
 #include "compiler/codegen/families/mla_attention.h"
 #include "compiler/codegen/families/mla_split.h"

@@ -10,6 +10,7 @@ const std::vector<const Family*>& all_families() {
       &rms_norm::family(),
       &matmul::family(),
       &matmul_int4::family(),
+      &matmul_siblings::family(),
       &rope::family(),
       &mla_attention::family(),
       &mla_split_partial::family(),

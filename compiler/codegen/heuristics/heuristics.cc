@@ -111,6 +111,16 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
   set("WARPS", std::max<int64_t>(4, ksplit));
 }
 
+void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
+  // The dense matmul's CUDA-core stream over the siblings' rows taken together (one row space).
+  static const char* const kTuning[] = {"WARPS", "TOK_TILE", "RPW", "KSPLIT", "UNROLL"};
+  ParamValues m = {{"K", p.at("K")}, {"N", p.at("N") + p.at("N2") + p.at("N3")}, {"W_LAYOUT", 0}, {"MMA", 0}};
+  for (const char* name : kTuning)
+    if (p.count(name)) m[name] = p.at(name);
+  matmul_tiling(m, sms, warps_per_sm, 2);
+  for (const char* name : kTuning) p.try_emplace(name, m.at(name));
+}
+
 bool matmul_wide_long_steps(std::string_view arch, int64_t n) {
   // Steps of 64+ tokens over 4096+ rows: token tiles of 16 side by side with 32 rows a warp and no
   // K split (the 4+ tiles fill the grid) beat one 64-token tile on sm_90 (bench/RESULTS.md

@@ -38,6 +38,9 @@ int64_t row_threads(int64_t d);
 // tensor-core instance the op rule adds for steps of 16+ tokens) `mma_unroll` k-chunks of 32 are
 // in flight per lane and row.
 void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mma_unroll);
+// Sibling matmuls (kernels_templates/matmul_siblings.cuh): matmul_tiling's CUDA-core stream over
+// N + N2 + N3 rows.
+void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
 // KiB from the start of each dense weight that its matmul's blocks ask L2 for before they wait on
 // the kernel before them (the family's prologue): 0 (none) unless KPLAN_WEIGHT_PREFETCH sets it
 // for a compile, to measure.

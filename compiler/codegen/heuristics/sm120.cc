@@ -28,6 +28,7 @@ const TuningTable& sm120_tuning() {
     // the wider grid; GDDR7's lower bandwidth needs fewer bytes in flight per SM.
     t["matmul"] = [](ParamValues& p) { matmul_tiling(p, 188, 24, 4); };
     t["matmul_int4"] = [](ParamValues& p) { matmul_int4_tiling(p, 188, 24); };
+    t["matmul_siblings"] = [](ParamValues& p) { matmul_siblings_tiling(p, 188, 24); };
     // Split-context MLA: tiles of 16 keys (36 KiB at K2.6 width), so two blocks fit 100 KiB.
     t["mla_split_partial"] = [](ParamValues& p) {
       p.try_emplace("KT", 16);

@@ -20,6 +20,7 @@ const TuningTable& sm90_tuning() {
       {"matmul", [](ParamValues& p) { matmul_tiling(p, 132, 32, 2); }},
       // The same stream over INT4 groups (matmul_int4_tiling: 4 tokens a tile, rows per warp, split-K).
       {"matmul_int4", [](ParamValues& p) { matmul_int4_tiling(p, 132, 32); }},
+      {"matmul_siblings", [](ParamValues& p) { matmul_siblings_tiling(p, 132, 32); }},
       {"rope", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("HEADS") * p.at("ROPE_DIM") / 2)); }},
       {"mla_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},
       // Split-context MLA (kernels_templates/mla_split.cuh): 8 heads a block (one warp each, 256

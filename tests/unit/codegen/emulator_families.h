@@ -53,6 +53,20 @@ inline void matmul(LaunchArgs& a) {
   }
 }
 
+// Each sibling's rows: y_i = x W_i^T (kernels_templates/matmul_siblings.cuh).
+inline void matmul_siblings(LaunchArgs& a) {
+  const int64_t K = a.param("K"), n = a.i32("n_tokens");
+  const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"));
+  const struct { const char *w, *y, *stride, *rows; } siblings[] = {{"w", "y", "y_row_stride", "N"}, {"w2", "y2", "y2_row_stride", "N2"},
+                                                                  {"w3", "y3", "y3_row_stride", "N3"}};
+  for (const auto& s : siblings) {
+    const int64_t N = a.param(s.rows);
+    if (N == 0) continue;
+    const Matrix w = a.gather(s.w, Strided{N, K, K, 1, 0, 1, 0}, DType::BF16);
+    a.scatter_rows(s.y, a.i32(s.stride), a.dtype_param("Y_DT"), cpu::matmul(x, w));
+  }
+}
+
 inline void matmul_int4(LaunchArgs& a) {
   const int64_t K = a.param("K"), N = a.param("N"), n = a.i32("n_tokens");
   const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"));
@@ -341,7 +355,7 @@ inline void topk(LaunchArgs& a) {
 // Family name -> its emulation. A new family adds its line here.
 inline const std::map<std::string, void (*)(LaunchArgs&)>& table() {
   static const std::map<std::string, void (*)(LaunchArgs&)> t = {
-      {"embedding", embedding},     {"rms_norm", rms_norm},       {"matmul", matmul},       {"matmul_int4", matmul_int4},
+      {"embedding", embedding},     {"rms_norm", rms_norm},       {"matmul", matmul},       {"matmul_int4", matmul_int4}, {"matmul_siblings", matmul_siblings},
       {"rope", rope},               {"kv_append", kv_append},     {"kv_compact", kv_compact}, {"mla_attention", mla_attention},
       {"mla_split_partial", mla_split_partial}, {"mla_split_combine", mla_split_combine},
       {"gqa_attention", gqa_attention}, {"add", add},             {"swiglu", swiglu},       {"copy_rows", copy_rows},

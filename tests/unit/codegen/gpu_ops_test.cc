@@ -402,6 +402,41 @@ TEST(GpuOps, MatmulTokenTilesOddWidthsAccumulate) {
   }
 }
 
+// Sibling matmuls (kernels_templates/matmul_siblings.cuh) against the CPU op for each sibling:
+// two and three siblings, row blocks straddling their boundaries (odd N), K not a multiple of 8,
+// bf16 x, the 1-, 2- and 8-token instances at 1, 5 and 11 tokens; K2.6's q_a + kv_a and router +
+// shared gate + up shapes at 1 token.
+TEST(GpuOps, MatmulSiblingsMatchTheCpuOpPerSibling) {
+  REQUIRE_GPU();
+  struct Case { int64_t k, n, n2, n3, tokens, tile; ElemType x_t; };
+  for (const Case& c : {Case{256, 37, 21, 0, 1, 1, F32}, Case{264, 40, 17, 9, 5, 2, F32}, Case{333, 13, 29, 0, 11, 0, BF16},
+                        Case{7168, 1536, 576, 0, 1, 1, F32}, Case{7168, 384, 2048, 2048, 1, 1, F32}}) {
+    const std::vector<float> x = random_values(c.tokens * c.k, 31, 1.f, c.x_t == BF16);
+    const int64_t rows[3] = {c.n, c.n2, c.n3};
+    std::vector<std::vector<float>> w, want;
+    std::vector<DevBuf> d_w, d_y;
+    for (int s = 0; s < 3; ++s) {
+      const int64_t n = std::max<int64_t>(rows[s], 1);  // an unused third: one row, never written
+      w.push_back(random_values(n * c.k, 32 + s, 0.2f, true));
+      want.emplace_back(c.tokens * n);
+      for (int64_t t = 0; t < c.tokens; ++t) cpu::matvec(x.data() + t * c.k, w[s].data(), n, c.k, want[s].data() + t * n);
+      d_w.push_back(gpu->upload(to_bf16_bits(w[s])));
+      d_y.push_back(gpu->upload(std::vector<float>(c.tokens * n, std::nanf(""))));
+    }
+    const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.n2, c.n3, c.x_t, F32, gpu->arch(), c.tile);
+    DevBuf d_x = gpu->upload_as(x, c.x_t);
+    gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w[0]), Gpu::ptr(d_w[1]), Gpu::ptr(d_w[2]), Gpu::ptr(d_y[0]), Gpu::ptr(d_y[1]),
+                              Gpu::ptr(d_y[2]), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.n2), Gpu::i32(c.n3)});
+    for (int s = 0; s < 3; ++s) {
+      if (rows[s] == 0) {
+        for (float v : gpu->download<float>(d_y[s], want[s].size())) EXPECT_TRUE(std::isnan(v)) << k.id << ": an absent third written";
+        continue;
+      }
+      EXPECT_LT(relative_error(gpu->download<float>(d_y[s], want[s].size()), want[s]), 1e-4) << k.id << " sibling " << s;
+    }
+  }
+}
+
 // The weight stream's other entry paths: x rows that are not 16-byte aligned (scalar x loads)
 // and a weight view that is not (the scalar weight path), each at 9 tokens (two token tiles).
 TEST(GpuOps, MatmulUnalignedViews) {

@@ -110,20 +110,34 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
     EXPECT_EQ(hidden.cols, 256);
     EXPECT_NE(hidden.slot, logits.slot);
     // Buckets differ only in token counts: the same kernels in the same order, but for the [N, K]
-    // matmuls, which take their tensor-core instance from 16 tokens on (tiles of 16 below 64).
-    ASSERT_EQ(b.launches.size(), lp.buckets[0].launches.size());
-    for (size_t i = 0; i < b.launches.size(); ++i) {
+    // matmuls, which take their tensor-core instance from 16 tokens on (tiles of 16 below 64), and
+    // the sibling matmuls' token tiles.
+    // A sibling launch of the 1-token bucket is its 2 or 3 matmuls' own launches where one takes
+    // the tensor cores.
+    size_t i = 0;
+    for (const plan::Launch& l1 : lp.buckets[0].launches) {
+      ASSERT_LT(i, b.launches.size());
+      const codegen::KernelSource& k1 = lp.kernels[l1.kernel];
       const codegen::KernelSource& k = lp.kernels[b.launches[i].kernel];
-      const codegen::KernelSource& k1 = lp.kernels[lp.buckets[0].launches[i].kernel];
+      if (k1.family == "matmul_siblings" && k.family == "matmul") {
+        EXPECT_GE(b.tokens, 16) << k1.id << " split at " << b.tokens << " tokens";
+        i += codegen::kernel_param(k1, "N3") > 0 ? 3 : 2;
+        continue;
+      }
       EXPECT_EQ(k.family, k1.family);
       if (k.family == "matmul" && codegen::kernel_param(k, "W_LAYOUT") == 0) {
         EXPECT_EQ(codegen::kernel_param(k, "MMA"), b.tokens >= 16 ? 1 : 0) << k.id << " at " << b.tokens << " tokens";
         if (b.tokens >= 16) EXPECT_EQ(codegen::kernel_param(k, "TOK_TILE"), 16) << k.id;
         EXPECT_EQ(codegen::kernel_param(k, "K"), codegen::kernel_param(k1, "K"));
+      } else if (k.family == "matmul_siblings") {  // on the CUDA cores: token tiles of 1, 2, 8
+        EXPECT_EQ(codegen::kernel_param(k, "TOK_TILE"), b.tokens == 1 ? 1 : b.tokens <= 8 ? 2 : 8) << k.id;
+        EXPECT_EQ(codegen::kernel_param(k, "N2"), codegen::kernel_param(k1, "N2"));
       } else {
-        EXPECT_EQ(b.launches[i].kernel, lp.buckets[0].launches[i].kernel) << k.id;
+        EXPECT_EQ(b.launches[i].kernel, l1.kernel) << k.id;
       }
+      ++i;
     }
+    EXPECT_EQ(i, b.launches.size());
   }
   // Views (slice / reshape / transpose) and weights emit no launches.
   for (const plan::Launch& launch : lp.buckets[0].launches) {

@@ -1,0 +1,59 @@
+#include "compiler/codegen/families/matmul_siblings.h"
+
+#include <string>
+
+namespace kplan::codegen::matmul_siblings {
+namespace {
+
+void check(const ParamValues& p) {
+  require(p.at("N") > 0 && p.at("N2") > 0 && p.at("N3") >= 0, "matmul_siblings", "N and N2 must be positive, N3 at least 0");
+  const int64_t warps = p.at("WARPS"), ksplit = p.at("KSPLIT");
+  require(p.at("RPW") >= 1 && ksplit >= 1 && p.at("UNROLL") >= 1 && p.at("TOK_TILE") >= 1, "matmul_siblings",
+          "RPW, KSPLIT, UNROLL and TOK_TILE must be positive");
+  require(warps % ksplit == 0, "matmul_siblings", "KSPLIT (" + std::to_string(ksplit) + ") must divide WARPS (" + std::to_string(warps) + ")");
+  require(p.at("RPW") * p.at("TOK_TILE") <= 64, "matmul_siblings", "RPW * TOK_TILE accumulators above 64 would spill");
+  require(warps * p.at("RPW") * p.at("TOK_TILE") * 4 <= 48 * 1024, "matmul_siblings",
+          "the partial sums (WARPS * RPW * TOK_TILE f32) exceed 48 KiB of shared memory");
+}
+
+// x: token tiles; y: row blocks of RPW * WARPS / KSPLIT rows over the siblings' N + N2 + N3 rows.
+LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
+  const int64_t rows = kernel_param(k, "N") + kernel_param(k, "N2") + kernel_param(k, "N3");
+  const int64_t per_block = kernel_param(k, "RPW") * (kernel_param(k, "WARPS") / kernel_param(k, "KSPLIT"));
+  const uint32_t row_blocks = ceil_div(rows, per_block);
+  require(row_blocks <= 65535, "matmul_siblings", k.id + ": " + std::to_string(row_blocks) + " row blocks exceed grid.y's 65535");
+  LaunchDims d = block_of(k);
+  d.grid = {ceil_div(s.rows, kernel_param(k, "TOK_TILE")), row_blocks, 1};
+  return d;
+}
+
+}  // namespace
+
+const Family& family() {
+  static const Family f{
+      .name = "matmul_siblings",
+      .header = "matmul_siblings.cuh",
+      .function = "kp::matmul_siblings",
+      .params = {dim_param("K", "k"), dim_param("N", "na"), dim_param("N2", "nb"), dim_param("N3", "nc"), dtype_param("X_DT", "x"),
+                 dtype_param("Y_DT", "y"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"), tuning_param("RPW", "r"),
+                 tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u")},
+      .signature = signature_of<Args>(),
+      .block = BlockParam::Warps,
+      .check = check,
+      .geometry = geometry,
+  };
+  return f;
+}
+
+}  // namespace kplan::codegen::matmul_siblings
+
+namespace kplan::codegen {
+
+KernelSource matmul_siblings_kernel(int64_t k, int64_t n, int64_t n2, int64_t n3, ElemType x, ElemType y, std::string_view arch,
+                                    int64_t few_tokens) {
+  ParamValues p = {{"K", k}, {"N", n}, {"N2", n2}, {"N3", n3}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}};
+  if (few_tokens > 0) p["TOK_TILE"] = few_tokens;
+  return instantiate(matmul_siblings::family(), p, arch);
+}
+
+}  // namespace kplan::codegen

@@ -1,0 +1,33 @@
+#pragma once
+// select-kernels' sibling fusion: matmuls of the same activations (q_a_proj and
+// kv_a_proj_with_mqa; a MoE layer's router with its shared expert's gate and up projections; an
+// MLP's gate and up projections) computed by one launch (kernels_templates/matmul_siblings.cuh)
+// in the steps whose matmuls run on the CUDA cores, where a decode step is launch-bound: the first
+// sibling's rule launches for all of them, the later ones launch nothing and their results are
+// placed at the first (plan-memory). Steps the op rule puts on the tensor cores launch each
+// sibling's own instance from that same rule. The IR is unchanged.
+#include <map>
+#include <vector>
+
+#include "compiler/passes/epilogue_adds.h"
+#include "compiler/passes/lowering_views.h"
+#include "ir/ir.h"
+
+namespace kplan::passes {
+
+struct SiblingMatmuls {
+  std::map<const ir::Op*, std::vector<const ir::Op*>> later;  // first sibling -> the later ones (1 or 2)
+  std::map<const ir::Op*, const ir::Op*> first;               // later sibling -> the first
+};
+
+// The sibling groups of `fn` given its views: [N, K] bf16 weight matmuls (not lm_head, not a
+// producer of a fused residual add) reading the same activations, whose results are whole
+// contiguous rows stored in one dtype; up to 3 a group, in program order. Appends to `out`.
+void find_sibling_matmuls(const ir::Function& fn, const std::map<const ir::Value*, View>& views, const EpilogueFusions& epilogue,
+                          SiblingMatmuls& out);
+
+// False when KPLAN_FUSE_SIBLINGS=0 (a compile without the fusion, for measuring it); another value
+// than 0 or 1 is refused.
+bool sibling_matmuls_enabled();
+
+}  // namespace kplan::passes

@@ -1,0 +1,105 @@
+#pragma once
+// Sibling matmuls: two or three bf16 [N_i, K] weights applied to the same activations in one
+// launch (q_a_proj + kv_a_proj_with_mqa, a router with the shared expert's gate and up
+// projections, an MLP's gate and up projections), f32 accumulation:
+//   y[t, n]  = sum_k x[t, k] * W(n, k)     n < N
+//   y2[t, n] = sum_k x[t, k] * W2(n, k)    n < N2
+//   y3[t, n] = sum_k x[t, k] * W3(n, k)    n < N3 (N3 0: no third)
+// A decode step is launch-bound at its narrow projections (each launch costs the SMs a ramp and
+// a tail, and kv_a's 576 rows alone fill 4 warps an SM): the rows of all siblings are one row
+// space of N + N2 + N3 rows that the grid's row blocks stream as kp::matmul's CUDA-core W_LAYOUT 0
+// path does (kp::matmul_rows: rows per warp, K split over a block's warps, 16-byte weight loads
+// in flight), each row reading its own matrix and writing its own output: each is kp::matmul's
+// sum up to f32 summation order (the K split follows the total rows). Steps the op rule puts on
+// the tensor cores launch the siblings one by one (compiler/passes/sibling_matmuls.h).
+//
+// Template parameters:
+//   K            reduction dim, shared
+//   N, N2, N3    rows of W, W2, W3 (N3 0: two siblings)
+//   X_DT, Y_DT   element types of x and of every y
+//   WARPS, TOK_TILE, RPW, KSPLIT, UNROLL   as kp::matmul's (its CUDA-core path)
+// Launch (compiler/codegen/families/matmul_siblings.cc):
+//   grid (ceil(n_tokens / TOK_TILE), ceil((N + N2 + N3) / (RPW * WARPS / KSPLIT)), 1), block (32 * WARPS)
+// Arguments:
+//   x               X_DT; row t at t * x_row_stride
+//   w, w2, w3       bf16 [N, K], [N2, K], [N3, K] row-major (w3 unread when N3 is 0)
+//   y, y2, y3       Y_DT; row t at t * y_row_stride, t * y2_row_stride, t * y3_row_stride
+//   n_tokens        tokens (rows of x) in this step
+//   x_row_stride, y_row_stride, y2_row_stride, y3_row_stride   in elements
+#include "matmul.cuh"
+
+namespace kp {
+
+// Row n of the sibling row space: its matrix's row (clamped past the end for loads only).
+template <int K, int N, int N2, int N3>
+__device__ __forceinline__ const unsigned short* sibling_row(const void* w, const void* w2, const void* w3, int n) {
+  n = min(n, N + N2 + N3 - 1);
+  if (n < N) return static_cast<const unsigned short*>(w) + static_cast<i64>(n) * K;
+  if (n < N + N2) return static_cast<const unsigned short*>(w2) + static_cast<i64>(n - N) * K;
+  return static_cast<const unsigned short*>(w3) + static_cast<i64>(n - N - N2) * K;
+}
+
+template <int K, int N, int N2, int N3, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL>
+__device__ void matmul_siblings(const void* x, const void* w, const void* w2, const void* w3, void* y, void* y2, void* y3,
+                                int n_tokens, int x_row_stride, int y_row_stride, int y2_row_stride, int y3_row_stride) {
+  static_assert(WARPS % KSPLIT == 0, "KSPLIT must divide WARPS");
+  static_assert(N > 0 && N2 > 0 && N3 >= 0, "two or three siblings");
+  constexpr int GROUPS = WARPS / KSPLIT;
+  constexpr int ROWS = N + N2 + N3;
+  const int t0 = blockIdx.x * TOK_TILE;
+  const int nt = min(TOK_TILE, n_tokens - t0);
+  if (nt <= 0) return;
+  const void* xb = offset<X_DT>(x, static_cast<i64>(t0) * x_row_stride);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = warp / KSPLIT, slice = warp % KSPLIT;
+  const int n0 = (blockIdx.y * GROUPS + group) * RPW;
+  __shared__ float partial[WARPS][RPW * TOK_TILE];
+  // Uniform per launch: whole weights are 16-byte aligned rows when K % 8 == 0.
+  const bool wvec = K % 8 == 0 && ((reinterpret_cast<unsigned long long>(w) | reinterpret_cast<unsigned long long>(w2) |
+                                    (N3 > 0 ? reinterpret_cast<unsigned long long>(w3) : 0ull)) & 15u) == 0;
+  const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (X_DT == F32 ? 4 : 8) == 0;
+  const unsigned short* wrow[RPW];
+#pragma unroll
+  for (int r = 0; r < RPW; ++r) wrow[r] = sibling_row<K, N, N2, N3>(w, w2, w3, n0 + r);
+  float acc[RPW][TOK_TILE];
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = 0.f;
+  if (wvec && xvec) {
+    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wrow, xb, x_row_stride, nt, slice, acc);
+  } else if (wvec) {
+    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wrow, xb, x_row_stride, nt, slice, acc);
+  } else {
+    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wrow, xb, x_row_stride, nt, slice, acc);
+  }
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = warp_sum(acc[r][t]);
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < RPW; ++r)
+#pragma unroll
+      for (int t = 0; t < TOK_TILE; ++t) partial[warp][r * TOK_TILE + t] = acc[r][t];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < GROUPS * RPW * TOK_TILE; i += 32 * WARPS) {
+    const int g = i / (RPW * TOK_TILE), r = i / TOK_TILE % RPW, t = i % TOK_TILE;
+    const int n = (blockIdx.y * GROUPS + g) * RPW + r;
+    if (t >= nt || n >= ROWS) continue;
+    float s = 0.f;
+#pragma unroll
+    for (int q = 0; q < KSPLIT; ++q) s += partial[g * KSPLIT + q][r * TOK_TILE + t];
+    const i64 row = t0 + t;
+    if (n < N) {
+      store<Y_DT>(y, row * y_row_stride + n, s);
+    } else if (n < N + N2) {
+      store<Y_DT>(y2, row * y2_row_stride + (n - N), s);
+    } else {
+      store<Y_DT>(y3, row * y3_row_stride + (n - N - N2), s);
+    }
+  }
+}
+
+}  // namespace kp

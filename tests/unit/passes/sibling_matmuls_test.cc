@@ -1,0 +1,92 @@
+// select-kernels' sibling fusion (compiler/passes/sibling_matmuls.h): which matmuls of the same
+// activations one launch computes, and which it leaves alone. (The K2.6 groups and the lowered
+// dumps are checked by tests/golden/lowered.kir; the numbers by the launch emulator's goldens.)
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "compiler/passes/sibling_matmuls.h"
+#include "ir/parser.h"
+#include "ir/support/error.h"
+
+namespace kplan {
+namespace {
+
+struct Found {
+  std::unique_ptr<ir::Module> module;
+  passes::EpilogueFusions epilogue;
+  passes::SiblingMatmuls siblings;
+  const ir::Function& fn() const { return *module->functions().front(); }
+  const ir::Op* op(size_t index) const { return fn().ops().at(index); }
+};
+
+Found find(const std::string& text) {
+  Found f;
+  f.module = ir::parse_module(text);
+  const std::map<const ir::Value*, DType> dtypes;
+  const auto views = passes::compute_views(f.fn(), 4, 16, 0, &dtypes);
+  passes::find_epilogue_adds(f.fn(), views, f.epilogue);
+  passes::find_sibling_matmuls(f.fn(), views, f.epilogue, f.siblings);
+  return f;
+}
+
+TEST(SiblingMatmuls, MatmulsOfTheSameActivationsGroupInProgramOrderThreeAtMost) {
+  const Found f = find(R"(module {
+  func @f(%x: f32[T, 4], %z: f32[T, 4]) {
+    %0 = weight {name = "a", ckpt = "target"} : bf16[8, 4]
+    %1 = matmul(%x, %0) : f32[T, 8]
+    %2 = weight {name = "b", ckpt = "target"} : bf16[6, 4]
+    %3 = matmul(%z, %2) : f32[T, 6]
+    %4 = matmul(%x, %2) : f32[T, 6]
+    %5 = weight {name = "c", ckpt = "target"} : bf16[2, 4]
+    %6 = matmul(%x, %5) : f32[T, 2]
+    %7 = matmul(%x, %0) : f32[T, 8]
+    output(%1) {name = "a"}
+    output(%3) {name = "b"}
+    output(%4) {name = "c"}
+    output(%6) {name = "d"}
+    output(%7) {name = "e"}
+  }
+}
+)");
+  const ir::Op* head = f.op(1);
+  ASSERT_EQ(f.siblings.later.count(head), 1u);
+  EXPECT_EQ(f.siblings.later.at(head), (std::vector<const ir::Op*>{f.op(4), f.op(6)}));
+  EXPECT_EQ(f.siblings.first.at(f.op(4)), head);
+  EXPECT_EQ(f.siblings.first.at(f.op(6)), head);
+  // %z's matmul has no sibling; the fourth matmul of %x starts no group of one.
+  EXPECT_EQ(f.siblings.later.count(f.op(3)), 0u);
+  EXPECT_EQ(f.siblings.first.count(f.op(3)), 0u);
+  EXPECT_EQ(f.siblings.first.count(f.op(7)), 0u);
+  EXPECT_EQ(f.siblings.later.count(f.op(7)), 0u);
+}
+
+TEST(SiblingMatmuls, LeavesAMatmulWithAFusedResidualAddAlone) {
+  const Found f = find(R"(module {
+  func @f(%x: f32[T, 4], %h: f32[T, 8]) {
+    %0 = weight {name = "a", ckpt = "target"} : bf16[8, 4]
+    %1 = matmul(%x, %0) : f32[T, 8]
+    %2 = add(%h, %1) : f32[T, 8]
+    %3 = weight {name = "b", ckpt = "target"} : bf16[8, 4]
+    %4 = matmul(%x, %3) : f32[T, 8]
+    output(%2) {name = "y"}
+    output(%4) {name = "z"}
+  }
+}
+)");
+  ASSERT_EQ(f.epilogue.producers.count(f.op(1)), 1u);
+  EXPECT_TRUE(f.siblings.later.empty());
+  EXPECT_TRUE(f.siblings.first.empty());
+}
+
+TEST(SiblingMatmulsEnv, ZeroTurnsTheFusionOffAndOtherValuesAreRefused) {
+  EXPECT_TRUE(passes::sibling_matmuls_enabled());
+  setenv("KPLAN_FUSE_SIBLINGS", "0", 1);
+  EXPECT_FALSE(passes::sibling_matmuls_enabled());
+  setenv("KPLAN_FUSE_SIBLINGS", "yes", 1);
+  EXPECT_THROW(passes::sibling_matmuls_enabled(), Error);
+  unsetenv("KPLAN_FUSE_SIBLINGS");
+}
+
+}  // namespace
+}  // namespace kplan
