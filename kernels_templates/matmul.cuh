@@ -211,6 +211,36 @@ __device__ __forceinline__ void matmul_rows_mma(const unsigned short* wb, int n0
   }
 }
 
+// A warp's share of the CUDA-core W_LAYOUT 0 path, summed over its lanes: row r's partial sum of
+// token t over the warp's k-slice into out[r * TOK_TILE + t] (lane 0 writes). wvec / xvec: 16-byte
+// weight / x loads (uniform per launch). kp::matmul_siblings streams its rows through it too.
+template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL>
+__device__ __forceinline__ void matmul_rows_to_partial(const unsigned short* const (&wrow)[RPW], const void* xb, int x_row_stride,
+                                                       int nt, int slice, bool wvec, bool xvec, float* out) {
+  float acc[RPW][TOK_TILE];
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = 0.f;
+  if (wvec && xvec) {
+    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wrow, xb, x_row_stride, nt, slice, acc);
+  } else if (wvec) {
+    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wrow, xb, x_row_stride, nt, slice, acc);
+  } else {
+    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wrow, xb, x_row_stride, nt, slice, acc);
+  }
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = warp_sum(acc[r][t]);
+  if (threadIdx.x % 32 == 0) {
+#pragma unroll
+    for (int r = 0; r < RPW; ++r)
+#pragma unroll
+      for (int t = 0; t < TOK_TILE; ++t) out[r * TOK_TILE + t] = acc[r][t];
+  }
+}
+
 // The prologue (run before kp::grid_dependency_begin): weights are the plan's constants, so while
 // the kernel before this one still runs (programmatic dependent launch) the blocks holding the
 // first PREFETCH KiB of W ask L2 for their share of them, HBM working through the predecessor's
@@ -304,28 +334,7 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
       const unsigned short* wrow[RPW];
 #pragma unroll
       for (int r = 0; r < RPW; ++r) wrow[r] = wb + static_cast<i64>(min(n0 + r, N - 1)) * K;
-      float acc[RPW][TOK_TILE];
-#pragma unroll
-      for (int r = 0; r < RPW; ++r)
-#pragma unroll
-        for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = 0.f;
-      if (wvec && xvec) {
-        matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wrow, xb, x_row_stride, nt, slice, acc);
-      } else if (wvec) {
-        matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wrow, xb, x_row_stride, nt, slice, acc);
-      } else {
-        matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wrow, xb, x_row_stride, nt, slice, acc);
-      }
-#pragma unroll
-      for (int r = 0; r < RPW; ++r)
-#pragma unroll
-        for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = warp_sum(acc[r][t]);
-      if (lane == 0) {
-#pragma unroll
-        for (int r = 0; r < RPW; ++r)
-#pragma unroll
-          for (int t = 0; t < TOK_TILE; ++t) partial[warp][r * TOK_TILE + t] = acc[r][t];
-      }
+      matmul_rows_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp]);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < GROUPS * RPW * TOK_TILE; i += 32 * WARPS) {

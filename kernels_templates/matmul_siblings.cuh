@@ -50,7 +50,7 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
   const int nt = min(TOK_TILE, n_tokens - t0);
   if (nt <= 0) return;
   const void* xb = offset<X_DT>(x, static_cast<i64>(t0) * x_row_stride);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
   const int group = warp / KSPLIT, slice = warp % KSPLIT;
   const int n0 = (blockIdx.y * GROUPS + group) * RPW;
   __shared__ float partial[WARPS][RPW * TOK_TILE];
@@ -61,28 +61,7 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
   const unsigned short* wrow[RPW];
 #pragma unroll
   for (int r = 0; r < RPW; ++r) wrow[r] = sibling_row<K, N, N2, N3>(w, w2, w3, n0 + r);
-  float acc[RPW][TOK_TILE];
-#pragma unroll
-  for (int r = 0; r < RPW; ++r)
-#pragma unroll
-    for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = 0.f;
-  if (wvec && xvec) {
-    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wrow, xb, x_row_stride, nt, slice, acc);
-  } else if (wvec) {
-    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wrow, xb, x_row_stride, nt, slice, acc);
-  } else {
-    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wrow, xb, x_row_stride, nt, slice, acc);
-  }
-#pragma unroll
-  for (int r = 0; r < RPW; ++r)
-#pragma unroll
-    for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = warp_sum(acc[r][t]);
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < RPW; ++r)
-#pragma unroll
-      for (int t = 0; t < TOK_TILE; ++t) partial[warp][r * TOK_TILE + t] = acc[r][t];
-  }
+  matmul_rows_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp]);
   __syncthreads();
   for (int i = threadIdx.x; i < GROUPS * RPW * TOK_TILE; i += 32 * WARPS) {
     const int g = i / (RPW * TOK_TILE), r = i / TOK_TILE % RPW, t = i % TOK_TILE;

@@ -1,10 +1,9 @@
 #include "compiler/passes/epilogue_adds.h"
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "ir/support/error.h"
+#include "compiler/codegen/heuristics/heuristics.h"
 
 namespace kplan::passes {
 namespace {
@@ -86,11 +85,6 @@ void find_epilogue_adds(const ir::Function& fn, const std::map<const Value*, Vie
   Finder(fn, views, out);
 }
 
-bool epilogue_adds_enabled() {
-  const char* env = std::getenv("KPLAN_FUSE_ADDS");
-  if (!env || std::string(env) == "1") return true;
-  if (std::string(env) == "0") return false;
-  throw Error(std::string("KPLAN_FUSE_ADDS must be 0 or 1, not '") + env + "'");
-}
+bool epilogue_adds_enabled() { return codegen::compile_switch("KPLAN_FUSE_ADDS", true); }
 
 }  // namespace kplan::passes

@@ -1,9 +1,8 @@
 #include "compiler/passes/sibling_matmuls.h"
 
-#include <cstdlib>
 #include <string>
 
-#include "ir/support/error.h"
+#include "compiler/codegen/heuristics/heuristics.h"
 
 namespace kplan::passes {
 namespace {
@@ -45,11 +44,6 @@ void find_sibling_matmuls(const ir::Function& fn, const std::map<const Value*, V
   }
 }
 
-bool sibling_matmuls_enabled() {
-  const char* env = std::getenv("KPLAN_FUSE_SIBLINGS");
-  if (!env || std::string(env) == "1") return true;
-  if (std::string(env) == "0") return false;
-  throw Error(std::string("KPLAN_FUSE_SIBLINGS must be 0 or 1, not '") + env + "'");
-}
+bool sibling_matmuls_enabled() { return codegen::compile_switch("KPLAN_FUSE_SIBLINGS", true); }
 
 }  // namespace kplan::passes

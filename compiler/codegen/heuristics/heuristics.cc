@@ -111,6 +111,13 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
   set("WARPS", std::max<int64_t>(4, ksplit));
 }
 
+bool compile_switch(const char* name, bool fallback) {
+  const char* env = std::getenv(name);
+  if (!env) return fallback;
+  if (std::string_view(env) == "0" || std::string_view(env) == "1") return env[0] == '1';
+  throw Error(std::string(name) + " must be 0 or 1, not '" + env + "'");
+}
+
 void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
   // The dense matmul's CUDA-core stream over the siblings' rows taken together (one row space).
   static const char* const kTuning[] = {"WARPS", "TOK_TILE", "RPW", "KSPLIT", "UNROLL"};
@@ -208,9 +215,7 @@ int64_t moe_wide_min_tokens(std::string_view arch) {
   // block) cannot stage down's 16 pairs of 2048 f32: no wide tuning there.
   // Inside the K2.6 slice's plan, though, it lost: 4.830 against 4.599 ms at 16 tokens, even at 8
   // (bench/RESULTS.md 2026-12-04), so it is opt-in: KPLAN_MOE_WIDE=1 for a compile (measuring).
-  const char* env = std::getenv("KPLAN_MOE_WIDE");
-  if (!env || std::string_view(env) == "0") return 0;
-  if (std::string_view(env) != "1") throw Error(std::string("KPLAN_MOE_WIDE must be 0 or 1, not '") + env + "'");
+  if (!compile_switch("KPLAN_MOE_WIDE", false)) return 0;
   return &tuning_for(arch) == &sm90_tuning() ? 8 : 0;
 }
 

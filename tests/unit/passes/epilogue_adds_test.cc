@@ -3,30 +3,15 @@
 // dumps are checked by tests/golden/lowered.kir; the numbers by the launch emulator's goldens.)
 #include <gtest/gtest.h>
 
-#include "compiler/passes/epilogue_adds.h"
-#include "ir/parser.h"
+#include "tests/unit/passes/fusion_finders.h"
 
 namespace kplan {
 namespace {
 
-struct Found {
-  std::unique_ptr<ir::Module> module;
-  passes::EpilogueFusions fusions;
-  const ir::Function& fn() const { return *module->functions().front(); }
-  const ir::Op* op(size_t index) const { return fn().ops().at(index); }
-};
-
-Found find(const std::string& text) {
-  Found f;
-  f.module = ir::parse_module(text);
-  const std::map<const ir::Value*, DType> dtypes;
-  const auto views = passes::compute_views(f.fn(), 4, 16, 0, &dtypes);
-  passes::find_epilogue_adds(f.fn(), views, f.fusions);
-  return f;
-}
+using testing_util::find_fusions;
 
 TEST(EpilogueAdds, AMatmulReadOnlyByAnAddTakesItsResidual) {
-  const Found f = find(R"(module {
+  const auto f = find_fusions(R"(module {
   func @f(%x: f32[T, 4], %h: f32[T, 8]) {
     %0 = weight {name = "w", ckpt = "target"} : bf16[8, 4]
     %1 = matmul(%x, %0) : f32[T, 8]
@@ -37,16 +22,16 @@ TEST(EpilogueAdds, AMatmulReadOnlyByAnAddTakesItsResidual) {
 )");
   const ir::Op* mm = f.op(1);
   const ir::Op* add = f.op(2);
-  ASSERT_EQ(f.fusions.producers.count(mm), 1u);
-  EXPECT_EQ(f.fusions.producers.at(mm).residual, f.fn().args()[1]);
-  EXPECT_EQ(f.fusions.producers.at(mm).out, add->result());
-  EXPECT_EQ(f.fusions.fused_adds.at(add), mm);
-  EXPECT_EQ(f.fusions.unstored.count(mm->result()), 1u);
-  EXPECT_EQ(f.fusions.unstored.count(add->result()), 0u);
+  ASSERT_EQ(f.epilogue.producers.count(mm), 1u);
+  EXPECT_EQ(f.epilogue.producers.at(mm).residual, f.fn().args()[1]);
+  EXPECT_EQ(f.epilogue.producers.at(mm).out, add->result());
+  EXPECT_EQ(f.epilogue.fused_adds.at(add), mm);
+  EXPECT_EQ(f.epilogue.unstored.count(mm->result()), 1u);
+  EXPECT_EQ(f.epilogue.unstored.count(add->result()), 0u);
 }
 
 TEST(EpilogueAdds, LeavesAMatmulWithAnotherReaderAlone) {
-  const Found f = find(R"(module {
+  const auto f = find_fusions(R"(module {
   func @f(%x: f32[T, 4], %h: f32[T, 8]) {
     %0 = weight {name = "w", ckpt = "target"} : bf16[8, 4]
     %1 = matmul(%x, %0) : f32[T, 8]
@@ -56,14 +41,14 @@ TEST(EpilogueAdds, LeavesAMatmulWithAnotherReaderAlone) {
   }
 }
 )");
-  EXPECT_TRUE(f.fusions.producers.empty());
-  EXPECT_TRUE(f.fusions.fused_adds.empty());
-  EXPECT_TRUE(f.fusions.unstored.empty());
+  EXPECT_TRUE(f.epilogue.producers.empty());
+  EXPECT_TRUE(f.epilogue.fused_adds.empty());
+  EXPECT_TRUE(f.epilogue.unstored.empty());
 }
 
 TEST(EpilogueAdds, LeavesAStridedOrNarrowedResidualAlone) {
   // A slice of a wider row is no contiguous residual; an add of the matmul to itself has two reads.
-  const Found strided = find(R"(module {
+  const auto strided = find_fusions(R"(module {
   func @f(%x: f32[T, 4], %h: f32[T, 16]) {
     %0 = weight {name = "w", ckpt = "target"} : bf16[8, 4]
     %1 = matmul(%x, %0) : f32[T, 8]
@@ -73,8 +58,8 @@ TEST(EpilogueAdds, LeavesAStridedOrNarrowedResidualAlone) {
   }
 }
 )");
-  EXPECT_TRUE(strided.fusions.producers.empty());
-  const Found twice = find(R"(module {
+  EXPECT_TRUE(strided.epilogue.producers.empty());
+  const auto twice = find_fusions(R"(module {
   func @f(%x: f32[T, 4]) {
     %0 = weight {name = "w", ckpt = "target"} : bf16[8, 4]
     %1 = matmul(%x, %0) : f32[T, 8]
@@ -83,7 +68,7 @@ TEST(EpilogueAdds, LeavesAStridedOrNarrowedResidualAlone) {
   }
 }
 )");
-  EXPECT_TRUE(twice.fusions.producers.empty());
+  EXPECT_TRUE(twice.epilogue.producers.empty());
 }
 
 }  // namespace

@@ -5,33 +5,16 @@
 
 #include <cstdlib>
 
-#include "compiler/passes/sibling_matmuls.h"
-#include "ir/parser.h"
+#include "tests/unit/passes/fusion_finders.h"
 #include "ir/support/error.h"
 
 namespace kplan {
 namespace {
 
-struct Found {
-  std::unique_ptr<ir::Module> module;
-  passes::EpilogueFusions epilogue;
-  passes::SiblingMatmuls siblings;
-  const ir::Function& fn() const { return *module->functions().front(); }
-  const ir::Op* op(size_t index) const { return fn().ops().at(index); }
-};
-
-Found find(const std::string& text) {
-  Found f;
-  f.module = ir::parse_module(text);
-  const std::map<const ir::Value*, DType> dtypes;
-  const auto views = passes::compute_views(f.fn(), 4, 16, 0, &dtypes);
-  passes::find_epilogue_adds(f.fn(), views, f.epilogue);
-  passes::find_sibling_matmuls(f.fn(), views, f.epilogue, f.siblings);
-  return f;
-}
+using testing_util::find_fusions;
 
 TEST(SiblingMatmuls, MatmulsOfTheSameActivationsGroupInProgramOrderThreeAtMost) {
-  const Found f = find(R"(module {
+  const auto f = find_fusions(R"(module {
   func @f(%x: f32[T, 4], %z: f32[T, 4]) {
     %0 = weight {name = "a", ckpt = "target"} : bf16[8, 4]
     %1 = matmul(%x, %0) : f32[T, 8]
@@ -62,7 +45,7 @@ TEST(SiblingMatmuls, MatmulsOfTheSameActivationsGroupInProgramOrderThreeAtMost) 
 }
 
 TEST(SiblingMatmuls, LeavesAMatmulWithAFusedResidualAddAlone) {
-  const Found f = find(R"(module {
+  const auto f = find_fusions(R"(module {
   func @f(%x: f32[T, 4], %h: f32[T, 8]) {
     %0 = weight {name = "a", ckpt = "target"} : bf16[8, 4]
     %1 = matmul(%x, %0) : f32[T, 8]

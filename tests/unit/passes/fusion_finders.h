@@ -1,0 +1,33 @@
+#pragma once
+// Test helper: a function parsed from IR text, with select-kernels' views of it (4 tokens, context
+// 16, f32 storage) and both of its fusion finders run over it in select-kernels' order (the
+// residual adds, then the sibling matmuls, which leave a fused add's producer alone).
+#include <map>
+#include <memory>
+#include <string>
+
+#include "compiler/passes/epilogue_adds.h"
+#include "compiler/passes/sibling_matmuls.h"
+#include "ir/parser.h"
+
+namespace kplan::testing_util {
+
+struct Fusions {
+  std::unique_ptr<ir::Module> module;
+  passes::EpilogueFusions epilogue;
+  passes::SiblingMatmuls siblings;
+  const ir::Function& fn() const { return *module->functions().front(); }
+  const ir::Op* op(size_t index) const { return fn().ops().at(index); }
+};
+
+inline Fusions find_fusions(const std::string& text) {
+  Fusions f;
+  f.module = ir::parse_module(text);
+  const std::map<const ir::Value*, DType> dtypes;
+  const auto views = passes::compute_views(f.fn(), 4, 16, 0, &dtypes);
+  passes::find_epilogue_adds(f.fn(), views, f.epilogue);
+  passes::find_sibling_matmuls(f.fn(), views, f.epilogue, f.siblings);
+  return f;
+}
+
+}  // namespace kplan::testing_util
