@@ -1,6 +1,7 @@
 #include "compiler/passes/sibling_matmuls.h"
 
 #include <string>
+#include <utility>
 
 #include "compiler/codegen/heuristics/heuristics.h"
 
@@ -27,16 +28,17 @@ bool candidate(const Op& op, const std::map<const Value*, View>& views, const Ep
 
 void find_sibling_matmuls(const ir::Function& fn, const std::map<const Value*, View>& views, const EpilogueFusions& epilogue,
                           SiblingMatmuls& out) {
-  std::map<const Value*, const Op*> open;  // activations -> the group's first sibling, while it has room
+  // (activations, stored result dtype) -> the group's first sibling, while it has room.
+  std::map<std::pair<const Value*, DType>, const Op*> open;
   for (const Op* op : fn.ops()) {
     if (!candidate(*op, views, epilogue)) continue;
-    auto it = open.find(op->operand(0));
+    const std::pair<const Value*, DType> key{op->operand(0), views.at(op->result()).dtype};
+    auto it = open.find(key);
     if (it == open.end()) {
-      open[op->operand(0)] = op;
+      open[key] = op;
       continue;
     }
     const Op* head = it->second;
-    if (views.at(head->result()).dtype != views.at(op->result()).dtype) continue;
     std::vector<const Op*>& later = out.later[head];
     later.push_back(op);
     out.first[op] = head;

@@ -1,9 +1,10 @@
 #pragma once
 // Test helper: a function parsed from IR text, with select-kernels' views of it (4 tokens, context
-// 16, f32 storage) and both of its fusion finders run over it in select-kernels' order (the
+// 16, f32 storage but where asked) and both of its fusion finders run over it in select-kernels' order (the
 // residual adds, then the sibling matmuls, which leave a fused add's producer alone).
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "compiler/passes/epilogue_adds.h"
@@ -20,10 +21,12 @@ struct Fusions {
   const ir::Op* op(size_t index) const { return fn().ops().at(index); }
 };
 
-inline Fusions find_fusions(const std::string& text) {
+// `bf16_results`: the indices of the ops whose results are stored as bf16 (storage-dtypes' choice).
+inline Fusions find_fusions(const std::string& text, const std::set<size_t>& bf16_results = {}) {
   Fusions f;
   f.module = ir::parse_module(text);
-  const std::map<const ir::Value*, DType> dtypes;
+  std::map<const ir::Value*, DType> dtypes;
+  for (size_t i : bf16_results) dtypes[f.op(i)->result()] = DType::BF16;
   const auto views = passes::compute_views(f.fn(), 4, 16, 0, &dtypes);
   passes::find_epilogue_adds(f.fn(), views, f.epilogue);
   passes::find_sibling_matmuls(f.fn(), views, f.epilogue, f.siblings);

@@ -62,6 +62,29 @@ TEST(SiblingMatmuls, LeavesAMatmulWithAFusedResidualAddAlone) {
   EXPECT_TRUE(f.siblings.first.empty());
 }
 
+// With bf16 activations a router's logits stay f32 while the shared expert's gate and up are
+// stored as bf16: those two are siblings, the router keeps its own launch.
+TEST(SiblingMatmuls, SiblingsShareTheirStoredDtype) {
+  const auto f = find_fusions(R"(module {
+  func @f(%x: f32[T, 4]) {
+    %0 = weight {name = "router", ckpt = "target"} : bf16[8, 4]
+    %1 = matmul(%x, %0) : f32[T, 8]
+    %2 = weight {name = "gate", ckpt = "target"} : bf16[6, 4]
+    %3 = matmul(%x, %2) : f32[T, 6]
+    %4 = weight {name = "up", ckpt = "target"} : bf16[6, 4]
+    %5 = matmul(%x, %4) : f32[T, 6]
+    output(%1) {name = "r"}
+    output(%3) {name = "g"}
+    output(%5) {name = "u"}
+  }
+}
+)",
+                              {3, 5});
+  EXPECT_EQ(f.siblings.later.count(f.op(1)), 0u);
+  ASSERT_EQ(f.siblings.later.count(f.op(3)), 1u);
+  EXPECT_EQ(f.siblings.later.at(f.op(3)), (std::vector<const ir::Op*>{f.op(5)}));
+}
+
 TEST(SiblingMatmulsEnv, ZeroTurnsTheFusionOffAndOtherValuesAreRefused) {
   EXPECT_TRUE(passes::sibling_matmuls_enabled());
   setenv("KPLAN_FUSE_SIBLINGS", "0", 1);
