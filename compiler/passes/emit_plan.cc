@@ -113,10 +113,7 @@ class Emitter {
       ctx.arch = s_.options.arch;
       ctx.views = &views;
       ctx.selected = &recorded->second;
-      auto fused = s_.epilogue.producers.find(&op);
-      if (fused != s_.epilogue.producers.end()) ctx.epilogue = &fused->second;
-      auto later = s_.siblings.later.find(&op);
-      if (later != s_.siblings.later.end()) ctx.siblings = &later->second;
+      attach_fusions(s_.epilogue, s_.siblings, op, ctx);
       ctx.ptr = [&](const View& v) { return ptr(v); };
       ctx.scratch = [&](const ir::Op& o) { return LaunchArg::buffer(s_.scratch.at(&o)); };
       lower_op(op, ctx);

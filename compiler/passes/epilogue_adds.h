@@ -8,7 +8,8 @@
 //   - moe -> add(routed, shared) -> add(h, .): the MoE combine writes h + routed (its ACC
 //     epilogue reading h), then the shared expert's down projection adds into that in place.
 // The IR is unchanged (the CPU reference still runs the adds); the lowered dumps show what was
-// fused (`epilogue = ...`, `fused into op N`).
+// fused (`epilogue = %out = %residual + this` on the producer, `fused = the epilogue of %N` on
+// the add).
 #include <map>
 #include <set>
 

@@ -110,6 +110,7 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
     y.push_back(&ctx.view(m->result()));
     if (w.back()->shape[1] != x.width) throw Error("codegen: sibling matmul weight layout (" + ctx.where(*m) + ")");
   }
+  const size_t third = members.size() > 2 ? 2 : 1;  // an absent third: the second's pointers, unread
   const int64_t n2 = w[1]->shape[0], n3 = members.size() > 2 ? w[2]->shape[0] : 0;
   auto fused = [&](int64_t tokens) {
     return matmul_siblings_kernel(x.width, w[0]->shape[0], n2, n3, x_t, y_t, ctx.arch, tokens);
@@ -129,8 +130,8 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   if (together) {
     const KernelSource& k = x.rows <= 1 ? one : x.rows <= 8 ? two : eight;
     launch(ctx, k, x.rows,
-           matmul_siblings::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[0]), .w2 = P(*w[1]), .w3 = P(*w[members.size() > 2 ? 2 : 1]),
-                                 .y = P(*y[0]), .y2 = P(*y[1]), .y3 = P(*y[members.size() > 2 ? 2 : 1]), .n_tokens = x.rows,
+           matmul_siblings::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[0]), .w2 = P(*w[1]), .w3 = P(*w[third]),
+                                 .y = P(*y[0]), .y2 = P(*y[1]), .y3 = P(*y[third]), .n_tokens = x.rows,
                                  .x_row_stride = x.stride, .y_row_stride = w[0]->shape[0], .y2_row_stride = n2, .y3_row_stride = n3});
     return;
   }
@@ -143,6 +144,13 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
 }
 
 }  // namespace
+
+void attach_fusions(const EpilogueFusions& epilogue, const SiblingMatmuls& siblings, const ir::Op& op, RuleContext& ctx) {
+  auto fused = epilogue.producers.find(&op);
+  if (fused != epilogue.producers.end()) ctx.epilogue = &fused->second;
+  auto later = siblings.later.find(&op);
+  if (later != siblings.later.end()) ctx.siblings = &later->second;
+}
 
 const View& RuleContext::view(const Value* v) const {
   auto it = views->find(v);

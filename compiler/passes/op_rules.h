@@ -13,6 +13,7 @@
 #include "compiler/codegen/families/family.h"
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowering_views.h"
+#include "compiler/passes/sibling_matmuls.h"
 #include "schemas/plan_model.h"
 
 namespace kplan::passes {
@@ -47,6 +48,10 @@ struct RuleContext {
   const View& view(const ir::Value* v) const;
   std::string where(const ir::Op& op) const;  // "op 12 (rms_norm) of @target"
 };
+
+// Points ctx at what select-kernels' fusions recorded for `op` (its epilogue add, its later
+// sibling matmuls): select-kernels and emit-plan lower an op the same way.
+void attach_fusions(const EpilogueFusions& epilogue, const SiblingMatmuls& siblings, const ir::Op& op, RuleContext& ctx);
 
 // Appends the op's launches to ctx.launches (nothing for weights, views, concat, output).
 // Throws kplan::Error naming the op for a construct no kernel handles.

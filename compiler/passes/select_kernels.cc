@@ -23,10 +23,7 @@ void select_kernels(LowerState& s) {
       if (s.epilogue.fused_adds.count(ops[n])) continue;  // its producer's kernel adds
       if (s.siblings.first.count(ops[n])) continue;       // the first sibling's rule launches it
       RuleContext ctx;
-      auto fused = s.epilogue.producers.find(ops[n]);
-      if (fused != s.epilogue.producers.end()) ctx.epilogue = &fused->second;
-      auto later = s.siblings.later.find(ops[n]);
-      if (later != s.siblings.later.end()) ctx.siblings = &later->second;
+      attach_fusions(s.epilogue, s.siblings, *ops[n], ctx);
       ctx.fn = fn;
       ctx.op_index = static_cast<int64_t>(n);
       ctx.tokens = s.max_tokens;

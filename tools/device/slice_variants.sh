@@ -2,12 +2,12 @@
 # Compile-time variants of the K2.6 3-layer slice (1 dense + 2 MoE layers at full width, weights
 # generated on the device at load) timed side by side in one device run: each variant is a name and
 # the environment its plan is compiled under (the compile-time switches README.md lists:
-# KPLAN_FUSE_ADDS, KPLAN_WEIGHT_PREFETCH, KPLAN_MOE_WIDE, KPLAN_MLA_SPLIT, ...). Every plan is
+# KPLAN_FUSE_ADDS, KPLAN_FUSE_SIBLINGS, KPLAN_WEIGHT_PREFETCH, KPLAN_MOE_WIDE, KPLAN_MLA_SPLIT, ...). Every plan is
 # benched in the same process order at the same context, then a table of step ms per token count
 # is printed last (and $OUT/variants.json written).
 # Run from the kit `gpu_check.sh --stage` carried (.carry/gpu).
-# Env: KPLAN_VARIANTS ("name:VAR=V,VAR=V name2:" ...; default: the fusions and the prefetch each
-# off against the default), KPLAN_VARIANT_EXPERTS (int4 | bf16: the INT4 published config or
+# Env: KPLAN_VARIANTS ("name:VAR=V,VAR=V name2:" ...; default: each fusion off against the
+# default), KPLAN_VARIANT_EXPERTS (int4 | bf16: the INT4 published config or
 # bench/configs/k26-bf16-experts), KPLAN_SLICE_CONTEXT (512), KPLAN_SLICE_TOKENS (1,16).
 set -uo pipefail
 default_out=/tmp/kplan-variants
@@ -18,7 +18,7 @@ max_t=${tokens##*,}
 experts=${KPLAN_VARIANT_EXPERTS:-int4}
 cfg=$repo/tests/data/kimi-k2.6/config.json
 [ "$experts" = bf16 ] && cfg=$repo/bench/configs/k26-bf16-experts/config.json
-variants=${KPLAN_VARIANTS:-"default: no-fused-adds:KPLAN_FUSE_ADDS=0 no-prefetch:KPLAN_WEIGHT_PREFETCH=0"}
+variants=${KPLAN_VARIANTS:-"default: no-fused-adds:KPLAN_FUSE_ADDS=0 no-siblings:KPLAN_FUSE_SIBLINGS=0"}
 export KPLAN_CACHE_DIR=${KPLAN_CACHE_DIR:-/tmp/kplan-variant-cache}
 names=()
 for v in $variants; do

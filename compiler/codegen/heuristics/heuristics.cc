@@ -14,17 +14,26 @@ int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 int64_t threads_for(int64_t work) { return std::clamp<int64_t>(round_up(work, 32), 32, 256); }
 int64_t row_threads(int64_t d) { return std::clamp<int64_t>(round_up((d + 15) / 16, 32), 128, 1024); }
 
-int64_t weight_prefetch_kib() {
-  // Off until a device run shows it paying: 64 KiB a block (every block's rows) cost the K2.6
-  // slice's 1-token step 0.14 ms (bench/RESULTS.md 2026-12-04); the first 4-16 MiB of each weight
-  // are measured next (tools/device/slice_variants.sh).
-  const char* env = std::getenv("KPLAN_WEIGHT_PREFETCH");
-  if (!env) return 0;
+bool compile_switch(const char* name, bool fallback) {
+  const char* env = std::getenv(name);
+  if (!env) return fallback;
+  if (std::string_view(env) == "0" || std::string_view(env) == "1") return env[0] == '1';
+  throw Error(std::string(name) + " must be 0 or 1, not '" + env + "'");
+}
+
+int64_t compile_count(const char* name, int64_t fallback, const char* what) {
+  const char* env = std::getenv(name);
+  if (!env) return fallback;
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
-  if (end == env || *end || v < 0 || v > 1 << 20)
-    throw Error(std::string("KPLAN_WEIGHT_PREFETCH must be KiB of a weight in 0..1048576 (0: none), not '") + env + "'");
+  if (end == env || *end || v < 0 || v > 1 << 20) throw Error(std::string(name) + " must be " + what + ", not '" + env + "'");
   return v;
+}
+
+int64_t weight_prefetch_kib() {
+  // Off: 64 KiB a block (every block's rows) cost the K2.6 slice's 1-token step 0.14 ms, and the
+  // first 4 or 16 MiB of each weight measured within noise (bench/RESULTS.md 2026-12-04 16:55).
+  return compile_count("KPLAN_WEIGHT_PREFETCH", 0, "KiB of a weight in 0..1048576 (0: none)");
 }
 
 void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mma_unroll) {
@@ -111,13 +120,6 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
   set("WARPS", std::max<int64_t>(4, ksplit));
 }
 
-bool compile_switch(const char* name, bool fallback) {
-  const char* env = std::getenv(name);
-  if (!env) return fallback;
-  if (std::string_view(env) == "0" || std::string_view(env) == "1") return env[0] == '1';
-  throw Error(std::string(name) + " must be 0 or 1, not '" + env + "'");
-}
-
 void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
   // The dense matmul's CUDA-core stream over the siblings' rows taken together (one row space).
   static const char* const kTuning[] = {"WARPS", "TOK_TILE", "RPW", "KSPLIT", "UNROLL"};
@@ -148,14 +150,7 @@ int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k) {
   // weights, ties), while under 4 M weights (the bundled pair's 192-wide model) the CUDA-core stream is
   // faster at every step size (DDTree 15 at 5718 against 4474 tokens/s): small weights stay there.
   (void)tuning_for(arch);  // refuses an arch with no table
-  if (const char* env = std::getenv("KPLAN_MATMUL_MMA_MIN_TOKENS")) {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end == env || *end || v < 0 || v > 1 << 20)
-      throw Error(std::string("KPLAN_MATMUL_MMA_MIN_TOKENS must be a token count >= 0 (0: never), not '") + env + "'");
-    return v;
-  }
-  return n * k >= (int64_t{1} << 22) ? 16 : 0;
+  return compile_count("KPLAN_MATMUL_MMA_MIN_TOKENS", n * k >= (int64_t{1} << 22) ? 16 : 0, "a token count >= 0 (0: never)");
 }
 
 void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
@@ -201,11 +196,8 @@ int64_t mla_split_max_tokens(std::string_view arch) {
   // 32768 (the cache read once per 8 heads, splits filling the SMs); at 64 tokens (one split,
   // the grid full of tokens already) 3.5 against 2.8 ms. Up to 8 tokens a step still has 4+
   // splits. sm_120 is not measured: the same rule.
-  const char* env = std::getenv("KPLAN_MLA_SPLIT");
-  if (!env) return 8;
-  if (std::string_view(env) == "0") return 0;
-  if (std::string_view(env) == "1") return std::numeric_limits<int64_t>::max();
-  throw Error(std::string("KPLAN_MLA_SPLIT must be 0 or 1, not '") + env + "'");
+  if (!std::getenv("KPLAN_MLA_SPLIT")) return 8;
+  return compile_switch("KPLAN_MLA_SPLIT", false) ? std::numeric_limits<int64_t>::max() : 0;
 }
 
 int64_t moe_wide_min_tokens(std::string_view arch) {

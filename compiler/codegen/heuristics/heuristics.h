@@ -38,9 +38,14 @@ int64_t row_threads(int64_t d);
 // tensor-core instance the op rule adds for steps of 16+ tokens) `mma_unroll` k-chunks of 32 are
 // in flight per lane and row.
 void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mma_unroll);
-// A compile-time 0/1 switch for measuring (KPLAN_FUSE_ADDS, KPLAN_FUSE_SIBLINGS, KPLAN_MOE_WIDE):
-// `fallback` when `name` is unset; another value than 0 or 1 is refused, naming the variable.
+// A compile-time 0/1 switch for measuring (KPLAN_FUSE_ADDS, KPLAN_FUSE_SIBLINGS, KPLAN_MOE_WIDE,
+// KPLAN_MLA_SPLIT): `fallback` when `name` is unset; another value than 0 or 1 is refused, naming
+// the variable.
 bool compile_switch(const char* name, bool fallback);
+// A compile-time count for measuring (KPLAN_MATMUL_MMA_MIN_TOKENS, KPLAN_WEIGHT_PREFETCH):
+// `fallback` when `name` is unset; anything but an integer in 0..2^20 is refused as "<name> must
+// be <what>, not '<value>'".
+int64_t compile_count(const char* name, int64_t fallback, const char* what);
 // Sibling matmuls (kernels_templates/matmul_siblings.cuh): matmul_tiling's CUDA-core stream over
 // N + N2 + N3 rows.
 void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
