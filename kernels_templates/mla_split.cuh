@@ -225,27 +225,35 @@ __device__ void mla_split_partial(const void* q_latent, const void* q_rope, cons
   }
 }
 
+// Splits a combine takes at most (its per-split weights sit in shared memory; mla_split_count
+// stays under mla_split_blocks, 2 x 188 on sm_120).
+constexpr int kMlaMaxSplits = 512;
+
 template <int HEADS, int C, int O_DT, int THREADS>
 __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens, int n_splits, int out_row_stride) {
+  __shared__ float weight[kMlaMaxSplits];  // exp(m_s - m_all), 0 for a split no key reached
+  __shared__ float weighted_l[kMlaMaxSplits];
   const int h = blockIdx.x, t = blockIdx.y;
   if (t >= n_tokens) return;
   const float* w = static_cast<const float*>(workspace) + (static_cast<i64>(t) * HEADS + h) * n_splits * (C + 2);
   float m_all = neg_inf();
   for (int s = 0; s < n_splits; ++s)
     if (w[s * (C + 2) + 1] > 0.f) m_all = fmaxf(m_all, w[s * (C + 2)]);
-  float l_all = 0.f;
-  for (int s = 0; s < n_splits; ++s) {
+  // One exp per split for the block, not one per split and column.
+  for (int s = threadIdx.x; s < n_splits; s += THREADS) {
     const float ls = w[s * (C + 2) + 1];
-    if (ls > 0.f) l_all += ls * expf(w[s * (C + 2)] - m_all);
+    weight[s] = ls > 0.f ? expf(w[s * (C + 2)] - m_all) : 0.f;
+    weighted_l[s] = ls > 0.f ? ls * weight[s] : 0.f;
   }
+  __syncthreads();
+  float l_all = 0.f;
+  for (int s = 0; s < n_splits; ++s) l_all += weighted_l[s];  // in split order (deterministic)
   const float inv_l = l_all > 0.f ? 1.f / l_all : 0.f;
   const i64 o = static_cast<i64>(t) * out_row_stride + static_cast<i64>(h) * C;
   for (int c = threadIdx.x; c < C; c += THREADS) {
     float v = 0.f;
-    for (int s = 0; s < n_splits; ++s) {
-      const float* ps = w + s * (C + 2);
-      if (ps[1] > 0.f) v += ps[2 + c] * expf(ps[0] - m_all);
-    }
+#pragma unroll 8
+    for (int s = 0; s < n_splits; ++s) v += w[s * (C + 2) + 2 + c] * weight[s];  // weight 0: the split adds 0
     store<O_DT>(out, o + c, v * inv_l);
   }
 }

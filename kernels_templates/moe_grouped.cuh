@@ -23,8 +23,9 @@
 // streams on its own, with no further block barrier: the block's row tiles x, x + grid.x, ...
 // (ROWS rows per warp and tile; gate/up: ROWS gate rows and the same ROWS up rows), each row
 // over the reduction dim in chunks of 1024 columns, each lane loading its 32 columns of every
-// row of the warp's tile (INT4: one 16-byte load per row; bf16: four), with PF 1 the next
-// (tile, chunk)'s loads issued before this one's math, across tile boundaries too. grid.x
+// row of the warp's tile (INT4: one 16-byte load per row; bf16: four), with PF > 0 the next PF
+// (tile, chunk)s' loads issued before this one's math, across tile boundaries too (a ring of
+// PF + 1 register slots, moe_ring_stream: the bytes a warp keeps in flight bind this stream). grid.x
 // (BLOCKS blocks over the experts a step is expected to touch, families/moe_grouped.cc) keeps a
 // block streaming several tiles, so its prologue (the bitmap of ids, the pair scan, the
 // staging) is paid once per block, not once per tile. An expert's pair chunks are dealt over
@@ -68,8 +69,8 @@
 //     4x4 word transpose by shuffles. No repacked layout.
 //   - Dequantisation: a nibble OR-ed into bf16 128's mantissa is 128 + q, one bf16x2 FMA makes
 //     it q - 8 exactly (~1.4 instructions a weight, no I2F).
-//   - A step is 256 (MT 1) or 128 (MT 2) columns of the warp's rows; PF 1 issues the next
-//     step's loads (across tiles too) before this one's math, as MMA 0 does per 1024 columns.
+//   - A step is 256 (MT 1) or 128 (MT 2) columns of the warp's rows; PF > 0 issues the next PF
+//     steps' loads (across tiles too) before this one's math, as MMA 0 does per 1024 columns.
 //
 // Launch (families/moe_grouped.cc):
 //   gate_up: grid (blocks per expert <= ceil(I / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
@@ -96,8 +97,8 @@
 // Template parameters: H (hidden), I (moe_intermediate_size), E (routed experts), TOPK, W_FMT
 // (0 bf16, 1 INT4), X_DT / Y_DT activation element types, ACC (combine: add residual), and the
 // tuning WARPS, ROWS (rows per warp; MMA 1: gate/up 8 or 16, down 16 or 32), NT (pairs per
-// chunk: 1..8; MMA 1: 1..16), PF (1: the next (tile, column chunk)'s weights are loaded before
-// this one's math), BLOCKS (the grid's target size; read by the launch geometry only), MMA
+// chunk: 1..8; MMA 1: 1..16), PF (0..3: the next PF (tile, column chunk)s' weights are loaded
+// before this one's math), BLOCKS (the grid's target size; read by the launch geometry only), MMA
 // (0 CUDA cores, 1 tensor cores, INT4 only), THREADS (combine).
 #include "common.cuh"
 
@@ -399,54 +400,90 @@ __device__ __forceinline__ void moe_chunk_dot(const Rows& t, const MoeChunkWeigh
   }
 }
 
-// The row tiles blockIdx.x, blockIdx.x + gridDim.x, ... (< n_tiles; TILE rows each) of one pair
-// chunk through this warp's rows t (t.first: its first row of tile 0), against the NTC
-// activation rows staged in xs (no block barrier inside: each warp streams on its own).
-// emit(tile, acc) gets acc[r][j] = row r . activation row j (full sums, in every lane).
-// PF 1: the next (tile, column chunk)'s loads are issued before this one's math, across tile
-// boundaries too (two steps in flight per lane, more registers); PF 0: load, then math.
+// The row tiles blockIdx.x, blockIdx.x + gridDim.x, ... (< n_tiles) of STEPS load steps each,
+// taken as one sequence of steps with PF steps' loads in flight ahead of the math, across tile
+// boundaries too: a ring of PF + 1 load slots in registers, indexed at compile time (the step
+// loop is unrolled by PF + 1). PF 0: load, then math. load(slot, tile, step) issues a step's
+// loads, math(slot, tile, step) consumes them, emit(tile) follows a tile's last step.
+template <int PF, int STEPS, class Loads, class Load, class Math, class Emit>
+__device__ __forceinline__ void moe_ring_stream(int n_tiles, Load load, Math math, Emit emit) {
+  const int first = blockIdx.x, stride = gridDim.x;
+  if (first >= n_tiles) return;
+  Loads ring[PF + 1];
+  if constexpr (PF > 0 && STEPS % (PF + 1) == 0) {
+    // Whole rings per tile: the tile's steps unrolled, so step numbers (addresses, column
+    // groups) are constants, and the slot of step c is c % (PF + 1) in every tile (ptxas holds
+    // K2.6's down at 105 registers this way, 136 with runtime steps: 2 blocks an SM, not 1).
+#pragma unroll
+    for (int u = 0; u < PF; ++u) load(ring[u], first, u);
+    for (int tile = first; tile < n_tiles; tile += stride) {
+      const int next = tile + stride;
+#pragma unroll
+      for (int c = 0; c < STEPS; ++c) {
+        const int ahead = c + PF;
+        if (ahead < STEPS) {
+          load(ring[ahead % (PF + 1)], tile, ahead);
+        } else if (next < n_tiles) {
+          load(ring[ahead % (PF + 1)], next, ahead - STEPS);
+        }
+        math(ring[c % (PF + 1)], tile, c);
+      }
+      emit(tile);
+    }
+  } else {
+    const int total = (n_tiles - first + stride - 1) / stride * STEPS;
+#pragma unroll
+    for (int u = 0; u < PF; ++u)
+      if (u < total) load(ring[u], first + u / STEPS * stride, u % STEPS);
+    for (int s0 = 0; s0 < total; s0 += PF + 1) {
+#pragma unroll
+      for (int u = 0; u <= PF; ++u) {
+        const int s = s0 + u;
+        if (s >= total) break;
+        const int ahead = s + PF;
+        if (ahead < total) load(ring[(u + PF) % (PF + 1)], first + ahead / STEPS * stride, ahead % STEPS);
+        const int tile = first + s / STEPS * stride, step = s % STEPS;
+        math(ring[u], tile, step);
+        if (step == STEPS - 1) emit(tile);
+      }
+    }
+  }
+}
+
+// The row tiles of one pair chunk (TILE rows each) through this warp's rows t (t.first: its
+// first row of tile 0), in column chunks of kMoeChunk, against the NTC activation rows staged
+// in xs (no block barrier inside: each warp streams on its own). emit(tile, acc) gets
+// acc[r][j] = row r . activation row j (full sums, in every lane).
 template <int NTC, int PF, int TILE, class Rows, class Emit>
 __device__ __forceinline__ void moe_stream_tiles(int n_tiles, const float4* xs, Rows t, Emit emit) {
   constexpr int K = Rows::K_DIM, W_FMT = Rows::FMT, NR = Rows::NR;
   constexpr int KC = (K + kMoeChunk - 1) / kMoeChunk;  // column chunks per row
-  int tile = blockIdx.x;
-  if (tile >= n_tiles) return;
+  using Loads = MoeChunkWeights<K, W_FMT, NR>;
   const int first0 = t.first;
-  t.first = first0 + tile * TILE;
-  MoeChunkWeights<K, W_FMT, NR> cw;
-  if constexpr (PF == 1) moe_chunk_load(t, 0, cw);
-  for (;;) {
-    float acc[NR][NTC];
+  auto rows_of = [&](int tile) {
+    Rows r = t;
+    r.first = first0 + tile * TILE;
+    return r;
+  };
+  float acc[NR][NTC];
 #pragma unroll
-    for (int r = 0; r < NR; ++r)
+  for (int r = 0; r < NR; ++r)
 #pragma unroll
-      for (int j = 0; j < NTC; ++j) acc[r][j] = 0.f;
-    const int next_tile = tile + static_cast<int>(gridDim.x);
-    Rows nt = t;
-    nt.first = first0 + next_tile * TILE;
-    for (int c = 0; c < KC; ++c) {
-      MoeChunkWeights<K, W_FMT, NR> next;
-      if constexpr (PF == 1) {
-        if (c + 1 < KC) {
-          moe_chunk_load(t, (c + 1) * kMoeChunk, next);
-        } else if (next_tile < n_tiles) {
-          moe_chunk_load(nt, 0, next);
-        }
-      } else {
-        moe_chunk_load(t, c * kMoeChunk, cw);
-      }
-      moe_chunk_dot<NTC>(t, cw, c * kMoeChunk, xs + c * (kMoeChunk / 4), acc);
-      if constexpr (PF == 1) cw = next;
-    }
+    for (int j = 0; j < NTC; ++j) acc[r][j] = 0.f;
+  moe_ring_stream<PF, KC, Loads>(
+      n_tiles, [&](Loads& cw, int tile, int c) { moe_chunk_load(rows_of(tile), c * kMoeChunk, cw); },
+      [&](const Loads& cw, int tile, int c) { moe_chunk_dot<NTC>(rows_of(tile), cw, c * kMoeChunk, xs + c * (kMoeChunk / 4), acc); },
+      [&](int tile) {
 #pragma unroll
-    for (int r = 0; r < NR; ++r)
+        for (int r = 0; r < NR; ++r)
 #pragma unroll
-      for (int j = 0; j < NTC; ++j) acc[r][j] = warp_sum(acc[r][j]);
-    emit(tile, acc);
-    if (next_tile >= n_tiles) return;
-    tile = next_tile;
-    t.first = nt.first;
-  }
+          for (int j = 0; j < NTC; ++j) acc[r][j] = warp_sum(acc[r][j]);
+        emit(tile, acc);
+#pragma unroll
+        for (int r = 0; r < NR; ++r)
+#pragma unroll
+          for (int j = 0; j < NTC; ++j) acc[r][j] = 0.f;
+      });
 }
 
 // ---- Tensor-core path (MMA 1, INT4 only; see the doc block) ----------------------------------
@@ -676,53 +713,41 @@ __device__ __forceinline__ void moe_mma_math(const MoeMmaLoads<MT, SUBS>& L, int
   }
 }
 
-// moe_stream_tiles for MMA 1: the same tiles and PF (the next step's loads, across tile
-// boundaries too, before this step's math), in steps of 256 columns (MT 1) or 128 (MT 2), so a
-// lane holds 4 (8 with PF) 16-byte loads. emit(tile, acc) gets the D fragments (moe_mma_math).
+// moe_stream_tiles for MMA 1: the same tiles and PF ring (moe_ring_stream), in steps of 256
+// columns (MT 1) or 128 (MT 2), so a lane holds 4 16-byte loads a slot. emit(tile, acc) gets the
+// D fragments (moe_mma_math).
 template <int NTILE, int PF, int TILE, class Rows, class Emit>
 __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, uint4* tbuf, int nt, Rows t, Emit emit) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
   constexpr int SUBS = MT == 1 ? 2 : 1;
   constexpr int STEPS = (G + SUBS * kMoeMmaSub - 1) / (SUBS * kMoeMmaSub);
   static_assert(Rows::NR % 16 == 0, "MMA m-tiles of 16 rows");
+  using Loads = MoeMmaLoads<MT, SUBS>;
   uint4* tb = tbuf + 2 * 64 * (threadIdx.x / 32);  // the warp's two transposition buffers (16 rows x 4 groups)
   unsigned flip = 0;
-  int tile = blockIdx.x;
-  if (tile >= n_tiles) return;
   const int first0 = t.first;
-  t.first = first0 + tile * TILE;
-  MoeMmaLoads<MT, SUBS> cw;
-  if constexpr (PF == 1) moe_mma_load<MT, SUBS>(t, 0, cw);
-  for (;;) {
-    float acc[MT][NTILE][4];
+  float acc[MT][NTILE][4];
+  auto zero = [&] {
 #pragma unroll
     for (int j = 0; j < MT; ++j)
 #pragma unroll
       for (int n = 0; n < NTILE; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[j][n][e] = 0.f;
-    const int next_tile = tile + static_cast<int>(gridDim.x);
-    Rows nx = t;
-    nx.first = first0 + next_tile * TILE;
-    for (int c = 0; c < STEPS; ++c) {
-      MoeMmaLoads<MT, SUBS> next;
-      if constexpr (PF == 1) {
-        if (c + 1 < STEPS) {
-          moe_mma_load<MT, SUBS>(t, c + 1, next);
-        } else if (next_tile < n_tiles) {
-          moe_mma_load<MT, SUBS>(nx, 0, next);
-        }
-      } else {
-        moe_mma_load<MT, SUBS>(t, c, cw);
-      }
-      moe_mma_math<MT, SUBS, NTILE, G>(cw, c, xs, nt, tb, flip, acc);
-      if constexpr (PF == 1) cw = next;
-    }
-    emit(tile, acc);
-    if (next_tile >= n_tiles) return;
-    tile = next_tile;
-    t.first = nx.first;
-  }
+  };
+  zero();
+  moe_ring_stream<PF, STEPS, Loads>(
+      n_tiles,
+      [&](Loads& L, int tile, int c) {
+        Rows r = t;
+        r.first = first0 + tile * TILE;
+        moe_mma_load<MT, SUBS>(r, c, L);
+      },
+      [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G>(L, c, xs, nt, tb, flip, acc); },
+      [&](int tile) {
+        emit(tile, acc);
+        zero();
+      });
 }
 
 // Stages the chunk's activation rows (row r at element offset rows[r], written by threads < NTC

@@ -11,9 +11,11 @@ int64_t mla_split_smem_bytes(int64_t kv_lora, int64_t rope, int64_t keys_per_til
 int64_t mla_split_count(const KernelSource& partial, int64_t max_context, int64_t n_tokens, std::string_view arch) {
   const int64_t tokens = std::max<int64_t>(n_tokens, 1);
   const int64_t groups = ceil_div(kernel_param(partial, "HEADS"), kernel_param(partial, "WARPS"));
-  const int64_t by_keys = ceil_div(std::max<int64_t>(max_context, 0) + tokens, kMlaMinKeysPerSplit);
+  const int64_t by_keys = ceil_div(std::max<int64_t>(max_context, 0) + tokens, mla_split_min_keys(arch));
   const int64_t by_grid = std::max<int64_t>(1, mla_split_blocks(arch) / (tokens * groups));
-  return std::clamp<int64_t>(by_keys, 1, by_grid);
+  const int64_t splits = std::clamp<int64_t>(by_keys, 1, by_grid);
+  require(splits <= kMlaMaxSplits, "mla_split_partial", "more splits than the combine's shared memory holds");
+  return splits;
 }
 
 uint64_t mla_split_workspace_bytes(const KernelSource& partial, int64_t max_context, int64_t max_tokens, std::string_view arch) {

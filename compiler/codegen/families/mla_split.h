@@ -58,12 +58,12 @@ KernelSource mla_split_partial_kernel(int64_t heads, int64_t kv_lora, int64_t ro
                                       std::string_view arch = kDefaultArch);
 KernelSource mla_split_combine_kernel(int64_t heads, int64_t kv_lora, ElemType out, std::string_view arch = kDefaultArch);
 
-// Keys a split takes at least (fewer splits than that would leave each block too little work
-// for its partial's write and the combine's read to pay).
-inline constexpr int64_t kMlaMinKeysPerSplit = 128;
+// Splits a combine takes at most (kp::kMlaMaxSplits in mla_split.cuh: its per-split weights in
+// shared memory).
+inline constexpr int64_t kMlaMaxSplits = 512;
 
 // Splits of a step of n_tokens queries over a cache of up to max_context rows, for `partial` (its
-// WARPS heads per block) on `arch`: ceil((max_context + n_tokens) / kMlaMinKeysPerSplit),
+// WARPS heads per block) on `arch`: ceil((max_context + n_tokens) / mla_split_min_keys(arch)),
 // clamped to [1, max(1, blocks / (n_tokens * head groups))] where blocks is two per SM of the
 // arch (mla_split_blocks in heuristics). The kernel takes any runtime cache length.
 int64_t mla_split_count(const KernelSource& partial, int64_t max_context, int64_t n_tokens, std::string_view arch);

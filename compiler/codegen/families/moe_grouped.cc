@@ -30,7 +30,7 @@ void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t 
     require(p.at("ROWS") >= 1 && p.at("ROWS") <= 8, family, "ROWS must be 1..8");
     require(p.at("NT") >= 1 && p.at("NT") <= 8, family, "NT must be 1..8");
   }
-  require(p.at("PF") == 0 || p.at("PF") == 1, family, "PF must be 0 or 1");
+  require(p.at("PF") >= 0 && p.at("PF") <= 3, family, "PF (steps of loads in flight ahead of the math) must be 0..3");
   require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
   // The staged activations, the MMA transposition buffers and the block's static few hundred
   // bytes within sm_90's 227 KiB.

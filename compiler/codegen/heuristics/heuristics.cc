@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "compiler/codegen/heuristics/tune_override.h"
 #include "ir/support/error.h"
 
 namespace kplan::codegen {
@@ -62,16 +63,18 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
   if (p.at("W_LAYOUT") != 0) {
     // [K, N] (the absorbed W_UK: 64 heads of [128, 512] at K2.6, 8 MiB a step): a column stream,
     // 8 columns a lane (a warp covers 256 columns in one 512-byte run per k row), K split over 8
-    // warps while each keeps 4 rows of loads in flight (16 k rows a warp at K = 128), 2 tokens a
-    // tile (the slices' partial sums: 16 KiB of shared memory). 16 columns a lane (RPW 2) gave
+    // warps (16 k rows a warp at K = 128), 2 tokens a tile (the slices' partial sums: 16 KiB of
+    // shared memory). 16 columns a lane (RPW 2) gave
     // K2.6's 64 heads one block each, 64 blocks for 132 SMs: 18.6 us a step, 11% of the floor
     // (bench/RESULTS.md 2026-12-02 ~16:00); 8 a lane gives each head two.
+    // Each warp's k rows all in flight at once (UNROLL up to 16: one round trip at K = 128, where
+    // 4 rows at a time took 4 and held W_UK at 18% of its floor in the K2.6 1-token step).
     const int64_t k = p.at("K");
     set("RPW", 1);
-    set("UNROLL", 4);
     int64_t ksplit = 1;
     while (ksplit < 8 && k / (2 * ksplit) >= 4 * 4) ksplit *= 2;
     set("KSPLIT", ksplit);
+    set("UNROLL", std::clamp<int64_t>((k + p.at("KSPLIT") - 1) / p.at("KSPLIT"), 1, 16));
     set("WARPS", std::max<int64_t>(4, ksplit));
     set("TOK_TILE", ksplit > 1 ? 2 : 4);
     return;
@@ -186,7 +189,16 @@ void choose_tuning(const Family& family, std::string_view arch, ParamValues& par
   const TuningTable& table = tuning_for(arch);
   auto it = table.find(family.name);
   if (it == table.end()) throw Error("codegen: heuristics for " + std::string(arch) + " have no entry for kernel family " + family.name);
+  apply_tune_overrides(env_tune_overrides(), family, params);  // KPLAN_TUNE, for measuring variants
   it->second(params);
+}
+
+int64_t mla_split_min_keys(std::string_view arch) {
+  (void)tuning_for(arch);  // refuses an arch with no table
+  // 128 keys a split (until 2026-12-04) gave the K2.6 slice's 1-token step 9 splits over 512 keys
+  // (72 blocks, 2 tiles each): 51 us for 3 layers' partials, the blocks' f32 score and value math
+  // serial per warp. One tile a split lets the grid's 2 blocks an SM take the keys side by side.
+  return compile_count("KPLAN_MLA_MIN_KEYS", 32, "a key count >= 1");
 }
 
 int64_t mla_split_max_tokens(std::string_view arch) {

@@ -22,7 +22,8 @@ const TuningTable& sm120_tuning();
 // The table for a canonical arch: sm_100 and newer use sm120's, older ones sm90's.
 const TuningTable& tuning_for(std::string_view arch);
 
-// Fills every tuning parameter of `family` that `params` does not already hold. Throws
+// Fills every tuning parameter of `family` that `params` does not already hold (after applying
+// the KPLAN_TUNE overrides, tune_override.h, which replace given values too). Throws
 // kplan::Error when the arch's table has no entry for the family.
 void choose_tuning(const Family& family, std::string_view arch, ParamValues& params);
 
@@ -66,6 +67,11 @@ void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
 // arch: two per SM (sm_90: 132 SMs, sm_120: 188), so the context splits cover the device in
 // one wave. families/mla_split.cc divides it over the step's tokens and head groups.
 int64_t mla_split_blocks(std::string_view arch);
+
+// Keys a split of the split MLA pair takes at least: 32 (one staged tile), so a 1-token step
+// over a short context still fills the grid (the partial's f32 math binds it, not the cache
+// bytes); KPLAN_MLA_MIN_KEYS overrides it for a compile, to measure.
+int64_t mla_split_min_keys(std::string_view arch);
 
 // The largest step (tokens) whose mla_attention lowers to the split pair (mla_split_partial +
 // mla_split_combine) rather than one mla_attention launch: 8 (the H200 measured the pair 5-10x

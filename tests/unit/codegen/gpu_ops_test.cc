@@ -1033,6 +1033,10 @@ TEST(GpuOps, MoeGroupedSharedExpertsOddTilesClampedIds) {
       {false, 72, 40, {{"WARPS", 3}, {"ROWS", 3}, {"NT", 3}}},      // bf16 vector path, 9-row tiles
       {true, 1056, 96, {}},                                         // INT4, two column chunks
       {true, 96, 160, {{"WARPS", 2}, {"ROWS", 3}, {"NT", 2}}},      // INT4, 6-row tiles, 2-pair chunks
+      // Deeper load rings (moe_ring_stream): bf16 CUDA cores PF 2, INT4 tensor cores PF 2 and 3.
+      {false, 72, 40, {{"WARPS", 3}, {"ROWS", 3}, {"NT", 3}, {"PF", 2}}},
+      {true, 1056, 96, {{"PF", 2}}},
+      {true, 1056, 96, {{"PF", 3}}},
   };
   std::vector<int32_t> all(E);
   for (int64_t e = 0; e < E; ++e) all[e] = static_cast<int32_t>(e);
@@ -1086,7 +1090,9 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
       {{8, 2, 1, 264, 1}, {16, 3, 1, 264, 1}},   {{8, 3, 1, 264, 1}, {16, 8, 1, 264, 1}},          // MMA 0's NT; 2 blocks an SM
       {{8, 7, 1, 132, 1}, {16, 16, 1, 132, 1}},  {{8, 4, 0, 264, 1}, {16, 16, 0, 264, 1}},         // the most NT; PF 0
       {{16, 4, 1, 264, 1}, {32, 16, 1, 264, 1}}, {{8, 3, 1, 528, 1}, {16, 8, 1, 528, 1}},          // two m-tiles a warp; two waves
-      {{8, 6, 1, 132, 1, 16}, {16, 8, 1, 132, 1, 16}}, {{8, 4, 1, 132, 1, 16}, {16, 8, 1, 264, 1}}};  // 16 warps a block
+      {{8, 6, 1, 132, 1, 16}, {16, 8, 1, 132, 1, 16}}, {{8, 4, 1, 132, 1, 16}, {16, 8, 1, 264, 1}},  // 16 warps a block
+      // Deeper load rings of the default (PF 2, 3; moe_ring_stream).
+      {{8, 4, 2, 132, 1, 16}, {16, 8, 2, 264, 1}}, {{8, 4, 3, 132, 1, 16}, {16, 8, 3, 264, 1}}};
   auto tuned = [&](ParamValues p, const Tuning& t) {
     if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma;
     if (t.warps) p["WARPS"] = t.warps;
@@ -1105,11 +1111,14 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   // KPLAN_MOE_VARIANTS=mma: the heuristics' instance and the MMA 1 variants only (each variant's
   // CPU checks at K2.6 width take most of this test's minutes).
   const char* only = std::getenv("KPLAN_MOE_VARIANTS");
+  // KPLAN_MOE_VARIANTS=pf: the heuristics' instance and the deeper load rings (PF 2, 3) only.
   const bool mma_only = only && std::string(only) == "mma";
+  const bool pf_only = only && std::string(only) == "pf";
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
+    if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
     for (int64_t T : {1, 2, 4, 8, 16, 64}) {
       if (v.gu.rows && T == 64) continue;  // the variants' CPU checks at 1..16 tokens only
       std::vector<int32_t> ids;
@@ -1156,7 +1165,8 @@ TEST(GpuOps, MoeGroupedKimiK26WidthBf16) {
   const std::vector<Variant> variants = {
       {{0, 0, 0, 0}, {0, 0, 0, 0}},      {{2, 2, 1, 264}, {4, 3, 1, 264}},  // the heuristics; PF on
       {{1, 2, 1, 264}, {2, 3, 1, 264}},  {{4, 2, 0, 264}, {8, 2, 0, 264}},  // fewer rows with PF; more rows without
-      {{2, 2, 1, 528}, {4, 3, 1, 528}},  {{1, 1, 1, 396}, {2, 1, 1, 396}}};  // two waves; one pair a chunk
+      {{2, 2, 1, 528}, {4, 3, 1, 528}},  {{1, 1, 1, 396}, {2, 1, 1, 396}},  // two waves; one pair a chunk
+      {{1, 2, 2, 264}, {2, 3, 1, 264}},  {{1, 2, 1, 132}, {2, 3, 1, 132}}}; // a deeper ring (PF 2); one block an SM
   auto tuned = [&](ParamValues p, const Tuning& t) {
     if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = 0;
     return p;

@@ -105,8 +105,10 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   EXPECT_EQ(tiling(7168, 2112, "sm_90"), (std::vector<int64_t>{4, 1, 2, 8}));    // q_a + kv_a
   EXPECT_EQ(tiling(7168, 2112, "sm_120"), (std::vector<int64_t>{4, 1, 4, 8}));   // 188 SMs: more split
   EXPECT_EQ(tiling(64, 32, "sm_90"), (std::vector<int64_t>{4, 1, 1, 8}));        // too short to split
-  EXPECT_EQ(tiling(128, 512, "sm_90", true), (std::vector<int64_t>{8, 1, 8, 4}));  // W_UK, [K, N]: K over 8 warps, 8 columns a lane
-  EXPECT_EQ(tiling(16, 32, "sm_90", true), (std::vector<int64_t>{4, 1, 1, 4}));    // too short to split
+  // W_UK, [K, N]: K over 8 warps, 8 columns a lane, a warp's 16 k rows all in flight
+  EXPECT_EQ(tiling(128, 512, "sm_90", true), (std::vector<int64_t>{8, 1, 8, 16}));
+  EXPECT_EQ(tiling(16, 32, "sm_90", true), (std::vector<int64_t>{4, 1, 1, 16}));  // too short to split
+  EXPECT_EQ(tiling(512, 512, "sm_90", true), (std::vector<int64_t>{8, 1, 8, 16}));  // 64 k rows a warp: 16 at a time
   // The tensor-core instances (steps of 16+ tokens): 16 rows a warp, K split for narrow N.
   auto mma = [](int64_t k, int64_t n, int64_t tokens, std::string_view arch) {
     const KernelSource s = matmul_kernel(k, n, ElemType::F32, ElemType::F32, false, false, arch, tokens);

@@ -135,14 +135,16 @@ TEST(MlaSplitHost, Bf16CacheAndOddWidths) {
 }
 
 TEST(MlaSplitHost, SplitCountFollowsTheContext) {
-  // K2.6 width on sm_90 (132 SMs, 8 head groups of 8): 1 token over 4,096 rows takes 32 splits
-  // of 128 keys; over 32,768 the grid's 264 blocks cap it at 33; 64 tree tokens take one split.
+  // K2.6 width on sm_90 (132 SMs, 8 head groups of 8): 1 token over 1,000 rows takes 32 splits
+  // of at least 32 keys (one tile); from 1,024 rows on the grid's 264 blocks cap it at 33; 64 tree
+  // tokens take one split.
   const KernelSource k = mla_split_partial_kernel(64, 512, 64, ElemType::F32, ElemType::F32, "sm_90");
   EXPECT_EQ(mla_split_count(k, 4096, 1, "sm_90"), 33);
-  EXPECT_EQ(mla_split_count(k, 4000, 1, "sm_90"), 32);
+  EXPECT_EQ(mla_split_count(k, 1000, 1, "sm_90"), 32);
   EXPECT_EQ(mla_split_count(k, 32768, 1, "sm_90"), 33);
   EXPECT_EQ(mla_split_count(k, 32768, 64, "sm_90"), 1);
-  EXPECT_EQ(mla_split_count(k, 100, 1, "sm_90"), 1);
+  EXPECT_EQ(mla_split_count(k, 100, 1, "sm_90"), 4);
+  EXPECT_EQ(mla_split_count(k, 10, 1, "sm_90"), 1);
   EXPECT_EQ(mla_split_workspace_bytes(k, 4096, 1, "sm_90"), uint64_t{4} * 33 * 64 * 514);
   // grid (n_splits = the launch's batch, tokens, head groups), 8 warps, 32 staged rows of 576 f32.
   const LaunchDims d = launch_dims(k, 3, 5);

@@ -212,6 +212,11 @@ TEST(MoeGroupedOnHost, OddShapesAndColumnChunksMatchTheCpuOp) {
 TEST(MoeGroupedOnHost, BlocksStreamSeveralRowTiles) {
   check_step<75, 37, 4, 2, 0, 1, 3, 3, 0, 2>({0, 2, 1, 3, 2, 0, 3, 3, -1, 2}, 21);  // 5 and 9 tiles over 2 blocks
   check_step<1056, 64, 3, 2, 1, 2, 2, 2, 1, 3>({2, 0, 1, 2, 0, 1}, 22);  // INT4, 16 and 264 tiles over 3 blocks
+  // Deeper rings (PF 2, 3): a block's steps are not a multiple of PF + 1, loads run ahead across tiles.
+  check_step<75, 37, 4, 2, 0, 1, 3, 3, 2, 2>({0, 2, 1, 3, 2, 0, 3, 3, -1, 2}, 24);
+  check_step<1040, 24, 2, 1, 0, 1, 2, 2, 3, 3>({0, 1, 1}, 25);
+  check_step<1056, 64, 3, 2, 1, 2, 2, 2, 2, 3>({2, 0, 1, 2, 0, 1}, 26);
+  check_step<1056, 64, 3, 2, 1, 2, 2, 2, 3, 1>({2, 0, 1, 2, 0, 1}, 27);
   std::map<std::pair<int, int64_t>, int64_t> reads;
   constexpr int H = 64, I = 32, E = 6;
   check_step<H, I, E, 2, 1, 1, 2, 2, 1, 3>({1, 4, 1, 2, 5, 2}, 23, &reads);  // 16 and 32 tiles over 3 blocks
@@ -242,7 +247,7 @@ TEST(MoeGroupedOnHost, MmaDequantIsBf16Exact) {
 // MMA 1 against the CPU op: ragged row tiles (gate/up 5 warps x 8 rows over I = 96, down 5 x 16
 // over H = 1056), H's 33 groups (a partial sub-block and step), pair chunks of every n-tile
 // shape (NT 1, 3, 8, 9, 16: one and two n-tiles, columns past nt dropped), clamped ids, SwiGLU
-// and routing weights, PF 0 and 1, two m-tiles a warp (ROWS 16 / 32), blocks streaming several
+// and routing weights, PF 0 to 3, two m-tiles a warp (ROWS 16 / 32), blocks streaming several
 // tiles and chunks dealt over grid.z.
 TEST(MoeGroupedOnHost, MmaMatchesTheCpuOp) {
   // 7 tokens x top-3 over 4 experts: expert 2 chosen by 7 pairs (+2 clamped from 9), 0 by 5
@@ -254,6 +259,9 @@ TEST(MoeGroupedOnHost, MmaMatchesTheCpuOp) {
   check_step_mma<1056, 96, 4, 3, 5, 8, 16, 1, 1>(ids, 34);
   check_step_mma<256, 64, 4, 3, 2, 16, 32, 16, 1, 1>(ids, 35);  // two m-tiles a warp, one block streams all tiles
   check_step_mma<256, 64, 4, 3, 2, 16, 32, 4, 0, 1, 2>(ids, 36);  // the same, PF 0, chunks over grid.z
+  check_step_mma<1056, 96, 4, 3, 5, 8, 16, 3, 2>(ids, 38);          // PF 2 and 3: rings of 3 and 4 steps
+  check_step_mma<1056, 96, 4, 3, 5, 8, 16, 9, 3, 1>(ids, 39);       // one block: the ring crosses every tile
+  check_step_mma<256, 64, 4, 3, 2, 16, 32, 16, 2, 1, 2>(ids, 40);
   // 18 pairs on one expert: chunks of 16 + 2 (two n-tiles, then one).
   std::vector<int32_t> many(20 * 1, 1);
   many[5] = 3, many[11] = 0;
