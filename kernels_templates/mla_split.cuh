@@ -233,13 +233,21 @@ template <int HEADS, int C, int O_DT, int THREADS>
 __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens, int n_splits, int out_row_stride) {
   __shared__ float weight[kMlaMaxSplits];  // exp(m_s - m_all), 0 for a split no key reached
   __shared__ float weighted_l[kMlaMaxSplits];
+  __shared__ float m_part[(THREADS + 31) / 32];
   const int h = blockIdx.x, t = blockIdx.y;
   if (t >= n_tokens) return;
   const float* w = static_cast<const float*>(workspace) + (static_cast<i64>(t) * HEADS + h) * n_splits * (C + 2);
+  // Each thread reads its splits' (m, l) at once (one round trip, not one a split), the block
+  // takes their max, then one exp a split for the whole block.
+  float m_mine = neg_inf();
+  for (int s = threadIdx.x; s < n_splits; s += THREADS)
+    if (w[s * (C + 2) + 1] > 0.f) m_mine = fmaxf(m_mine, w[s * (C + 2)]);
+  m_mine = warp_max(m_mine);
+  if (threadIdx.x % 32 == 0) m_part[threadIdx.x / 32] = m_mine;
+  __syncthreads();
   float m_all = neg_inf();
-  for (int s = 0; s < n_splits; ++s)
-    if (w[s * (C + 2) + 1] > 0.f) m_all = fmaxf(m_all, w[s * (C + 2)]);
-  // One exp per split for the block, not one per split and column.
+#pragma unroll
+  for (int i = 0; i < (THREADS + 31) / 32; ++i) m_all = fmaxf(m_all, m_part[i]);
   for (int s = threadIdx.x; s < n_splits; s += THREADS) {
     const float ls = w[s * (C + 2) + 1];
     weight[s] = ls > 0.f ? expf(w[s * (C + 2)] - m_all) : 0.f;
@@ -252,7 +260,7 @@ __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens
   const i64 o = static_cast<i64>(t) * out_row_stride + static_cast<i64>(h) * C;
   for (int c = threadIdx.x; c < C; c += THREADS) {
     float v = 0.f;
-#pragma unroll 8
+#pragma unroll 16
     for (int s = 0; s < n_splits; ++s) v += w[s * (C + 2) + 2 + c] * weight[s];  // weight 0: the split adds 0
     store<O_DT>(out, o + c, v * inv_l);
   }

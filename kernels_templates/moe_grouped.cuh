@@ -410,10 +410,12 @@ __device__ __forceinline__ void moe_ring_stream(int n_tiles, Load load, Math mat
   const int first = blockIdx.x, stride = gridDim.x;
   if (first >= n_tiles) return;
   Loads ring[PF + 1];
-  if constexpr (PF > 0 && STEPS % (PF + 1) == 0) {
+  if constexpr (PF > 0 && STEPS % (PF + 1) == 0 && STEPS <= 8) {
     // Whole rings per tile: the tile's steps unrolled, so step numbers (addresses, column
     // groups) are constants, and the slot of step c is c % (PF + 1) in every tile (ptxas holds
     // K2.6's down at 105 registers this way, 136 with runtime steps: 2 blocks an SM, not 1).
+    // Only for short rows: gate/up's 28 steps unrolled (a 197 KiB cubin) took 160 us against
+    // 115 for the K2.6 slice's two layers at 1 token (bench/RESULTS.md 2026-12-04 20:40).
 #pragma unroll
     for (int u = 0; u < PF; ++u) load(ring[u], first, u);
     for (int tile = first; tile < n_tiles; tile += stride) {
