@@ -40,23 +40,24 @@ const TuningTable& sm90_tuning() {
       // down 8 warps, 16 rows a warp, NT 8, two blocks an SM. Measured against every other (ROWS,
       // NT, PF, BLOCKS, MMA) choice by GpuOps.MoeGroupedKimiK26WidthInt4 (bench/RESULTS.md
       // 2026-12-02 02:35-03:15: 97.5 against the CUDA-core path's 102.4 us at 1 token, 258
-      // against 455 at 8). bf16 experts keep the CUDA-core path (MMA 0; the MMA path is INT4's):
-      // NT 2 (gate/up) and 3 (down) are the largest pair chunks ptxas keeps at <= 128 registers
-      // without spills at K2.6 width, so 2 blocks per SM; BLOCKS 264: the 2 x 132 resident
-      // blocks, one wave.
+      // against 455 at 8). bf16 experts keep the CUDA-core path (MMA 0; the MMA path is INT4's),
+      // bound by the bytes a warp keeps in flight: one row a warp (gate/up; down 2) with the next
+      // column chunk's loads in flight (PF 1), NT 2 / 3 pairs a chunk, BLOCKS 264. The K2.6
+      // bf16-experts slice at 1 / 16 tokens: 1.384 / 6.059 ms against 1.406 / 6.370 with ROWS 2 / 4
+      // and PF 0 (bench/RESULTS.md 2026-12-04 20:05, KPLAN_TUNE variants in the same run).
       // A caller that gives ROWS (a measured variant) tunes the rest itself from the CUDA-core defaults.
       {"moe_grouped_gate_up", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
            set(p, "WARPS", 16); set(p, "ROWS", 8); set(p, "NT", 4); set(p, "PF", 1); set(p, "BLOCKS", 132); set(p, "MMA", 1);
          } else {
-           set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 2); set(p, "PF", p.at("W_FMT")); set(p, "BLOCKS", 264); set(p, "MMA", 0);
+           set(p, "WARPS", 8); set(p, "ROWS", 1); set(p, "NT", 2); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
        }},
       {"moe_grouped_down", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
            set(p, "WARPS", 8); set(p, "ROWS", 16); set(p, "NT", 8); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 1);
          } else {
-           set(p, "WARPS", 8); set(p, "ROWS", 4); set(p, "NT", 3); set(p, "PF", 0); set(p, "BLOCKS", 264); set(p, "MMA", 0);
+           set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 3); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
        }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},
