@@ -40,6 +40,8 @@ std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const Stora
   k.add(rope_kernel(dr, heads, true, a, a));
   k.add(rope_kernel(dr, 1, true, a, a));
   k.add(kv_append_kernel(lora, dr, a, kv));
+  // kv_a_layernorm, both ropes and the append in one launch (compiler/passes/rope_append.h).
+  k.add(mla_rope_append_kernel(lora, dr, heads, true, a, a, kv));
   k.add(matmul_kernel(dn, lora, a, a, /*weight_kn=*/true));  // q_nope @ W_UK per head
   k.add(mla_attention_kernel(heads, lora, dr, a, kv, a));
   k.add(mla_split_partial_kernel(heads, lora, dr, a, kv));  // the split-context pair the op lowers to

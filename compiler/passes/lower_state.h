@@ -16,6 +16,7 @@
 #include "compiler/codegen/kernel_instance.h"
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowered_plan.h"
+#include "compiler/passes/rope_append.h"
 #include "compiler/passes/sibling_matmuls.h"
 #include "ir/ir.h"
 
@@ -70,6 +71,7 @@ struct LowerState {
   std::map<const ir::Op*, std::vector<codegen::KernelSource>> kernels;
   EpilogueFusions epilogue;
   SiblingMatmuls siblings;  // matmuls of the same activations one launch computes (sibling_matmuls.h)
+  RopeAppendFusions rope_append;  // an MLA layer's norm and ropes its kv_append's launch does (rope_append.h)
 
   // weight-layout: every weight any function names, by (source, name), with its layout.
   std::vector<plan::Weight> weights;

@@ -62,6 +62,9 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
   if (first != s.siblings.first.end()) add("fused = a sibling of " + ir::value_ref(fn, first->second->result()));
   auto fused = s.epilogue.fused_adds.find(&op);
   if (fused != s.epilogue.fused_adds.end()) add("fused = the epilogue of " + ir::value_ref(fn, fused->second->result()));
+  auto absorbed = s.rope_append.absorbed.find(&op);
+  if (absorbed != s.rope_append.absorbed.end())
+    add("fused = into the kv_append of " + ir::value_ref(fn, absorbed->second->result()));
   if (op.kind() == ir::OpKind::Weight || op.kind() == ir::OpKind::WeightStack) {
     const std::string source = op.attrs().has("ckpt") ? op.attrs().get_string("ckpt") : "target";
     auto w = s.weight_index.find({source, op.attrs().get_string("name")});
@@ -81,7 +84,7 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
       add("in_place = " + ir::value_ref(fn, alias->second));
       continue;
     }
-    if (s.epilogue.unstored.count(op.result(r))) {
+    if (s.epilogue.unstored.count(op.result(r)) || s.rope_append.unstored.count(op.result(r))) {
       add((op.num_results() > 1 ? "result " + std::to_string(r) + " " : std::string()) + "unstored");
       continue;
     }

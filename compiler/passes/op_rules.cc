@@ -143,13 +143,60 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   }
 }
 
+// The kernel arguments of a rope op's attributes over `dim` rotated columns.
+RopeArgs rope_args_of(const ir::Op& rope, int64_t dim) {
+  const ir::Attrs& a = rope.attrs();
+  const std::string scaling = a.has("scaling") ? a.get_string("scaling") : "none";
+  const bool yarn = scaling == "yarn";
+  return rope_args(dim, a.get_float("theta"), scaling, yarn ? a.get_float("factor") : 1.0,
+                   yarn ? a.get_int("original_max_position_embeddings") : 0, yarn ? a.get_float("beta_fast") : 0,
+                   yarn ? a.get_float("beta_slow") : 0, a.get_float("attention_factor"));
+}
+
+// A kv_append with its latent norm, key rope and (when present) the queries' rope in one launch
+// (rope_append.h): the norm and the key rope are read from their operands, the query rope is
+// written to its own result's storage.
+void lower_rope_append(const ir::Op& op, RuleContext& ctx) {
+  auto P = [&](const View& v) { return ctx.ptr(v); };
+  const RopeAppend& f = *ctx.rope_append;
+  const View& cache = ctx.view(op.operand(0));
+  const View& latent = ctx.view(f.norm->operand(0));
+  const View& weight = bf16_weight(ctx, *f.norm, f.norm->operand(1));
+  const View& key = ctx.view(f.k_rope->operand(0));
+  const Rows l = rows_of(ctx, *f.norm, latent);
+  const Rows k = rows_of(ctx, *f.k_rope, key);
+  if (key.shape.size() == 3 && key.shape[1] != 1) throw Error("codegen: a key rope over several heads (" + ctx.where(*f.k_rope) + ")");
+  if (weight.shape.back() != l.width) throw Error("codegen: rms_norm weight width (" + ctx.where(*f.norm) + ")");
+  const int64_t r = key.shape.back();
+  const View* qx = f.q_rope ? &ctx.view(f.q_rope->operand(0)) : &key;
+  const View* qy = f.q_rope ? &ctx.view(f.q_rope->result()) : &key;
+  const int64_t heads = f.q_rope ? (qx->shape.size() == 3 ? qx->shape[1] : 1) : 0;
+  auto head_stride = [&](const View& v) { return v.shape.size() == 3 ? v.strides[1] : r; };
+  const RopeArgs ra = rope_args_of(*f.k_rope, r);
+  const bool interleaved = f.k_rope->attrs().get_bool("interleaved");
+  const KernelSource kern = instance(ctx, 0, [&] {
+    return mla_rope_append_kernel(l.width, r, heads, interleaved, elem(latent), elem(*qy), elem(cache), ctx.arch);
+  });
+  launch(ctx, kern, l.rows,
+         mla_rope_append::Args{.latent = P(latent), .norm_weight = P(weight), .k_rope_src = P(key), .cache = P(cache),
+                               .cache_len = step(plan::StepInputKind::CacheLength), .q_src = P(*qx), .q_dst = P(*qy),
+                               .positions = P(ctx.view(f.k_rope->operand(1))), .n_tokens = l.rows, .latent_stride = l.stride,
+                               .k_rope_stride = k.stride, .max_slots = cache.shape[0], .q_src_row_stride = qx->strides[0],
+                               .q_src_head_stride = head_stride(*qx), .q_dst_row_stride = qy->strides[0],
+                               .q_dst_head_stride = head_stride(*qy), .eps = f.norm->attrs().get_float("eps"), .theta = ra.theta,
+                               .yarn_factor = ra.yarn_factor, .yarn_low = ra.yarn_low, .yarn_high = ra.yarn_high,
+                               .cos_sin_scale = ra.cos_sin_scale});
+}
+
 }  // namespace
 
-void attach_fusions(const EpilogueFusions& epilogue, const SiblingMatmuls& siblings, const ir::Op& op, RuleContext& ctx) {
-  auto fused = epilogue.producers.find(&op);
-  if (fused != epilogue.producers.end()) ctx.epilogue = &fused->second;
-  auto later = siblings.later.find(&op);
-  if (later != siblings.later.end()) ctx.siblings = &later->second;
+void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContext& ctx) {
+  auto fused = fusions.epilogue.producers.find(&op);
+  if (fused != fusions.epilogue.producers.end()) ctx.epilogue = &fused->second;
+  auto later = fusions.siblings.later.find(&op);
+  if (later != fusions.siblings.later.end()) ctx.siblings = &later->second;
+  auto append = fusions.rope_append.appends.find(&op);
+  if (append != fusions.rope_append.appends.end()) ctx.rope_append = &append->second;
 }
 
 const View& RuleContext::view(const Value* v) const {
@@ -321,13 +368,8 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const bool per_head = x.shape.size() == 3;
       const int64_t rows = x.shape[0], heads = per_head ? x.shape[1] : 1, dim = x.shape.back();
       if (x.strides.back() != 1) throw Error("codegen: rope input layout (" + ctx.where(op) + ")");
-      const ir::Attrs& a = op.attrs();
-      const std::string scaling = a.has("scaling") ? a.get_string("scaling") : "none";
-      const bool yarn = scaling == "yarn";
-      const RopeArgs r = rope_args(dim, a.get_float("theta"), scaling, yarn ? a.get_float("factor") : 1.0,
-                                   yarn ? a.get_int("original_max_position_embeddings") : 0, yarn ? a.get_float("beta_fast") : 0,
-                                   yarn ? a.get_float("beta_slow") : 0, a.get_float("attention_factor"));
-      const KernelSource k = instance(ctx, 0, [&] { return rope_kernel(dim, heads, a.get_bool("interleaved"), elem(x), elem(result()), arch); });
+      const RopeArgs r = rope_args_of(op, dim);
+      const KernelSource k = instance(ctx, 0, [&] { return rope_kernel(dim, heads, op.attrs().get_bool("interleaved"), elem(x), elem(result()), arch); });
       launch(ctx, k, rows,
              rope::Args{.x = P(x), .y = P(result()), .positions = P(operand(1)), .n_tokens = rows, .x_row_stride = x.strides[0],
                         .x_head_stride = per_head ? x.strides[1] : dim, .y_row_stride = heads * dim, .y_head_stride = dim,
@@ -336,6 +378,10 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       return;
     }
     case OpKind::KvAppend: {
+      if (ctx.rope_append) {
+        lower_rope_append(op, ctx);
+        return;
+      }
       const View& cache = operand(0);
       std::vector<const Value*> parts;
       for (size_t k = 1; k < op.num_operands(); ++k) {

@@ -13,6 +13,7 @@
 #include "compiler/codegen/families/family.h"
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowering_views.h"
+#include "compiler/passes/rope_append.h"
 #include "compiler/passes/sibling_matmuls.h"
 #include "schemas/plan_model.h"
 
@@ -40,6 +41,8 @@ struct RuleContext {
   const EpilogueAdd* epilogue = nullptr;
   // Set (a matmul): the later sibling matmuls its launch computes too (sibling_matmuls.h).
   const std::vector<const ir::Op*>* siblings = nullptr;
+  // Set (a kv_append): the norm and ropes its launch does too (rope_append.h).
+  const RopeAppend* rope_append = nullptr;
   // Pointer arguments for a view / for the op's scratch buffer.
   std::function<plan::LaunchArg(const View&)> ptr;
   std::function<plan::LaunchArg(const ir::Op&)> scratch;
@@ -49,9 +52,21 @@ struct RuleContext {
   std::string where(const ir::Op& op) const;  // "op 12 (rms_norm) of @target"
 };
 
+// What select-kernels' fusions recorded (lower_state.h holds them).
+struct LoweringFusions {
+  const EpilogueFusions& epilogue;
+  const SiblingMatmuls& siblings;
+  const RopeAppendFusions& rope_append;
+  // Whether `op` launches nothing of its own: a fused add, a later sibling, an op a kv_append absorbs.
+  bool absorbed(const ir::Op& op) const {
+    return epilogue.fused_adds.count(&op) || siblings.first.count(&op) || rope_append.absorbed.count(&op);
+  }
+};
+
 // Points ctx at what select-kernels' fusions recorded for `op` (its epilogue add, its later
-// sibling matmuls): select-kernels and emit-plan lower an op the same way.
-void attach_fusions(const EpilogueFusions& epilogue, const SiblingMatmuls& siblings, const ir::Op& op, RuleContext& ctx);
+// sibling matmuls, the ops its kv_append absorbs): select-kernels and emit-plan lower an op the
+// same way.
+void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContext& ctx);
 
 // Appends the op's launches to ctx.launches (nothing for weights, views, concat, output).
 // Throws kplan::Error naming the op for a construct no kernel handles.

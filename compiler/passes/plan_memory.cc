@@ -108,7 +108,8 @@ class MemoryPlanner {
   void plan_function(const ir::Function& fn) {
     for (const Value* a : fn.args()) bind_arg(fn, a);
     const std::vector<ir::Op*> ops = fn.ops();
-    // Liveness: the last op reading each root (kv_append reads a concat's parts itself).
+    // Liveness: the last op reading each root (kv_append reads a concat's parts itself; a fused
+    // kv_append reads what its absorbed norm and ropes read, rope_append.h).
     std::map<const Value*, int64_t> last_use;
     std::set<const Value*> kept;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -117,6 +118,12 @@ class MemoryPlanner {
         if (ops[i]->kind() == OpKind::KvAppend && v->defining_op() && v->defining_op()->kind() == OpKind::Concat) {
           for (const Value* part : v->defining_op()->operands()) last_use[view_root(part)] = static_cast<int64_t>(i);
         }
+      }
+      auto fused = s_.rope_append.appends.find(ops[i]);
+      if (fused != s_.rope_append.appends.end()) {
+        for (const ir::Op* absorbed : {fused->second.norm, fused->second.k_rope, fused->second.q_rope})
+          if (absorbed)
+            for (const Value* v : absorbed->operands()) last_use[view_root(v)] = static_cast<int64_t>(i);
       }
       if (ops[i]->kind() == OpKind::Output) kept.insert(view_root(ops[i]->operand(0)));
     }
@@ -145,7 +152,7 @@ class MemoryPlanner {
       const uint64_t scratch = scratch_bytes(op, s_.max_tokens, s_.options.max_context, s_.options.arch);
       if (scratch) s_.scratch[&op] = slot_for(scratch, false);
       auto place = [&](const Value* v) {
-        if (s_.epilogue.unstored.count(v) || s_.storage.count(v)) return;  // never written / placed by its producer
+        if (s_.epilogue.unstored.count(v) || s_.rope_append.unstored.count(v) || s_.storage.count(v)) return;  // never written / placed by its producer
         const uint64_t bytes = dtype_size(stored_dtype(s_, v)) * product(eval_shape(v->type(), s_.max_tokens));
         s_.storage[v] = {Storage::Kind::Slot, slot_for(bytes, kept.count(v) > 0)};
       };
@@ -218,7 +225,7 @@ void verify_memory(const LowerState& s) {
     for (const ir::Op* op : fn->ops())
       if (owns_result_storage(*fn, *op))
         for (size_t r = 0; r < op->num_results(); ++r)
-          if (!s.storage.count(op->result(r)) && !s.epilogue.unstored.count(op->result(r)))
+          if (!s.storage.count(op->result(r)) && !s.epilogue.unstored.count(op->result(r)) && !s.rope_append.unstored.count(op->result(r)))
             throw Error("plan-memory: a result of " + std::string(op->name()) + " has no slot");
 }
 

@@ -2,7 +2,7 @@
 // plan's arch) implement each op of the programs lowered to launches. The home of fusions: a
 // pattern that one kernel serves (an epilogue add, a norm before a quantised matmul) is matched
 // here and recorded on the ops it covers (epilogue_adds.h: residual adds; sibling_matmuls.h:
-// matmuls of the same activations).
+// matmuls of the same activations; rope_append.h: an MLA layer's norm and ropes in its kv_append).
 #include "compiler/passes/lower_state.h"
 #include "compiler/passes/op_rules.h"
 #include "ir/support/error.h"
@@ -13,17 +13,19 @@ void select_kernels(LowerState& s) {
   s.kernels.clear();
   s.epilogue = {};
   s.siblings = {};
+  s.rope_append = {};
   for (const ir::Function* fn : s.programs) {
     // Instances depend on widths, not on the token count: choose them at the largest bucket.
     const std::map<const ir::Value*, View> views = compute_views(*fn, s.max_tokens, s.options.max_context, s.draft_rows, &s.stored_dtypes);
     if (epilogue_adds_enabled()) find_epilogue_adds(*fn, views, s.epilogue);
     if (sibling_matmuls_enabled()) find_sibling_matmuls(*fn, views, s.epilogue, s.siblings);
+    if (rope_append_fusion_enabled()) find_rope_append_fusions(*fn, views, s.rope_append);
+    const LoweringFusions fusions{s.epilogue, s.siblings, s.rope_append};
     const std::vector<ir::Op*> ops = fn->ops();
     for (size_t n = 0; n < ops.size(); ++n) {
-      if (s.epilogue.fused_adds.count(ops[n])) continue;  // its producer's kernel adds
-      if (s.siblings.first.count(ops[n])) continue;       // the first sibling's rule launches it
+      if (fusions.absorbed(*ops[n])) continue;  // the producer, first sibling or kv_append launches it
       RuleContext ctx;
-      attach_fusions(s.epilogue, s.siblings, *ops[n], ctx);
+      attach_fusions(fusions, *ops[n], ctx);
       ctx.fn = fn;
       ctx.op_index = static_cast<int64_t>(n);
       ctx.tokens = s.max_tokens;

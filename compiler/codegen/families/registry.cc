@@ -17,6 +17,7 @@ const std::vector<const Family*>& all_families() {
       &mla_split_combine::family(),
       &gqa_attention::family(),
       &kv_append::family(),
+      &mla_rope_append::family(),
       &kv_compact::family(),
       &moe_router::family(),
       &moe_grouped_gate_up::family(),

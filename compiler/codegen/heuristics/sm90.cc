@@ -31,6 +31,9 @@ const TuningTable& sm90_tuning() {
       {"mla_split_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C"))); }},
       {"gqa_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},
       {"kv_append", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
+      // One block writes a token's cache row, the others rotate 8 query heads each (256 threads:
+      // a rope pair a thread at R 64).
+      {"mla_rope_append", [](ParamValues& p) { set(p, "THREADS", std::max<int64_t>(256, p.at("R") / 2)); }},
       {"kv_compact", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
       {"moe_router", [](ParamValues& p) { set(p, "WARPS", 4); }},
       // Expert-grouped MoE (kernels_templates/moe_grouped.cuh). INT4 experts take the tensor-core

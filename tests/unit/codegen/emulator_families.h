@@ -74,8 +74,8 @@ inline void matmul_int4(LaunchArgs& a) {
                  a.param("ACC") != 0);
 }
 
-inline void rope(LaunchArgs& a) {
-  const int64_t D = a.param("ROPE_DIM"), H = a.param("HEADS"), n = a.i32("n_tokens");
+// The rope of the launch's f32 arguments (rope.cuh's frequencies).
+inline cpu::Rope rope_of(LaunchArgs& a, int64_t D) {
   std::vector<float> inv_freq(static_cast<size_t>(D / 2));
   const float factor = a.f32("yarn_factor");
   if (factor != 1.f) {  // the template's test for YaRN
@@ -83,7 +83,12 @@ inline void rope(LaunchArgs& a) {
   } else {
     yarn::inv_freq_plain(D, a.f32("theta"), inv_freq.data());
   }
-  const cpu::Rope r(std::move(inv_freq), a.f32("cos_sin_scale"));
+  return cpu::Rope(std::move(inv_freq), a.f32("cos_sin_scale"));
+}
+
+inline void rope(LaunchArgs& a) {
+  const int64_t D = a.param("ROPE_DIM"), H = a.param("HEADS"), n = a.i32("n_tokens");
+  const cpu::Rope r = rope_of(a, D);
   const std::vector<int32_t> pos = a.gather_i32("positions", n);
   Matrix x = a.gather("x", Strided{n, D, a.i32("x_row_stride"), H, a.i32("x_head_stride")}, a.dtype_param("X_DT"));
   for (int64_t t = 0; t < n; ++t)
@@ -92,6 +97,33 @@ inline void rope(LaunchArgs& a) {
       else r.apply_rotate_half(x.row(t * H + h), pos[t]);
     }
   a.scatter("y", Strided{n, D, a.i32("y_row_stride"), H, a.i32("y_head_stride")}, a.dtype_param("Y_DT"), x);
+}
+
+// kv_append(cache, concat(rms_norm(latent), rope(key))) and the queries' rope (q_src -> q_dst),
+// each value rounded once to its destination's dtype.
+inline void mla_rope_append(LaunchArgs& a) {
+  const int64_t C = a.param("C"), R = a.param("R"), H = a.param("HEADS"), n = a.i32("n_tokens"), slots = a.i32("max_slots");
+  const DType src = a.dtype_param("X_DT");
+  const bool il = a.param("INTERLEAVED") != 0;
+  const cpu::Rope r = rope_of(a, R);
+  const std::vector<int32_t> pos = a.gather_i32("positions", n);
+  if (H > 0) {
+    Matrix q = a.gather("q_src", Strided{n, R, a.i32("q_src_row_stride"), H, a.i32("q_src_head_stride")}, src);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < H; ++h) il ? r.apply_interleaved(q.row(t * H + h), pos[t]) : r.apply_rotate_half(q.row(t * H + h), pos[t]);
+    a.scatter("q_dst", Strided{n, R, a.i32("q_dst_row_stride"), H, a.i32("q_dst_head_stride")}, a.dtype_param("Q_DT"), q);
+  }
+  const Matrix w = a.gather_rows("norm_weight", 1, C, C, DType::BF16);
+  const Matrix latent = cpu::rms_norm(a.gather_rows("latent", n, C, a.i32("latent_stride"), src), w.data, a.f32("eps"));
+  Matrix key = a.gather_rows("k_rope_src", n, R, a.i32("k_rope_stride"), src);
+  for (int64_t t = 0; t < n; ++t) il ? r.apply_interleaved(key.row(t), pos[t]) : r.apply_rotate_half(key.row(t), pos[t]);
+  const int32_t len = a.gather_i32("cache_len", 1)[0];
+  const Matrix rows = cpu::kv_append(Matrix(0, C + R), {&latent, &key});
+  for (int64_t t = 0; t < n; ++t) {
+    Matrix row(1, C + R);
+    std::copy_n(rows.row(t), C + R, row.row(0));
+    a.scatter_rows("cache", C + R, a.dtype_param("KV_DT"), row, false, clamp_index(len + t, slots) * (C + R));
+  }
 }
 
 // In place: step token t goes to cache row clamp(cache_len + t, max_slots).
@@ -356,7 +388,7 @@ inline void topk(LaunchArgs& a) {
 inline const std::map<std::string, void (*)(LaunchArgs&)>& table() {
   static const std::map<std::string, void (*)(LaunchArgs&)> t = {
       {"embedding", embedding},     {"rms_norm", rms_norm},       {"matmul", matmul},       {"matmul_int4", matmul_int4}, {"matmul_siblings", matmul_siblings},
-      {"rope", rope},               {"kv_append", kv_append},     {"kv_compact", kv_compact}, {"mla_attention", mla_attention},
+      {"rope", rope},               {"kv_append", kv_append},     {"mla_rope_append", mla_rope_append}, {"kv_compact", kv_compact}, {"mla_attention", mla_attention},
       {"mla_split_partial", mla_split_partial}, {"mla_split_combine", mla_split_combine},
       {"gqa_attention", gqa_attention}, {"add", add},             {"swiglu", swiglu},       {"copy_rows", copy_rows},
       {"moe_router", moe_router},   {"moe_grouped_gate_up", moe_grouped_gate_up},

@@ -887,6 +887,75 @@ TEST(GpuOps, KvAppendThenCompactKeepsThePath) {
   EXPECT_TRUE(std::equal(after.begin(), after.begin() + (max_slots - 1) * D, compacted.begin()));
 }
 
+// The fused kv_a_layernorm + key rope + append + query rope (mla_rope_append.cuh) against the
+// CPU ops one by one: K2.6 widths (C 512, R 64, 64 heads, YaRN) with an f32 cache and with a bf16
+// one; odd widths (C 40, 5 heads: a partial head block) out of place into bf16; no query heads;
+// rows past the cache clamp to the last slot.
+TEST(GpuOps, MlaRopeAppendMatchesTheCpuOps) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t C, R, H;
+    ElemType q_t, kv_t;
+    bool yarn;
+  };
+  const std::vector<int32_t> positions = {3, 40, 41, 700};
+  const int64_t T = positions.size(), past = 5, max_slots = 48;
+  DevBuf d_pos = gpu->upload(positions), d_len = gpu->upload(std::vector<int32_t>{past});
+  for (const Case& c : {Case{512, 64, 64, F32, F32, true}, Case{512, 64, 64, F32, BF16, true}, Case{40, 16, 5, BF16, F32, false},
+                        Case{40, 16, 0, F32, F32, false}}) {
+    RopeScaling scaling;
+    if (c.yarn) scaling.type = "yarn", scaling.factor = 64, scaling.original_max_position_embeddings = 4096, scaling.mscale = 1,
+                scaling.mscale_all_dim = 1;
+    const cpu::Rope ref(c.R, 50000.0, scaling, 8192);
+    const RopeArgs a = c.yarn ? rope_args(c.R, 50000.0, "yarn", 64, 4096, 32, 1, ref.attention_factor())
+                              : rope_args(c.R, 50000.0, "none", 1, 0, 0, 0, 1.0);
+    // kv_a's output rows [latent | k_pe] with 3 columns of padding; q_b's rows of H heads of
+    // (nope 8 | rope R).
+    const int64_t kv_stride = c.C + c.R + 3, qh = 8 + c.R, qs = std::max<int64_t>(c.H, 1) * qh;
+    const std::vector<float> kva = random_values(T * kv_stride, 31, 2.f), w = random_values(c.C, 32, 1.f, true);
+    const std::vector<float> q = random_values(T * qs, 33), cache0 = random_values(max_slots * (c.C + c.R), 34);
+    DevBuf d_kva = gpu->upload(kva), d_w = gpu->upload(to_bf16_bits(w)), d_q = gpu->upload(q);
+    DevBuf d_cache = c.kv_t == F32 ? gpu->upload(cache0) : gpu->upload(to_bf16_bits(cache0));
+    DevBuf d_qy = gpu->alloc(T * std::max<int64_t>(c.H, 1) * c.R * 4);
+    const KernelSource k = mla_rope_append_kernel(c.C, c.R, c.H, true, F32, c.q_t, c.kv_t);
+    auto run = [&](const DevBuf& len) {
+      gpu->launch(k, T, {Gpu::ptr(d_kva), Gpu::ptr(d_w), Gpu::ptr(d_kva, c.C * 4), Gpu::ptr(d_cache), Gpu::ptr(len), Gpu::ptr(d_q, 8 * 4),
+                         Gpu::ptr(d_qy), Gpu::ptr(d_pos), Gpu::i32(T), Gpu::i32(kv_stride), Gpu::i32(kv_stride), Gpu::i32(max_slots),
+                         Gpu::i32(qs), Gpu::i32(qh), Gpu::i32(c.H * c.R), Gpu::i32(c.R), Gpu::f32(1e-6f), Gpu::f32(a.theta),
+                         Gpu::f32(a.yarn_factor), Gpu::f32(a.yarn_low), Gpu::f32(a.yarn_high), Gpu::f32(a.cos_sin_scale)});
+    };
+    const int64_t D = c.C + c.R;
+    const std::vector<float> before = gpu->download_as(d_cache, max_slots * D, c.kv_t);
+    run(d_len);
+    std::vector<float> want = cache0;
+    for (int64_t t = 0; t < T; ++t) {
+      float* row = want.data() + (past + t) * D;
+      cpu::rms_norm_row(kva.data() + t * kv_stride, c.C, w.data(), 1e-6f, row);
+      std::copy_n(kva.data() + t * kv_stride + c.C, c.R, row + c.C);
+      ref.apply_interleaved(row + c.C, positions[t]);
+    }
+    const std::vector<float> got = gpu->download_as(d_cache, want.size(), c.kv_t);
+    EXPECT_LT(relative_error(got, want), tolerance(c.kv_t)) << k.id;
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + past * D, before.begin())) << k.id << ": rows before L kept";
+    EXPECT_TRUE(std::equal(got.begin() + (past + T) * D, got.end(), before.begin() + (past + T) * D)) << k.id << ": rows after the step kept";
+    if (c.H > 0) {
+      std::vector<float> qwant(T * c.H * c.R);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < c.H; ++h) {
+          float* r = qwant.data() + (t * c.H + h) * c.R;
+          std::copy_n(q.data() + t * qs + h * qh + 8, c.R, r);
+          ref.apply_interleaved(r, positions[t]);
+        }
+      EXPECT_LT(relative_error(gpu->download_as(d_qy, qwant.size(), c.q_t), qwant), tolerance(c.q_t)) << k.id << " queries";
+    }
+    // A garbage cache length (graph warm-up) writes the last slot, nothing past it.
+    DevBuf d_bad = gpu->upload(std::vector<int32_t>{100000});
+    run(d_bad);
+    const std::vector<float> clamped = gpu->download_as(d_cache, want.size(), c.kv_t);
+    EXPECT_TRUE(std::equal(clamped.begin(), clamped.begin() + (max_slots - 1) * D, got.begin())) << k.id << ": only the last slot written";
+  }
+}
+
 TEST(GpuOps, MoeRouterPlainAndGroupLimited) {
   REQUIRE_GPU();
   struct Case { int64_t e, k, groups, topk_group; bool norm; float scaling; };

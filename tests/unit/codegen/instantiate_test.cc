@@ -275,17 +275,24 @@ TEST(CodegenLaunchGeometry, GridsFollowTheTemplateDocs) {
   const KernelSource mla = mla_attention_kernel(4, 64, 16, ElemType::F32, ElemType::F32, ElemType::F32);
   d = launch_dims(mla, 32);
   EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{4, 32, 1}));
-  // Grouped experts: tiles of 16 rows of I (8 warps x 2), one block row per expert slot:
-  // min(E, tokens * top_k) slots (5 tokens x top-2 over 8 experts: 8; 1 token: 2); 9 tiles are
+  // The fused norm + ropes + append (K2.6: 64 heads of R 64, 8 a block of 256 threads): a token's
+  // cache-row block, then 8 query-head blocks; without query heads the row block alone.
+  const KernelSource ra = mla_rope_append_kernel(512, 64, 64, true, ElemType::F32, ElemType::F32, ElemType::BF16, "sm_90");
+  EXPECT_EQ(launch_dims(ra, 3).grid, (std::array<uint32_t, 3>{3, 9, 1}));
+  EXPECT_EQ(launch_dims(ra, 3).block, (std::array<uint32_t, 3>{256, 1, 1}));
+  EXPECT_EQ(launch_dims(mla_rope_append_kernel(512, 64, 0, true, ElemType::F32, ElemType::F32, ElemType::BF16, "sm_90"), 2).grid,
+            (std::array<uint32_t, 3>{2, 1, 1}));
+  // Grouped experts: tiles of 8 rows of I (8 warps x 1), one block row per expert slot:
+  // min(E, tokens * top_k) slots (5 tokens x top-2 over 8 experts: 8; 1 token: 2); 17 tiles are
   // fewer than BLOCKS asks per expert, so a block each.
   const KernelSource up = moe_grouped_gate_up_kernel(256, 136, 8, 2, false, ElemType::F32);
   d = launch_dims(up, 5);
-  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{9, 8, 1}));
+  EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{17, 8, 1}));
   EXPECT_EQ(d.block, (std::array<uint32_t, 3>{256, 1, 1}));
-  EXPECT_EQ(launch_dims(up, 1).grid, (std::array<uint32_t, 3>{9, 2, 1}));
+  EXPECT_EQ(launch_dims(up, 1).grid, (std::array<uint32_t, 3>{17, 2, 1}));
   EXPECT_EQ(d.smem_bytes, 2u * 4096);  // NT 2 staged rows of H = 256 (one 1024-column chunk)
   const KernelSource down = moe_grouped_down_kernel(256, 136, 8, 2, false);
-  EXPECT_EQ(launch_dims(down, 3).grid, (std::array<uint32_t, 3>{8, 6, 1}));  // 32 rows of H per block
+  EXPECT_EQ(launch_dims(down, 3).grid, (std::array<uint32_t, 3>{16, 6, 1}));  // 16 rows of H per block (8 warps x 2)
   EXPECT_EQ(launch_dims(down, 3).smem_bytes, 3u * 4096);
   // K2.6 width at 1 token (8 experts), INT4 on the tensor cores (sm90.cc): gate/up BLOCKS 132 over
   // 8 experts, 16 a expert; NT 4 staged rows of H as bf16 hi + lo (4 bytes an element). Down: 56
