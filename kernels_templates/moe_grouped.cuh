@@ -48,7 +48,9 @@
 // MMA 0 (CUDA cores) spends ~2 instructions a weight dequantising plus an FMA a weight per
 // token, and registers cap a pair chunk at NT 2-3, so an expert chosen by 4+ pairs is streamed
 // several times: issue-bound (44% of 4.3 TB/s at 1 token on an H200, 20% at 8).
-// MMA 1 (INT4; the tensor cores, mma.sync m16n8k16 bf16 -> f32, sm_80+: sm_90 and sm_120):
+// MMA 1 and 2 (INT4; the tensor cores, mma.sync m16n8k16 bf16 -> f32, sm_80+: sm_90 and sm_120;
+// they differ in the scales only: MMA 1 loads 4 groups' a lane and shares them over the quad by
+// shuffles, MMA 2 loads each lane's rows' own, more registers and fewer instructions):
 //   - Weight rows are the MMA's M (an m-tile: 8 gate + the same 8 up rows, so a lane's D holds
 //     both SwiGLU halves of its row; down: 16 rows), the chunk's pairs its N (an n-tile of 8;
 //     NT up to 16, two n-tiles): at <= 8 pairs half the MMAs of pairs-as-M, whose M of 16 would
@@ -59,7 +61,8 @@
 //     f32 summation-order error of the CPU op), in B-fragment order: the same NT x K x 4 bytes,
 //     no conversion in the loop.
 //   - A k-step's 16 k must lie in ONE group so D can be scaled per (row, group): each group's two
-//     k-steps go into a zeroed temp fragment, then acc += scale * temp. The k order inside a
+//     k-steps go into a temp fragment (the first MMA's C is the constant 0: no zeroing moves),
+//     then acc += scale * temp. The k order inside a
 //     group is free as long as A and B agree: lane (g, q) takes word q of the group (columns
 //     8q .. 8q + 8), k-step 0 its nibbles {0, 4}, {1, 5}, k-step 1 {2, 6}, {3, 7}.
 //   - The checkpoint layout's 16 bytes are one whole group of one row, but the fragment wants
@@ -504,6 +507,19 @@ __device__ __forceinline__ void moe_mma(float (&d)[4], const unsigned (&a)[4], u
 #endif
 }
 
+// d = a * b (C = 0 passed as an operand: no zeroing moves for each group's temporary).
+__device__ __forceinline__ void moe_mma_zero(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#ifdef KP_HOST_SHIM
+  d[0] = d[1] = d[2] = d[3] = 0.f;
+  ::kplan::cuda_host::mma_m16n8k16_bf16(d, a, b0, b1);
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%10, %10, %10, %10};"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+#endif
+}
+
 // ldmatrix.x4 (b16, no transpose): lane l names row l % 8 of 8x8 matrix l / 8 (16 bytes of
 // shared memory at `row`); lane (g = l / 4, q = l % 4) gets 32-bit word q of row g of matrix i
 // in r[i].
@@ -596,19 +612,85 @@ __device__ __forceinline__ MoeMmaSrc moe_mma_src(const Rows& t, int j, int h, in
 
 constexpr int kMoeMmaSub = 4;  // groups (of 32 columns) per transposed sub-block: 128 columns
 
+template <bool B, class T, class F>
+struct MoeIf {
+  using type = T;
+};
+template <class T, class F>
+struct MoeIf<false, T, F> {
+  using type = F;
+};
+
+// One step's loads: SUBS sub-blocks of the warp's MT m-tiles. Lane (g, q) loads group 4 sb + q
+// of A rows g and g + 8 (16 bytes each: a quad reads 64 contiguous bytes of a row), and the bf16
+// scales of the step's SG groups of both its rows (one 16-byte load a row at SG 8, 8 bytes at 4:
+// the quad's 4 lanes read the same bytes, from L1 after the first; no shuffles in the math).
+// Rows past the matrix and groups past K load nothing (zeros).
+template <int MT, int SUBS>
+struct MoeMmaLoads {
+  static constexpr int SG = SUBS * 4;  // groups a step (kMoeMmaSub each sub-block)
+  uint4 q[SUBS][MT][2];
+  unsigned s[MT][2][SG / 2];  // bf16 pairs: groups 2w, 2w + 1 of A rows g (h 0) and g + 8 (h 1)
+};
+
+template <int MT, int SUBS, class Rows>
+__device__ __forceinline__ void moe_mma_load(const Rows& t, int step, MoeMmaLoads<MT, SUBS>& L) {
+  constexpr int G = Rows::K_DIM / 32, SG = MoeMmaLoads<MT, SUBS>::SG;  // groups a step
+  static_assert(SG == 4 || SG == 8, "a step holds 4 or 8 groups");
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int j = 0; j < MT; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const MoeMmaSrc r = moe_mma_src(t, j, h, g);
+#pragma unroll
+      for (int sb = 0; sb < SUBS; ++sb) {
+        const int gi = (step * SUBS + sb) * kMoeMmaSub + q;
+        L.q[sb][j][h] = gi < G && t.valid(r.i) ? __ldcs(static_cast<const uint4*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i))) + gi)
+                                               : uint4{0u, 0u, 0u, 0u};
+      }
+      const int g0 = step * SG;
+      const unsigned short* sp = moe_row_scale<Rows::K_DIM, 1>(r.s, t.row(r.i)) + g0;
+      if constexpr (G % SG == 0 && SG == 8) {  // rows of whole steps: 16-byte aligned (G * 2 bytes a row)
+        const uint4 v = t.valid(r.i) ? __ldg(reinterpret_cast<const uint4*>(sp)) : uint4{0u, 0u, 0u, 0u};
+        L.s[j][h][0] = v.x, L.s[j][h][1] = v.y, L.s[j][h][2] = v.z, L.s[j][h][3] = v.w;
+      } else if constexpr (G % SG == 0) {
+        const uint2 v = t.valid(r.i) ? __ldg(reinterpret_cast<const uint2*>(sp)) : uint2{0u, 0u};
+        L.s[j][h][0] = v.x, L.s[j][h][1] = v.y;
+      } else {
+#pragma unroll
+        for (int w = 0; w < SG / 2; ++w) {
+          const unsigned lo = g0 + 2 * w < G && t.valid(r.i) ? __ldg(sp + 2 * w) : 0u;
+          const unsigned hi = g0 + 2 * w + 1 < G && t.valid(r.i) ? __ldg(sp + 2 * w + 1) : 0u;
+          L.s[j][h][w] = lo | (hi << 16);
+        }
+      }
+    }
+  }
+}
+
+// Group gi (of the step) of A row g + 8 h's scale.
+template <int MT, int SUBS>
+__device__ __forceinline__ float moe_mma_scale(const MoeMmaLoads<MT, SUBS>& L, int j, int gi, int h) {
+  const unsigned w = L.s[j][h][gi / 2];
+  return __uint_as_float(gi % 2 ? w & 0xffff0000u : w << 16);
+}
+
+// The same loads with the scales of 4 groups a lane, shared over the quad by shuffles in the
+// math (2 registers a step, not 8: down keeps 2 blocks an SM under 128 registers this way).
 // One step's loads: SUBS sub-blocks of the warp's MT m-tiles. Lane (g, q) loads group 4 sb + q
 // of A rows g and g + 8 (16 bytes each: a quad reads 64 contiguous bytes of a row), and four
 // bf16 scales: groups 4 (q & 1) .. + 4 of the step, of A row g + 8 (q >> 1) (the math takes
 // each group's from its quad by a shuffle: 2 registers a step, not 4 per group pair). Rows past
 // the matrix and groups past K load nothing (zeros).
 template <int MT, int SUBS>
-struct MoeMmaLoads {
+struct MoeMmaLoadsShfl {
   uint4 q[SUBS][MT][2];
   uint2 s[MT];
 };
 
 template <int MT, int SUBS, class Rows>
-__device__ __forceinline__ void moe_mma_load(const Rows& t, int step, MoeMmaLoads<MT, SUBS>& L) {
+__device__ __forceinline__ void moe_mma_load(const Rows& t, int step, MoeMmaLoadsShfl<MT, SUBS>& L) {
   constexpr int G = Rows::K_DIM / 32, SG = SUBS * kMoeMmaSub;  // groups a step
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
 #pragma unroll
@@ -644,7 +726,7 @@ __device__ __forceinline__ void moe_mma_load(const Rows& t, int step, MoeMmaLoad
 
 // Group gi (of the step) of A row g + 8 h's scale, from the quad lane that loaded it.
 template <int MT, int SUBS>
-__device__ __forceinline__ float moe_mma_scale(const MoeMmaLoads<MT, SUBS>& L, int j, int gi, int h) {
+__device__ __forceinline__ float moe_mma_scale(const MoeMmaLoadsShfl<MT, SUBS>& L, int j, int gi, int h) {
   const int lane = threadIdx.x % 32;
   const unsigned w = __shfl_sync(0xffffffffu, gi % 4 < 2 ? L.s[j].x : L.s[j].y, (lane & ~3) | (2 * h + gi / 4));
   return __uint_as_float(gi % 2 ? w & 0xffff0000u : w << 16);
@@ -658,9 +740,9 @@ __device__ __forceinline__ int moe_mma_tb_slot(int a, int i) { return a * 4 + (i
 // groups. Per sub-block and m-tile: the lanes' loads go through the warp's transposition buffer
 // (two 16-byte stores, __syncwarp, two ldmatrix.x4) so lane (g, q) holds word q of every group
 // of rows g and g + 8; per group: 2 words dequantised (moe_dequant_bf16x2), its two k-steps
-// into a zeroed temp (hi and lo activations: 4 MMAs per n-tile), then acc += scale * temp.
-template <int MT, int SUBS, int NTILE, int G>
-__device__ __forceinline__ void moe_mma_math(const MoeMmaLoads<MT, SUBS>& L, int step, const uint4* xs, int nt, uint4* tb, unsigned& flip,
+// into a temp (hi and lo activations: 4 MMAs per n-tile), then acc += scale * temp.
+template <int MT, int SUBS, int NTILE, int G, class Loads>
+__device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uint4* xs, int nt, uint4* tb, unsigned& flip,
                                              float (&acc)[MT][NTILE][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   int tok[NTILE];
@@ -700,8 +782,8 @@ __device__ __forceinline__ void moe_mma_math(const MoeMmaLoads<MT, SUBS>& L, int
         const unsigned a0[4] = {p[0], r[0], p[1], r[1]}, a1[4] = {p[2], r[2], p[3], r[3]};
 #pragma unroll
         for (int n = 0; n < NTILE; ++n) {
-          float d[4] = {0.f, 0.f, 0.f, 0.f};
-          moe_mma(d, a0, bh[n].x, bh[n].y);
+          float d[4];
+          moe_mma_zero(d, a0, bh[n].x, bh[n].y);
           moe_mma(d, a0, bl[n].x, bl[n].y);
           moe_mma(d, a1, bh[n].z, bh[n].w);
           moe_mma(d, a1, bl[n].z, bl[n].w);
@@ -718,13 +800,15 @@ __device__ __forceinline__ void moe_mma_math(const MoeMmaLoads<MT, SUBS>& L, int
 // moe_stream_tiles for MMA 1: the same tiles and PF ring (moe_ring_stream), in steps of 256
 // columns (MT 1) or 128 (MT 2), so a lane holds 4 16-byte loads a slot. emit(tile, acc) gets the
 // D fragments (moe_mma_math).
-template <int NTILE, int PF, int TILE, class Rows, class Emit>
+template <int NTILE, int PF, int TILE, bool DIRECT, class Rows, class Emit>
 __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, uint4* tbuf, int nt, Rows t, Emit emit) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
   constexpr int SUBS = MT == 1 ? 2 : 1;
   constexpr int STEPS = (G + SUBS * kMoeMmaSub - 1) / (SUBS * kMoeMmaSub);
   static_assert(Rows::NR % 16 == 0, "MMA m-tiles of 16 rows");
-  using Loads = MoeMmaLoads<MT, SUBS>;
+  // MMA 2: each lane loads its rows' scales (8 registers a step); MMA 1: the quad shares them by
+  // shuffles (2 registers: K2.6's down keeps two blocks an SM under 128 registers).
+  using Loads = typename MoeIf<DIRECT, MoeMmaLoads<MT, SUBS>, MoeMmaLoadsShfl<MT, SUBS>>::type;
   uint4* tb = tbuf + 2 * 64 * (threadIdx.x / 32);  // the warp's two transposition buffers (16 rows x 4 groups)
   unsigned flip = 0;
   const int first0 = t.first;
@@ -788,7 +872,7 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
 
 // MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
 // last one's row; their columns are dropped).
-template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE>
+template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT>
 __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                       const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                       int x_row_stride, uint4* xs, uint4* tbuf, i64* rows) {
@@ -817,7 +901,7 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
         }
     }
   };
-  moe_stream_tiles_mma<NTILE, PF, TILE>((I + TILE - 1) / TILE, xs, tbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT>((I + TILE - 1) / TILE, xs, tbuf, nt, t, emit);
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
@@ -838,13 +922,13 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
     const int nt = g.count;
     if (nt == 0) return;
     if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
-    if constexpr (MMA == 1) {
+    if constexpr (MMA >= 1) {
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
       if (nt <= 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1, MMA == 2>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2, MMA == 2>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
       }
       continue;
     } else {
@@ -887,7 +971,7 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
   moe_stream_tiles<NTC, PF, TILE>((H + TILE - 1) / TILE, xs, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE>
+template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT>
 __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
                                                    const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* tbuf,
                                                    i64* rows) {
@@ -918,7 +1002,7 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
           }
       }
   };
-  moe_stream_tiles_mma<NTILE, PF, TILE>((H + TILE - 1) / TILE, xs, tbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT>((H + TILE - 1) / TILE, xs, tbuf, nt, t, emit);
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
@@ -939,13 +1023,13 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
     const int nt = g.count;
     if (nt == 0) return;
     if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
-    if constexpr (MMA == 1) {
+    if constexpr (MMA >= 1) {
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
       if (nt <= 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1, MMA == 2>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2, MMA == 2>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
       }
       continue;
     } else {

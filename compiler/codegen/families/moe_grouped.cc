@@ -14,14 +14,14 @@ namespace {
 // gate + the same 8 up rows, so ROWS is 8 or 16; down: 16 rows, so ROWS is 16 or 32), the
 // chunk's pairs the n-tiles' columns (8 each: NT up to 16, two n-tiles), and each warp holds
 // two 1 KiB weight transposition buffers in static shared memory (moe_stream_tiles_mma).
-int64_t moe_mma_tbuf_bytes(const ParamValues& p) { return p.at("MMA") == 1 ? p.at("WARPS") * 2 * 1024 : 0; }
+int64_t moe_mma_tbuf_bytes(const ParamValues& p) { return p.at("MMA") >= 1 ? p.at("WARPS") * 2 * 1024 : 0; }
 
 void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t mats) {
   require(p.at("E") >= 1 && p.at("TOPK") >= 1 && p.at("TOPK") <= p.at("E"), family, "needs 1 <= TOPK <= E");
   require(p.at("E") <= 65535, family, "E above 65535 does not fit grid.y");
   if (p.at("W_FMT") == 1) require(k % 32 == 0, family, "INT4 experts need a reduction dim that is a multiple of 32");
-  require(p.at("MMA") == 0 || p.at("MMA") == 1, family, "MMA must be 0 or 1");
-  if (p.at("MMA") == 1) {
+  require(p.at("MMA") >= 0 && p.at("MMA") <= 2, family, "MMA must be 0 (CUDA cores), 1 or 2 (tensor cores: scales shared by shuffles / loaded by each lane)");
+  if (p.at("MMA") >= 1) {
     require(p.at("W_FMT") == 1, family, "MMA 1 is the INT4 path");
     const int64_t m_rows = 16 / mats;  // rows of one matrix in an m-tile
     require(p.at("ROWS") == m_rows || p.at("ROWS") == 2 * m_rows, family, mats == 2 ? "MMA 1: ROWS must be 8 or 16" : "MMA 1: ROWS must be 16 or 32");

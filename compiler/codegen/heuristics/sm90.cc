@@ -48,10 +48,12 @@ const TuningTable& sm90_tuning() {
       // column chunk's loads in flight (PF 1), NT 2 / 3 pairs a chunk, BLOCKS 264. The K2.6
       // bf16-experts slice at 1 / 16 tokens: 1.384 / 6.059 ms against 1.406 / 6.370 with ROWS 2 / 4
       // and PF 0 (bench/RESULTS.md 2026-12-04 20:05, KPLAN_TUNE variants in the same run).
+      // Gate/up's lanes load their own scales (MMA 2: no shuffles in the math, 124 registers at
+      // one block an SM); down shares them over the quad (MMA 1: 106 registers, two blocks an SM).
       // A caller that gives ROWS (a measured variant) tunes the rest itself from the CUDA-core defaults.
       {"moe_grouped_gate_up", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
-           set(p, "WARPS", 16); set(p, "ROWS", 8); set(p, "NT", 4); set(p, "PF", 1); set(p, "BLOCKS", 132); set(p, "MMA", 1);
+           set(p, "WARPS", 16); set(p, "ROWS", 8); set(p, "NT", 4); set(p, "PF", 1); set(p, "BLOCKS", 132); set(p, "MMA", 2);
          } else {
            set(p, "WARPS", 8); set(p, "ROWS", 1); set(p, "NT", 2); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }

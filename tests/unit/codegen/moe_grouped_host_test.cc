@@ -149,11 +149,13 @@ void check_step(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pa
   check_step_with<H, I, E, K, W_FMT, WARPS, ROWS, ROWS, NT, PF, GX, GZ, 0>(ids, seed, reads, 1e-5);
 }
 
-// The tensor-core path (MMA 1, INT4): gate/up GROWS (8 or 16), down DROWS (16 or 32) rows a
-// warp; activations as bf16 hi + lo (each kept to ~2^-17 of itself), so 1e-4 as on the device.
+// The tensor-core path (INT4), both scale schemes (MMA 1: shared over the quad by shuffles; MMA 2:
+// each lane's own): gate/up GROWS (8 or 16), down DROWS (16 or 32) rows a warp; activations as
+// bf16 hi + lo (each kept to ~2^-17 of itself), so 1e-4 as on the device.
 template <int H, int I, int E, int K, int WARPS, int GROWS, int DROWS, int NT, int PF = 0, unsigned GX = 1u << 30, unsigned GZ = 1>
 void check_step_mma(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads = nullptr) {
   check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, 1>(ids, seed, reads, 1e-4);
+  check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, 2>(ids, seed, nullptr, 1e-4);
 }
 
 // INT4, 3 tokens x top-2 over 6 experts: experts 1 and 2 chosen by two tokens each (one pair
