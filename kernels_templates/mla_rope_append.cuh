@@ -34,6 +34,7 @@
 //   n_tokens, latent_stride, k_rope_stride, max_slots, q_src_row_stride, q_src_head_stride,
 //   q_dst_row_stride, q_dst_head_stride, eps, theta, yarn_factor, yarn_low, yarn_high,
 //   cos_sin_scale (rope.cuh)
+#include "rms_norm.cuh"
 #include "rope.cuh"
 
 namespace kp {
@@ -57,16 +58,8 @@ __device__ void mla_rope_append(const void* latent, const void* norm_weight, con
   constexpr int PER_THREAD = (C + THREADS - 1) / THREADS;
   // Every load (the latent, its weights, the key's pair, cache_len, the position) before any
   // store: a store may alias them for the compiler.
-  const i64 lo = static_cast<i64>(t) * latent_stride;
   float v[PER_THREAD], g[PER_THREAD];
-  float ss = 0.f;
-#pragma unroll
-  for (int i = 0; i < PER_THREAD; ++i) {
-    const int j = threadIdx.x + i * THREADS;
-    v[i] = j < C ? load<X_DT>(latent, lo + j) : 0.f;
-    g[i] = j < C ? load<BF16>(norm_weight, j) : 0.f;
-    ss += v[i] * v[i];
-  }
+  float ss = rms_norm_load<C, X_DT, THREADS>(latent, static_cast<i64>(t) * latent_stride, norm_weight, v, g);
   const int pair = threadIdx.x;  // < R / 2: this thread's key pair
   float ka = 0.f, kb = 0.f;
   if (pair < R / 2) {

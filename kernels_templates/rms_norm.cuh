@@ -21,16 +21,11 @@
 
 namespace kp {
 
-template <int D, int X_DT, int Y_DT, int THREADS>
-__device__ void rms_norm(const void* x, const void* weight, void* y, int n_rows, int x_stride,
-                         int y_stride, float eps) {
-  constexpr int PER_THREAD = (D + THREADS - 1) / THREADS;
-  const int r = blockIdx.x;
-  if (r >= n_rows) return;
-  const i64 xo = static_cast<i64>(r) * x_stride, yo = static_cast<i64>(r) * y_stride;
-  // The weights are loaded with the row, before any store: a store may alias them for the
-  // compiler, so loading each beside its store ran PER_THREAD round trips one after another.
-  float v[PER_THREAD], g[PER_THREAD];
+// This thread's columns j = threadIdx.x + i * THREADS of a row at xo and of the weights, loaded
+// together before any store (a store may alias them for the compiler: loading each beside its
+// store ran PER_THREAD round trips one after another); returns the thread's sum of squares.
+template <int D, int X_DT, int THREADS, int PER_THREAD = (D + THREADS - 1) / THREADS>
+__device__ __forceinline__ float rms_norm_load(const void* x, i64 xo, const void* weight, float (&v)[PER_THREAD], float (&g)[PER_THREAD]) {
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < PER_THREAD; ++i) {
@@ -39,7 +34,18 @@ __device__ void rms_norm(const void* x, const void* weight, void* y, int n_rows,
     g[i] = j < D ? load<BF16>(weight, j) : 0.f;
     ss += v[i] * v[i];
   }
-  ss = block_sum<THREADS>(ss);
+  return ss;
+}
+
+template <int D, int X_DT, int Y_DT, int THREADS>
+__device__ void rms_norm(const void* x, const void* weight, void* y, int n_rows, int x_stride,
+                         int y_stride, float eps) {
+  constexpr int PER_THREAD = (D + THREADS - 1) / THREADS;
+  const int r = blockIdx.x;
+  if (r >= n_rows) return;
+  const i64 xo = static_cast<i64>(r) * x_stride, yo = static_cast<i64>(r) * y_stride;
+  float v[PER_THREAD], g[PER_THREAD];
+  const float ss = block_sum<THREADS>(rms_norm_load<D, X_DT, THREADS>(x, xo, weight, v, g));
   const float inv = 1.f / sqrtf(ss / static_cast<float>(D) + eps);
 #pragma unroll
   for (int i = 0; i < PER_THREAD; ++i) {

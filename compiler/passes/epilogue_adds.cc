@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "compiler/codegen/heuristics/heuristics.h"
+#include "compiler/passes/program_order.h"
 
 namespace kplan::passes {
 namespace {
@@ -14,12 +15,8 @@ using ir::Value;
 
 class Finder {
  public:
-  Finder(const ir::Function& fn, const std::map<const Value*, View>& views, EpilogueFusions& out) : views_(views), out_(out) {
+  Finder(const ir::Function& fn, const std::map<const Value*, View>& views, EpilogueFusions& out) : views_(views), out_(out), order_(fn) {
     const std::vector<Op*> ops = fn.ops();
-    for (size_t i = 0; i < ops.size(); ++i) {
-      index_[ops[i]] = i;
-      for (const Value* v : ops[i]->operands()) readers_[v].push_back(ops[i]);
-    }
     for (const Op* op : ops)
       if (op->kind() == OpKind::MoeExperts || op->kind() == OpKind::MoeExpertsInt4) moe_chain(*op);
     for (const Op* op : ops)
@@ -29,9 +26,8 @@ class Finder {
  private:
   // The add that is `v`'s only reader, else null.
   const Op* only_add(const Value* v) const {
-    auto it = readers_.find(v);
-    if (it == readers_.end() || it->second.size() != 1 || it->second[0]->kind() != OpKind::Add) return nullptr;
-    const Op* add = it->second[0];
+    const Op* add = order_.only_reader(v);
+    if (!add || add->kind() != OpKind::Add) return nullptr;
     return add->operand(0) == add->operand(1) ? nullptr : add;
   }
   static const Value* other_operand(const Op& add, const Value* v) { return add.operand(0) == v ? add.operand(1) : add.operand(0); }
@@ -60,7 +56,7 @@ class Finder {
     if (!inner) return;
     const Value* shared = other_operand(*inner, routed);
     const Op* down = shared->defining_op();
-    if (!down || down->kind() != OpKind::Matmul || only_add(shared) != inner || index_.at(down) < index_.at(&moe)) return;
+    if (!down || down->kind() != OpKind::Matmul || only_add(shared) != inner || order_.index.at(down) < order_.index.at(&moe)) return;
     const Op* outer = only_add(inner->result());
     if (!outer) return;
     const Value* h = other_operand(*outer, inner->result());
@@ -75,8 +71,7 @@ class Finder {
 
   const std::map<const Value*, View>& views_;
   EpilogueFusions& out_;
-  std::map<const Op*, size_t> index_;
-  std::map<const Value*, std::vector<const Op*>> readers_;
+  ProgramOrder order_;
 };
 
 }  // namespace

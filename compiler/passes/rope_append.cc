@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "compiler/codegen/heuristics/heuristics.h"
+#include "compiler/passes/program_order.h"
 
 namespace kplan::passes {
 namespace {
@@ -13,26 +14,17 @@ using ir::Value;
 
 class Finder {
  public:
-  Finder(const ir::Function& fn, const std::map<const Value*, View>& views, RopeAppendFusions& out) : views_(views), out_(out) {
-    const std::vector<Op*> ops = fn.ops();
-    for (size_t i = 0; i < ops.size(); ++i) {
-      index_[ops[i]] = i;
-      for (const Value* v : ops[i]->operands()) readers_[v].push_back(ops[i]);
-    }
-    for (const Op* op : ops)
+  Finder(const ir::Function& fn, const std::map<const Value*, View>& views, RopeAppendFusions& out) : views_(views), out_(out), order_(fn) {
+    for (const Op* op : fn.ops())
       if (op->kind() == OpKind::KvAppend) append(*op);
   }
 
  private:
-  // `v`'s only reader, else null.
-  const Op* only_reader(const Value* v) const {
-    auto it = readers_.find(v);
-    return it != readers_.end() && it->second.size() == 1 ? it->second[0] : nullptr;
-  }
+  const Op* only_reader(const Value* v) const { return order_.only_reader(v); }
   // The concat's rows go nowhere but the cache: kv reads it, and a plan skips the step outputs
   // (kv_step.L, for the CPU reference) that may also name it.
   bool only_appended(const Op& concat, const Op& kv) const {
-    for (const Op* r : readers_.at(concat.result()))
+    for (const Op* r : order_.readers.at(concat.result()))
       if (r != &kv && !(r->kind() == OpKind::Output && is_pending_arg(r->attrs().get_string("name")))) return false;
     return true;
   }
@@ -80,7 +72,7 @@ class Finder {
     if (!attn || attn->kind() != OpKind::MlaAttention || attn->num_operands() < 3 || attn->operand(2) != kv.result()) return nullptr;
     const Op* q = attn->operand(1)->defining_op();
     if (!q || q->kind() != OpKind::Rope || only_reader(q->result()) != attn || !rope_rows(*q)) return nullptr;
-    if (q->operand(1) != k_rope.operand(1) || !(q->attrs() == k_rope.attrs()) || index_.at(q) > index_.at(&kv)) return nullptr;
+    if (q->operand(1) != k_rope.operand(1) || !(q->attrs() == k_rope.attrs()) || order_.index.at(q) > order_.index.at(&kv)) return nullptr;
     const View* x = view(q->operand(0));
     const View* y = view(q->result());
     if (!y || x->dtype != src || x->shape.back() != view(k_rope.operand(0))->shape.back() || !is_contiguous(*y)) return nullptr;
@@ -89,8 +81,7 @@ class Finder {
 
   const std::map<const Value*, View>& views_;
   RopeAppendFusions& out_;
-  std::map<const Op*, size_t> index_;
-  std::map<const Value*, std::vector<const Op*>> readers_;
+  ProgramOrder order_;
 };
 
 }  // namespace

@@ -72,7 +72,7 @@ TEST(CodegenCompile, TinyInt4Experts) {
 }
 
 // The grouped experts' tensor-core path (MMA 1: mma.sync, ldmatrix, bf16x2 FMA) at K2.6 width,
-// one and two m-tiles a warp, one and two n-tiles a chunk (the heuristics pick MMA 0 today).
+// one and two m-tiles a warp, one and two n-tiles a chunk, both scale schemes (MMA 1, 2), PF 0..3.
 TEST(CodegenCompile, MoeGroupedMmaInstances) {
   const ParamValues dims = {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}};
   auto with = [&](ParamValues p) {
@@ -82,7 +82,10 @@ TEST(CodegenCompile, MoeGroupedMmaInstances) {
   compile_and_check({instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 4}, {"PF", 1}, {"MMA", 1}}), "sm_90"),
                      instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 16}, {"NT", 3}, {"PF", 0}, {"MMA", 1}}), "sm_90"),
                      instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 16}, {"PF", 1}, {"MMA", 1}}), "sm_90"),
-                     instantiate(moe_grouped_down::family(), with({{"ROWS", 32}, {"NT", 8}, {"PF", 1}, {"MMA", 1}}), "sm_90")});
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 32}, {"NT", 8}, {"PF", 1}, {"MMA", 1}}), "sm_90"),
+                     // Each lane's own scales (MMA 2) and deeper load rings (PF 2, 3).
+                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 4}, {"PF", 2}, {"MMA", 2}}), "sm_90"),
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 8}, {"PF", 3}, {"MMA", 2}}), "sm_90")});
 }
 
 // tiny2: every dim odd or unaligned where the architecture allows (intermediate 333, v_head 20,

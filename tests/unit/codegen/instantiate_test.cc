@@ -206,6 +206,14 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
               instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 17}, {"MMA", 1}});
             }).find("NT must be 1..16"),
             std::string::npos);
+  EXPECT_NE(message([] {
+              instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 8}, {"MMA", 3}});
+            }).find("MMA must be 0 (CUDA cores), 1 or 2"),
+            std::string::npos);
+  EXPECT_NE(message([] {
+              instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 8}, {"MMA", 1}, {"PF", 4}});
+            }).find("PF (steps of loads in flight ahead of the math) must be 0..3"),
+            std::string::npos);
 }
 
 TEST(CodegenInstantiate, EveryFamilySignatureMatchesItsHeaderDoc) {
