@@ -408,12 +408,20 @@ __device__ __forceinline__ void moe_chunk_dot(const Rows& t, const MoeChunkWeigh
 // boundaries too: a ring of PF + 1 load slots in registers, indexed at compile time (the step
 // loop is unrolled by PF + 1). PF 0: load, then math. load(slot, tile, step) issues a step's
 // loads, math(slot, tile, step) consumes them, emit(tile) follows a tile's last step.
+// Whole rings unrolled per tile (below) on sm_90, and in the host tests; sm_120's ptxas took 107 s
+// and 255 registers with spills for K2.6's down that way, so it keeps the runtime-step ring.
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900) || defined(KP_HOST_SHIM)
+constexpr bool kMoeUnrolledRings = true;
+#else
+constexpr bool kMoeUnrolledRings = false;
+#endif
+
 template <int PF, int STEPS, class Loads, class Load, class Math, class Emit>
 __device__ __forceinline__ void moe_ring_stream(int n_tiles, Load load, Math math, Emit emit) {
   const int first = blockIdx.x, stride = gridDim.x;
   if (first >= n_tiles) return;
   Loads ring[PF + 1];
-  if constexpr (PF > 0 && STEPS % (PF + 1) == 0 && STEPS <= 8) {
+  if constexpr (kMoeUnrolledRings && PF > 0 && STEPS % (PF + 1) == 0 && STEPS <= 8) {
     // Whole rings per tile: the tile's steps unrolled, so step numbers (addresses, column
     // groups) are constants, and the slot of step c is c % (PF + 1) in every tile (ptxas holds
     // K2.6's down at 105 registers this way, 136 with runtime steps: 2 blocks an SM, not 1).
