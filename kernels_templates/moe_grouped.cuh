@@ -99,10 +99,11 @@
 //
 // Template parameters: H (hidden), I (moe_intermediate_size), E (routed experts), TOPK, W_FMT
 // (0 bf16, 1 INT4), X_DT / Y_DT activation element types, ACC (combine: add residual), and the
-// tuning WARPS, ROWS (rows per warp; MMA 1: gate/up 8 or 16, down 16 or 32), NT (pairs per
-// chunk: 1..8; MMA 1: 1..16), PF (0..3: the next PF (tile, column chunk)s' weights are loaded
+// tuning WARPS, ROWS (rows per warp; MMA 1, 2: gate/up 8 or 16, down 16 or 32), NT (pairs per
+// chunk: 1..8; MMA 1, 2: 1..16), PF (0..3: the next PF (tile, column chunk)s' weights are loaded
 // before this one's math), BLOCKS (the grid's target size; read by the launch geometry only), MMA
-// (0 CUDA cores, 1 tensor cores, INT4 only), THREADS (combine).
+// (0 CUDA cores; 1, 2 tensor cores, INT4 only: the group scales shared by shuffles / each lane's
+// own), THREADS (combine).
 #include "common.cuh"
 
 namespace kp {
@@ -426,7 +427,7 @@ __device__ __forceinline__ void moe_ring_stream(int n_tiles, Load load, Math mat
     // groups) are constants, and the slot of step c is c % (PF + 1) in every tile (ptxas holds
     // K2.6's down at 105 registers this way, 136 with runtime steps: 2 blocks an SM, not 1).
     // Only for short rows: gate/up's 28 steps unrolled (a 197 KiB cubin) took 160 us against
-    // 115 for the K2.6 slice's two layers at 1 token (bench/RESULTS.md 2026-12-04 20:40).
+    // 115 for the K2.6 slice's two layers at 1 token (bench/RESULTS.md 2026-12-04 19:53-20:50).
 #pragma unroll
     for (int u = 0; u < PF; ++u) load(ring[u], first, u);
     for (int tile = first; tile < n_tiles; tile += stride) {
@@ -479,10 +480,13 @@ __device__ __forceinline__ void moe_stream_tiles(int n_tiles, const float4* xs, 
     return r;
   };
   float acc[NR][NTC];
+  auto zero = [&] {
 #pragma unroll
-  for (int r = 0; r < NR; ++r)
+    for (int r = 0; r < NR; ++r)
 #pragma unroll
-    for (int j = 0; j < NTC; ++j) acc[r][j] = 0.f;
+      for (int j = 0; j < NTC; ++j) acc[r][j] = 0.f;
+  };
+  zero();
   moe_ring_stream<PF, KC, Loads>(
       n_tiles, [&](Loads& cw, int tile, int c) { moe_chunk_load(rows_of(tile), c * kMoeChunk, cw); },
       [&](const Loads& cw, int tile, int c) { moe_chunk_dot<NTC>(rows_of(tile), cw, c * kMoeChunk, xs + c * (kMoeChunk / 4), acc); },
@@ -492,10 +496,7 @@ __device__ __forceinline__ void moe_stream_tiles(int n_tiles, const float4* xs, 
 #pragma unroll
           for (int j = 0; j < NTC; ++j) acc[r][j] = warp_sum(acc[r][j]);
         emit(tile, acc);
-#pragma unroll
-        for (int r = 0; r < NR; ++r)
-#pragma unroll
-          for (int j = 0; j < NTC; ++j) acc[r][j] = 0.f;
+        zero();
       });
 }
 
@@ -805,7 +806,7 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
   }
 }
 
-// moe_stream_tiles for MMA 1: the same tiles and PF ring (moe_ring_stream), in steps of 256
+// moe_stream_tiles for MMA 1 and 2: the same tiles and PF ring (moe_ring_stream), in steps of 256
 // columns (MT 1) or 128 (MT 2), so a lane holds 4 16-byte loads a slot. emit(tile, acc) gets the
 // D fragments (moe_mma_math).
 template <int NTILE, int PF, int TILE, bool DIRECT, class Rows, class Emit>

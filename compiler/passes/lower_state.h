@@ -72,6 +72,8 @@ struct LowerState {
   EpilogueFusions epilogue;
   SiblingMatmuls siblings;  // matmuls of the same activations one launch computes (sibling_matmuls.h)
   RopeAppendFusions rope_append;  // an MLA layer's norm and ropes its kv_append's launch does (rope_append.h)
+  // A result no kernel writes: only a fused add, or a kv_append's fused launch, read it.
+  bool unstored(const ir::Value* v) const { return epilogue.unstored.count(v) || rope_append.unstored.count(v); }
 
   // weight-layout: every weight any function names, by (source, name), with its layout.
   std::vector<plan::Weight> weights;

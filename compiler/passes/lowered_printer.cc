@@ -84,7 +84,7 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
       add("in_place = " + ir::value_ref(fn, alias->second));
       continue;
     }
-    if (s.epilogue.unstored.count(op.result(r)) || s.rope_append.unstored.count(op.result(r))) {
+    if (s.unstored(op.result(r))) {
       add((op.num_results() > 1 ? "result " + std::to_string(r) + " " : std::string()) + "unstored");
       continue;
     }

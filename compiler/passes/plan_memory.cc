@@ -152,7 +152,7 @@ class MemoryPlanner {
       const uint64_t scratch = scratch_bytes(op, s_.max_tokens, s_.options.max_context, s_.options.arch);
       if (scratch) s_.scratch[&op] = slot_for(scratch, false);
       auto place = [&](const Value* v) {
-        if (s_.epilogue.unstored.count(v) || s_.rope_append.unstored.count(v) || s_.storage.count(v)) return;  // never written / placed by its producer
+        if (s_.unstored(v) || s_.storage.count(v)) return;  // never written / placed by its producer
         const uint64_t bytes = dtype_size(stored_dtype(s_, v)) * product(eval_shape(v->type(), s_.max_tokens));
         s_.storage[v] = {Storage::Kind::Slot, slot_for(bytes, kept.count(v) > 0)};
       };
@@ -225,7 +225,7 @@ void verify_memory(const LowerState& s) {
     for (const ir::Op* op : fn->ops())
       if (owns_result_storage(*fn, *op))
         for (size_t r = 0; r < op->num_results(); ++r)
-          if (!s.storage.count(op->result(r)) && !s.epilogue.unstored.count(op->result(r)) && !s.rope_append.unstored.count(op->result(r)))
+          if (!s.storage.count(op->result(r)) && !s.unstored(op->result(r)))
             throw Error("plan-memory: a result of " + std::string(op->name()) + " has no slot");
 }
 

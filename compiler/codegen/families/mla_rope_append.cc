@@ -1,6 +1,6 @@
 #include "compiler/codegen/families/mla_rope_append.h"
 
-#include <algorithm>
+#include "compiler/codegen/families/rope.h"
 
 namespace kplan::codegen::mla_rope_append {
 namespace {
@@ -13,8 +13,8 @@ void check(const ParamValues& p) {
 // grid (tokens, 1 + the queries' head blocks): block 0 of a token writes its cache row, the
 // others rotate kp::rope_heads_per_block heads each (as the rope family's grid).
 LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
-  const int64_t half = kernel_param(k, "R") / 2, heads = kernel_param(k, "HEADS");
-  const int64_t per_block = std::clamp<int64_t>(kernel_param(k, "THREADS") / half, 1, std::max<int64_t>(heads, 1));
+  const int64_t heads = kernel_param(k, "HEADS");
+  const int64_t per_block = rope_heads_per_block(kernel_param(k, "R"), heads, kernel_param(k, "THREADS"));
   LaunchDims d = block_of(k);
   d.grid = {static_cast<uint32_t>(s.rows), static_cast<uint32_t>(1 + ceil_div(heads, per_block)), 1};
   return d;

@@ -11,8 +11,8 @@ void check(const ParamValues& p) {
 
 // grid (tokens, head blocks): kp::rope_heads_per_block's heads a block (about a pair a thread).
 LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
-  const int64_t half = kernel_param(k, "ROPE_DIM") / 2, heads = kernel_param(k, "HEADS");
-  const int64_t per_block = std::clamp<int64_t>(kernel_param(k, "THREADS") / half, 1, heads);
+  const int64_t heads = kernel_param(k, "HEADS");
+  const int64_t per_block = rope_heads_per_block(kernel_param(k, "ROPE_DIM"), heads, kernel_param(k, "THREADS"));
   LaunchDims d = block_of(k);
   d.grid = {static_cast<uint32_t>(s.rows), ceil_div(heads, per_block), 1};
   return d;
@@ -37,6 +37,10 @@ const Family& family() {
 }  // namespace kplan::codegen::rope
 
 namespace kplan::codegen {
+
+int64_t rope_heads_per_block(int64_t rope_dim, int64_t heads, int64_t threads) {
+  return std::clamp<int64_t>(threads / (rope_dim / 2), 1, std::max<int64_t>(heads, 1));
+}
 
 KernelSource rope_kernel(int64_t rope_dim, int64_t heads, bool interleaved, ElemType x, ElemType y,
                          std::string_view arch) {

@@ -35,6 +35,10 @@ const Family& family();
 
 namespace kplan::codegen {
 
+// Heads a block rotates, about a rope pair a thread, 1..max(heads, 1): the host twin of
+// kp::rope_heads_per_block (rope.cuh is device code), for the rope and mla_rope_append grids.
+int64_t rope_heads_per_block(int64_t rope_dim, int64_t heads, int64_t threads);
+
 // The instance for these problem constants (tuning from heuristics/<arch>.cc).
 KernelSource rope_kernel(int64_t rope_dim, int64_t heads, bool interleaved, ElemType x, ElemType y,
                          std::string_view arch = kDefaultArch);

@@ -22,12 +22,12 @@ bool compile_switch(const char* name, bool fallback) {
   throw Error(std::string(name) + " must be 0 or 1, not '" + env + "'");
 }
 
-int64_t compile_count(const char* name, int64_t fallback, const char* what) {
+int64_t compile_count(const char* name, int64_t fallback, const char* what, int64_t min) {
   const char* env = std::getenv(name);
   if (!env) return fallback;
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
-  if (end == env || *end || v < 0 || v > 1 << 20) throw Error(std::string(name) + " must be " + what + ", not '" + env + "'");
+  if (end == env || *end || v < min || v > 1 << 20) throw Error(std::string(name) + " must be " + what + ", not '" + env + "'");
   return v;
 }
 
@@ -64,9 +64,9 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
     // [K, N] (the absorbed W_UK: 64 heads of [128, 512] at K2.6, 8 MiB a step): a column stream,
     // 8 columns a lane (a warp covers 256 columns in one 512-byte run per k row), K split over 8
     // warps (16 k rows a warp at K = 128), 2 tokens a tile (the slices' partial sums: 16 KiB of
-    // shared memory). 16 columns a lane (RPW 2) gave
-    // K2.6's 64 heads one block each, 64 blocks for 132 SMs: 18.6 us a step, 11% of the floor
-    // (bench/RESULTS.md 2026-12-02 ~16:00); 8 a lane gives each head two.
+    // shared memory). 16 columns a lane (RPW 2) gave K2.6's 64 heads one block each, 64 blocks for
+    // 132 SMs: 18.6 us a step, 11% of the floor (bench/RESULTS.md 2026-12-02 ~16:00); 8 a lane
+    // gives each head two.
     // Each warp's k rows all in flight at once (UNROLL up to 16: one round trip at K = 128, where
     // 4 rows at a time took 4 and held W_UK at 18% of its floor in the K2.6 1-token step).
     const int64_t k = p.at("K");
@@ -198,7 +198,7 @@ int64_t mla_split_min_keys(std::string_view arch) {
   // 128 keys a split (until 2026-12-04) gave the K2.6 slice's 1-token step 9 splits over 512 keys
   // (72 blocks, 2 tiles each): 51 us for 3 layers' partials, the blocks' f32 score and value math
   // serial per warp. One tile a split lets the grid's 2 blocks an SM take the keys side by side.
-  return compile_count("KPLAN_MLA_MIN_KEYS", 32, "a key count >= 1");
+  return compile_count("KPLAN_MLA_MIN_KEYS", 32, "a key count >= 1", 1);  // 0 would divide by zero
 }
 
 int64_t mla_split_max_tokens(std::string_view arch) {

@@ -43,10 +43,10 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
 // KPLAN_MLA_SPLIT): `fallback` when `name` is unset; another value than 0 or 1 is refused, naming
 // the variable.
 bool compile_switch(const char* name, bool fallback);
-// A compile-time count for measuring (KPLAN_MATMUL_MMA_MIN_TOKENS, KPLAN_WEIGHT_PREFETCH):
-// `fallback` when `name` is unset; anything but an integer in 0..2^20 is refused as "<name> must
-// be <what>, not '<value>'".
-int64_t compile_count(const char* name, int64_t fallback, const char* what);
+// A compile-time count for measuring (KPLAN_MATMUL_MMA_MIN_TOKENS, KPLAN_WEIGHT_PREFETCH,
+// KPLAN_MLA_MIN_KEYS): `fallback` when `name` is unset; anything but an integer in min..2^20 is
+// refused as "<name> must be <what>, not '<value>'".
+int64_t compile_count(const char* name, int64_t fallback, const char* what, int64_t min = 0);
 // Sibling matmuls (kernels_templates/matmul_siblings.cuh): matmul_tiling's CUDA-core stream over
 // N + N2 + N3 rows.
 void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);

@@ -8,11 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "compiler/codegen/families/mla_split.h"
 #include "compiler/codegen/launch_geometry.h"
 #include "ir/support/dtype.h"
+#include "ir/support/error.h"
 #include "runtime/cpu/mla_attention.h"
 #include "tests/unit/codegen/codegen_test_util.h"
 // The shim's macros stay below every other include.
@@ -157,6 +160,23 @@ TEST(MlaSplitHost, SplitCountFollowsTheContext) {
   const KernelSource b = mla_split_partial_kernel(64, 512, 64, ElemType::F32, ElemType::BF16, "sm_120");
   EXPECT_EQ(launch_dims(b, 1, 1).smem_bytes, 16u * 576 * 4);
   EXPECT_EQ(mla_split_count(b, 32768, 1, "sm_120"), 47);
+}
+
+// KPLAN_MLA_MIN_KEYS (measuring) sets the keys a split; 0 would divide by zero: refused by name.
+TEST(MlaSplitHost, MinKeysSwitchSetsTheSplitsAndRefusesZero) {
+  const KernelSource k = mla_split_partial_kernel(64, 512, 64, ElemType::F32, ElemType::F32, "sm_90");
+  setenv("KPLAN_MLA_MIN_KEYS", "128", 1);
+  EXPECT_EQ(mla_split_count(k, 1000, 1, "sm_90"), 8);  // ceil(1001 / 128)
+  setenv("KPLAN_MLA_MIN_KEYS", "0", 1);
+  std::string message;
+  try {
+    mla_split_count(k, 1000, 1, "sm_90");
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  unsetenv("KPLAN_MLA_MIN_KEYS");
+  EXPECT_NE(message.find("KPLAN_MLA_MIN_KEYS must be a key count >= 1, not '0'"), std::string::npos) << message;
+  EXPECT_EQ(mla_split_count(k, 1000, 1, "sm_90"), 32);
 }
 
 }  // namespace
