@@ -887,7 +887,7 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
                                                       int x_row_stride, uint4* xs, uint4* tbuf, i64* rows) {
   constexpr int TILE = WARPS * ROWS, MT = ROWS / 8;
   const int nt = g.count;
-  if (threadIdx.x < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x] / TOPK) * x_row_stride;
+  if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x] / TOPK) * x_row_stride;
   __syncthreads();  // rows[] written; the previous chunk's activations are no longer read
   moe_stage_mma<H, X_DT, WARPS * 32>(xs, x, rows, nt);
   __syncthreads();
@@ -986,7 +986,7 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
                                                    i64* rows) {
   constexpr int TILE = WARPS * ROWS, MT = ROWS / 16;
   const int nt = g.count;
-  if (threadIdx.x < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x]) * I;
+  if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x]) * I;
   __syncthreads();
   moe_stage_mma<I, F32, WARPS * 32>(xs, h, rows, nt);
   __syncthreads();
