@@ -71,7 +71,10 @@
 //     (XOR-swizzled: both conflict-free): 2 instructions per 16-byte load, against ~16 for a
 //     4x4 word transpose by shuffles. No repacked layout.
 //   - Dequantisation: a nibble OR-ed into bf16 128's mantissa is 128 + q, one bf16x2 FMA makes
-//     it q - 8 exactly (~1.4 instructions a weight, no I2F).
+//     it q - 8 exactly (~1.4 instructions a weight, no I2F; the mask-and-OR is one lop3 written
+//     in PTX: from C++ ptxas emitted two, 15 instructions a word instead of 11).
+//   - Rows of whole tiles and whole steps (K2.6's) load without bounds checks: clamped rows are
+//     in the matrix anyway, and the rows past it are dropped by the emit.
 //   - A step is 256 (MT 1) or 128 (MT 2) columns of the warp's rows; PF > 0 issues the next PF
 //     steps' loads (across tiles too) before this one's math, as MMA 0 does per 1024 columns.
 //
@@ -254,7 +257,8 @@ __device__ __forceinline__ const unsigned short* moe_row_scale(const void* s, i6
 // A warp's rows of one row tile: ROWS consecutive rows (clamped to the matrix) of each of MATS
 // stacked matrices (gate/up: 2, down: 1); row r of the NR = MATS * ROWS is row r % ROWS of
 // matrix r / ROWS. Moving to the next tile changes `first` only (no pointer arrays held twice).
-template <int K, int W_FMT, int MATS, int ROWS>
+// WHOLE: the matrices' rows are whole tiles, so every row a warp streams is valid (no checks).
+template <int K, int W_FMT, int MATS, int ROWS, bool WHOLE = false>
 struct MoeTileRows {
   static constexpr int NR = MATS * ROWS, K_DIM = K, FMT = W_FMT, N_MATS = MATS, WARP_ROWS = ROWS;
   const void* w[MATS];
@@ -268,7 +272,7 @@ struct MoeTileRows {
   }
   __device__ __forceinline__ const void* ptr(int r) const { return moe_row<K, W_FMT>(w[r / ROWS], row(r)); }
   __device__ __forceinline__ const unsigned short* scale(int r) const { return moe_row_scale<K, W_FMT>(s[r / ROWS], row(r)); }
-  __device__ __forceinline__ bool valid(int r) const { return first + r % ROWS < rows; }
+  __device__ __forceinline__ bool valid(int r) const { return WHOLE || first + r % ROWS < rows; }
 };
 
 // This lane's 16-byte loads of columns [c0, c0 + kMoeChunk) of NR rows (INT4: one per row, its
@@ -556,6 +560,18 @@ __device__ __forceinline__ unsigned moe_bf16x2_fma(unsigned a, unsigned b, unsig
 #endif
 }
 
+// (v & 0x000F000F) | 0x43004300: nibbles 0 and 4 of v in the low mantissa bits of bf16 128, as
+// ONE lop3 (written from C++, ptxas splits it in two: a SASS LOP3 holds one immediate operand).
+__device__ __forceinline__ unsigned moe_nibbles_into_128(unsigned v) {
+#ifdef KP_HOST_SHIM
+  return (v & 0x000F000Fu) | 0x43004300u;
+#else
+  unsigned d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(v), "n"(0x000F000F), "n"(0x43004300));  // (a & b) | c
+  return d;
+#endif
+}
+
 // One packed word (nibbles n0..n7, nibble j = column j) as four bf16x2 A-fragment words of
 // (q - 8): p[k] = {n_k, n_k+4} (low half first). A nibble OR-ed into the low mantissa bits of
 // bf16 128 (0x4300) is 128 + q exactly; one bf16x2 FMA takes it to q - 8 (bf16 has 7 mantissa
@@ -565,7 +581,7 @@ __device__ __forceinline__ void moe_dequant_bf16x2(unsigned w, unsigned (&p)[4])
   constexpr unsigned kOne = 0x3F803F80u;   // {1, 1}
   constexpr unsigned kM136 = 0xC308C308u;  // {-136, -136}
 #pragma unroll
-  for (int k = 0; k < 4; ++k) p[k] = moe_bf16x2_fma(((w >> (4 * k)) & 0x000F000Fu) | 0x43004300u, kOne, kM136);
+  for (int k = 0; k < 4; ++k) p[k] = moe_bf16x2_fma(moe_nibbles_into_128(w >> (4 * k)), kOne, kM136);
 }
 
 // Staged activations of the MMA path: per token t, group X (32 columns) and quad lane q, two
@@ -655,7 +671,7 @@ __device__ __forceinline__ void moe_mma_load(const Rows& t, int step, MoeMmaLoad
 #pragma unroll
       for (int sb = 0; sb < SUBS; ++sb) {
         const int gi = (step * SUBS + sb) * kMoeMmaSub + q;
-        L.q[sb][j][h] = gi < G && t.valid(r.i) ? __ldcs(static_cast<const uint4*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i))) + gi)
+        L.q[sb][j][h] = (G % SG == 0 || gi < G) && t.valid(r.i) ? __ldcs(static_cast<const uint4*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i))) + gi)
                                                : uint4{0u, 0u, 0u, 0u};
       }
       const int g0 = step * SG;
@@ -710,14 +726,14 @@ __device__ __forceinline__ void moe_mma_load(const Rows& t, int step, MoeMmaLoad
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const MoeMmaSrc r = moe_mma_src(t, j, h, g);
-        L.q[s][j][h] = gi < G && t.valid(r.i) ? __ldcs(static_cast<const uint4*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i))) + gi)
+        L.q[s][j][h] = (G % SG == 0 || gi < G) && t.valid(r.i) ? __ldcs(static_cast<const uint4*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i))) + gi)
                                               : uint4{0u, 0u, 0u, 0u};
       }
     }
     const MoeMmaSrc r = moe_mma_src(t, j, q >> 1, g);
     const int g0 = step * SG + kMoeMmaSub * (q & 1);
     uint2 sc{0u, 0u};
-    if (kMoeMmaSub * (q & 1) < SG && g0 < G && t.valid(r.i)) {
+    if (kMoeMmaSub * (q & 1) < SG && (G % SG == 0 || g0 < G) && t.valid(r.i)) {
       const unsigned short* sp = moe_row_scale<Rows::K_DIM, 1>(r.s, t.row(r.i)) + g0;
       if constexpr (G % 4 == 0) {
         sc = __ldg(reinterpret_cast<const uint2*>(sp));
@@ -760,7 +776,7 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
 #pragma unroll
   for (int s = 0; s < SUBS; ++s) {
     const int sb = step * SUBS + s;
-    if (sb * kMoeMmaSub >= G) break;  // uniform over the warp
+    if (sb * kMoeMmaSub >= G) break;  // uniform over the warp; never in rows of whole steps
     unsigned w[MT][2][4];
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
@@ -892,7 +908,7 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
   moe_stage_mma<H, X_DT, WARPS * 32>(xs, x, rows, nt);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  MoeTileRows<H, 1, 2, ROWS> t{{w_gate, w_up},
+  MoeTileRows<H, 1, 2, ROWS, I % TILE == 0> t{{w_gate, w_up},
                                {static_cast<const unsigned short*>(w_gate_scale), static_cast<const unsigned short*>(w_up_scale)},
                                static_cast<i64>(g.expert) * I, warp * ROWS, I};
   auto emit = [&](int tile, const float (&acc)[MT][NTILE][4]) {
@@ -991,7 +1007,7 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
   moe_stage_mma<I, F32, WARPS * 32>(xs, h, rows, nt);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  MoeTileRows<I, 1, 1, ROWS> t{{w_down}, {static_cast<const unsigned short*>(w_down_scale)}, static_cast<i64>(g.expert) * H, warp * ROWS, H};
+  MoeTileRows<I, 1, 1, ROWS, H % TILE == 0> t{{w_down}, {static_cast<const unsigned short*>(w_down_scale)}, static_cast<i64>(g.expert) * H, warp * ROWS, H};
   auto emit = [&](int tile, const float (&acc)[MT][NTILE][4]) {
     const int j0 = tile * TILE + warp * ROWS;
 #pragma unroll
