@@ -73,6 +73,14 @@
 //   - Dequantisation: a nibble OR-ed into bf16 128's mantissa is 128 + q, one bf16x2 FMA makes
 //     it q - 8 exactly (~1.4 instructions a weight, no I2F; the mask-and-OR is one lop3 written
 //     in PTX: from C++ ptxas emitted two, 15 instructions a word instead of 11).
+//   - MMA 3 and 4 (MMA 2 and 1 with the dequantisation's subtraction moved into the MMA): the
+//     A words stay 128 + q (no HFMA2: ~0.9 instructions a weight) and each group's first MMA
+//     starts from C = -136 x the group's staged activation sum, staged once per chunk beside the
+//     words as the C fragment itself (a float4 per quad lane and n-tile: one LDS.128 a group).
+//     The sum cancels inside the MMA's f32 accumulation, so results sit ~5-10x further from the
+//     CPU op (~7e-6 on the host against ~1e-6) than with q - 8. sm_90 SASS: gate/up (MMA 3)
+//     908 against 1026 instructions a 2-step loop iteration, down (MMA 4) 2167 against 2585 a
+//     tile, registers unchanged (MMA 3's down takes 182: MMA 4 is down's form).
 //   - Rows of whole tiles and whole steps (K2.6's) load without bounds checks: clamped rows are
 //     in the matrix anyway, and the rows past it are dropped by the emit.
 //   - A step is 256 (MT 1) or 128 (MT 2) columns of the warp's rows; PF > 0 issues the next PF
@@ -83,7 +91,8 @@
 //            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(H / 1024) * 4 KiB.
 //   down:    grid (blocks per expert <= ceil(H / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
 //            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(I / 1024) * 4 KiB.
-//   MMA 1 adds WARPS * 2 KiB of static shared memory (the transposition buffers).
+//   MMA 1..4 add WARPS * 2 KiB of static shared memory (the transposition buffers); MMA 3, 4
+//   add K / 32 * ceil(NT / 8) * 64 bytes of dynamic shared memory (the C fragments).
 //   combine: grid (ceil(H / THREADS), n_tokens), block THREADS.
 // Arguments:
 //   gate_up: x (X_DT, row t at t * x_row_stride), topk_ids (int32 [n_tokens, TOPK]), w_gate,
@@ -106,7 +115,7 @@
 // chunk: 1..8; MMA 1, 2: 1..16), PF (0..3: the next PF (tile, column chunk)s' weights are loaded
 // before this one's math), BLOCKS (the grid's target size; read by the launch geometry only), MMA
 // (0 CUDA cores; 1, 2 tensor cores, INT4 only: the group scales shared by shuffles / each lane's
-// own), THREADS (combine).
+// own; 3, 4: 2, 1 with weights as 128 + q and the bias in C), THREADS (combine).
 #include "common.cuh"
 
 namespace kp {
@@ -576,12 +585,18 @@ __device__ __forceinline__ unsigned moe_nibbles_into_128(unsigned v) {
 // (q - 8): p[k] = {n_k, n_k+4} (low half first). A nibble OR-ed into the low mantissa bits of
 // bf16 128 (0x4300) is 128 + q exactly; one bf16x2 FMA takes it to q - 8 (bf16 has 7 mantissa
 // bits, so each pair is first shifted down to bits 0..3 / 16..19). Per word: 3 shifts, 4 LOP3,
-// 4 HFMA2: ~1.4 instructions per weight, no int->float conversion.
+// 4 HFMA2: ~1.4 instructions per weight, no int->float conversion. BIAS (MMA 3, 4): the words
+// stay 128 + q (no HFMA2: ~0.9 instructions a weight); the MMA's C subtracts 136 x the group's
+// activation sum instead (moe_stage_mma).
+template <bool BIAS = false>
 __device__ __forceinline__ void moe_dequant_bf16x2(unsigned w, unsigned (&p)[4]) {
   constexpr unsigned kOne = 0x3F803F80u;   // {1, 1}
   constexpr unsigned kM136 = 0xC308C308u;  // {-136, -136}
 #pragma unroll
-  for (int k = 0; k < 4; ++k) p[k] = moe_bf16x2_fma(moe_nibbles_into_128(w >> (4 * k)), kOne, kM136);
+  for (int k = 0; k < 4; ++k) {
+    p[k] = moe_nibbles_into_128(w >> (4 * k));
+    if constexpr (!BIAS) p[k] = moe_bf16x2_fma(p[k], kOne, kM136);
+  }
 }
 
 // Staged activations of the MMA path: per token t, group X (32 columns) and quad lane q, two
@@ -593,9 +608,18 @@ __device__ __forceinline__ int moe_mma_xs_slot(int t, int X, int q, int lo) {
   return ((t * G + X) * 4 + q) * 2 + (lo ^ (t & 1));
 }
 
+// BIAS (MMA 3, 4): after the NT x K x 4 bytes of words, per group X, n-tile n and quad lane q a
+// float4 C fragment {b(8n + 2q), b(8n + 2q + 1), the same two} (D rows g and g + 8 share the
+// tokens), b(t) = -136 x the sum of token t's 32 staged values of group X (hi + lo, as the MMA
+// sees them; 0 past nt), so the group's first MMA starts from it and D = sum (q - 8) x.
+template <int K>
+__device__ constexpr int moe_mma_bias_offset(int nt_max) {
+  return nt_max * (K / 32) * 8;  // in uint4, past the staged words of nt_max tokens
+}
+
 // Stages nt activation rows (row r at element offset rows[r]) of K columns, split into bf16
 // hi + lo (x - hi, rounded: x kept to ~2^-17 of itself; products with the bf16 weights exact).
-template <int K, int DT, int THREADS>
+template <int K, int DT, int THREADS, bool BIAS = false, int NT = 1, int NTILE = 1>
 __device__ __forceinline__ void moe_stage_mma(uint4* xs, const void* x, const i64* rows, int nt) {
   constexpr int G = K / 32;
   for (int idx = threadIdx.x; idx < nt * G * 4; idx += THREADS) {
@@ -616,6 +640,26 @@ __device__ __forceinline__ void moe_stage_mma(uint4* xs, const void* x, const i6
     uint4& dl = xs[moe_mma_xs_slot<G>(t, X, q, 1)];
     dh.x = hi[0], dh.y = hi[1], dh.z = hi[2], dh.w = hi[3];
     dl.x = lo[0], dl.y = lo[1], dl.z = lo[2], dl.w = lo[3];
+  }
+  if constexpr (BIAS) {
+    __syncthreads();  // the words above are read back
+    float* bias = reinterpret_cast<float*>(xs + moe_mma_bias_offset<K>(NT));
+    for (int idx = threadIdx.x; idx < G * NTILE * 8; idx += THREADS) {
+      const int X = idx / (NTILE * 8), t = idx % (NTILE * 8);
+      float sum = 0.f;
+      if (t < nt) {
+        for (int q = 0; q < 4; ++q)
+          for (int lo = 0; lo < 2; ++lo) {
+            const uint4 v = xs[moe_mma_xs_slot<G>(t, X, q, lo)];
+            const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sum += __uint_as_float(w[e] << 16) + __uint_as_float(w[e] & 0xffff0000u);
+          }
+      }
+      const int n = t / 8, c = t % 8;  // token t: column c of n-tile n, held by quad lane c / 2
+      float* slot = bias + ((X * NTILE + n) * 4 + c / 2) * 4 + c % 2;
+      slot[0] = slot[2] = -136.f * sum;
+    }
   }
 }
 
@@ -766,9 +810,9 @@ __device__ __forceinline__ int moe_mma_tb_slot(int a, int i) { return a * 4 + (i
 // (two 16-byte stores, __syncwarp, two ldmatrix.x4) so lane (g, q) holds word q of every group
 // of rows g and g + 8; per group: 2 words dequantised (moe_dequant_bf16x2), its two k-steps
 // into a temp (hi and lo activations: 4 MMAs per n-tile), then acc += scale * temp.
-template <int MT, int SUBS, int NTILE, int G, class Loads>
-__device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uint4* xs, int nt, uint4* tb, unsigned& flip,
-                                             float (&acc)[MT][NTILE][4]) {
+template <int MT, int SUBS, int NTILE, int G, bool BIAS, class Loads>
+__device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uint4* xs, const float4* bias, int nt, uint4* tb,
+                                             unsigned& flip, float (&acc)[MT][NTILE][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   int tok[NTILE];
 #pragma unroll
@@ -801,14 +845,20 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
 #pragma unroll
       for (int j = 0; j < MT; ++j) {
         unsigned p[4], r[4];
-        moe_dequant_bf16x2(w[j][0][i], p);
-        moe_dequant_bf16x2(w[j][1][i], r);
+        moe_dequant_bf16x2<BIAS>(w[j][0][i], p);
+        moe_dequant_bf16x2<BIAS>(w[j][1][i], r);
         const float sg = moe_mma_scale(L, j, kMoeMmaSub * s + i, 0), sg8 = moe_mma_scale(L, j, kMoeMmaSub * s + i, 1);
         const unsigned a0[4] = {p[0], r[0], p[1], r[1]}, a1[4] = {p[2], r[2], p[3], r[3]};
 #pragma unroll
         for (int n = 0; n < NTILE; ++n) {
           float d[4];
-          moe_mma_zero(d, a0, bh[n].x, bh[n].y);
+          if constexpr (BIAS) {
+            const float4 c = bias[(X * NTILE + n) * 4 + q];
+            d[0] = c.x, d[1] = c.y, d[2] = c.z, d[3] = c.w;
+            moe_mma(d, a0, bh[n].x, bh[n].y);
+          } else {
+            moe_mma_zero(d, a0, bh[n].x, bh[n].y);
+          }
           moe_mma(d, a0, bl[n].x, bl[n].y);
           moe_mma(d, a1, bh[n].z, bh[n].w);
           moe_mma(d, a1, bl[n].z, bl[n].w);
@@ -825,8 +875,9 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
 // moe_stream_tiles for MMA 1 and 2: the same tiles and PF ring (moe_ring_stream), in steps of 256
 // columns (MT 1) or 128 (MT 2), so a lane holds 4 16-byte loads a slot. emit(tile, acc) gets the
 // D fragments (moe_mma_math).
-template <int NTILE, int PF, int TILE, bool DIRECT, class Rows, class Emit>
-__device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, uint4* tbuf, int nt, Rows t, Emit emit) {
+template <int NTILE, int PF, int TILE, bool DIRECT, bool BIAS, class Rows, class Emit>
+__device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* tbuf, int nt, Rows t,
+                                                     Emit emit) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
   constexpr int SUBS = MT == 1 ? 2 : 1;
   constexpr int STEPS = (G + SUBS * kMoeMmaSub - 1) / (SUBS * kMoeMmaSub);
@@ -854,7 +905,7 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
         r.first = first0 + tile * TILE;
         moe_mma_load<MT, SUBS>(r, c, L);
       },
-      [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G>(L, c, xs, nt, tb, flip, acc); },
+      [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS>(L, c, xs, bias, nt, tb, flip, acc); },
       [&](int tile) {
         emit(tile, acc);
         zero();
@@ -897,7 +948,7 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
 
 // MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
 // last one's row; their columns are dropped).
-template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT>
+template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS>
 __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                       const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                       int x_row_stride, uint4* xs, uint4* tbuf, i64* rows) {
@@ -905,7 +956,7 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
   const int nt = g.count;
   if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x] / TOPK) * x_row_stride;
   __syncthreads();  // rows[] written; the previous chunk's activations are no longer read
-  moe_stage_mma<H, X_DT, WARPS * 32>(xs, x, rows, nt);
+  moe_stage_mma<H, X_DT, WARPS * 32, BIAS, NT, NTILE>(xs, x, rows, nt);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   MoeTileRows<H, 1, 2, ROWS, I % TILE == 0> t{{w_gate, w_up},
@@ -926,7 +977,8 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
         }
     }
   };
-  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT>((I + TILE - 1) / TILE, xs, tbuf, nt, t, emit);
+  const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<H>(NT));
+  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS>((I + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
@@ -951,9 +1003,9 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
       if (nt <= 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1, MMA == 2>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2, MMA == 2>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
       }
       continue;
     } else {
@@ -996,7 +1048,7 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
   moe_stream_tiles<NTC, PF, TILE>((H + TILE - 1) / TILE, xs, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT>
+template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS>
 __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
                                                    const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* tbuf,
                                                    i64* rows) {
@@ -1004,7 +1056,7 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
   const int nt = g.count;
   if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x]) * I;
   __syncthreads();
-  moe_stage_mma<I, F32, WARPS * 32>(xs, h, rows, nt);
+  moe_stage_mma<I, F32, WARPS * 32, BIAS, NT, NTILE>(xs, h, rows, nt);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   MoeTileRows<I, 1, 1, ROWS, H % TILE == 0> t{{w_down}, {static_cast<const unsigned short*>(w_down_scale)}, static_cast<i64>(g.expert) * H, warp * ROWS, H};
@@ -1027,7 +1079,8 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
           }
       }
   };
-  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT>((H + TILE - 1) / TILE, xs, tbuf, nt, t, emit);
+  const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<I>(NT));
+  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS>((H + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
@@ -1052,9 +1105,9 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
       if (nt <= 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1, MMA == 2>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2, MMA == 2>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
       }
       continue;
     } else {

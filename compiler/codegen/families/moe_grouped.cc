@@ -7,6 +7,9 @@ namespace kplan::codegen {
 int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens) { return std::min(experts, n_tokens * top_k); }
 
 int64_t moe_smem_bytes(int64_t reduction, int64_t pairs) { return pairs * ceil_div(reduction, 1024) * 1024 * 4; }
+int64_t moe_mma_bias_bytes(int64_t reduction, int64_t pairs, int64_t mma) {
+  return mma >= 3 ? reduction / 32 * ceil_div(pairs, 8) * 64 : 0;
+}
 
 namespace {
 
@@ -16,11 +19,14 @@ namespace {
 // two 1 KiB weight transposition buffers in static shared memory (moe_stream_tiles_mma).
 int64_t moe_mma_tbuf_bytes(const ParamValues& p) { return p.at("MMA") >= 1 ? p.at("WARPS") * 2 * 1024 : 0; }
 
+
 void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t mats) {
   require(p.at("E") >= 1 && p.at("TOPK") >= 1 && p.at("TOPK") <= p.at("E"), family, "needs 1 <= TOPK <= E");
   require(p.at("E") <= 65535, family, "E above 65535 does not fit grid.y");
   if (p.at("W_FMT") == 1) require(k % 32 == 0, family, "INT4 experts need a reduction dim that is a multiple of 32");
-  require(p.at("MMA") >= 0 && p.at("MMA") <= 2, family, "MMA must be 0 (CUDA cores), 1 or 2 (tensor cores: scales shared by shuffles / loaded by each lane)");
+  require(p.at("MMA") >= 0 && p.at("MMA") <= 4, family,
+          "MMA must be 0 (CUDA cores), 1 or 2 (tensor cores: scales shared by shuffles / loaded by each lane), 3 or 4 (2 or 1 with "
+          "the dequantisation's subtraction moved into the MMA's C)");
   if (p.at("MMA") >= 1) {
     require(p.at("W_FMT") == 1, family, "MMA 1 is the INT4 path");
     const int64_t m_rows = 16 / mats;  // rows of one matrix in an m-tile
@@ -34,7 +40,7 @@ void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t 
   require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
   // The staged activations, the MMA transposition buffers and the block's static few hundred
   // bytes within sm_90's 227 KiB.
-  require(moe_smem_bytes(k, p.at("NT")) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
+  require(moe_smem_bytes(k, p.at("NT")) + moe_mma_bias_bytes(k, p.at("NT"), p.at("MMA")) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
           "NT staged rows of the reduction dim exceed 224 KiB of shared memory");
 }
 
@@ -64,7 +70,7 @@ LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows
       std::max<int64_t>(ceil_div(kernel_param(k, "BLOCKS"), expected * chunks), ceil_div(tiles, kMaxTilesPerBlock)), 1, tiles);
   const int64_t per_block = ceil_div(tiles, wanted);  // tiles per block, then as few blocks as that needs
   d.grid = {ceil_div(tiles, per_block), static_cast<uint32_t>(slots), static_cast<uint32_t>(chunks)};
-  d.smem_bytes = static_cast<uint32_t>(moe_smem_bytes(reduction, nt));
+  d.smem_bytes = static_cast<uint32_t>(moe_smem_bytes(reduction, nt) + moe_mma_bias_bytes(reduction, nt, kernel_param(k, "MMA")));
   return d;
 }
 

@@ -85,7 +85,12 @@ TEST(CodegenCompile, MoeGroupedMmaInstances) {
                      instantiate(moe_grouped_down::family(), with({{"ROWS", 32}, {"NT", 8}, {"PF", 1}, {"MMA", 1}}), "sm_90"),
                      // Each lane's own scales (MMA 2) and deeper load rings (PF 2, 3).
                      instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 4}, {"PF", 2}, {"MMA", 2}}), "sm_90"),
-                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 8}, {"PF", 3}, {"MMA", 2}}), "sm_90")});
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 8}, {"PF", 3}, {"MMA", 2}}), "sm_90"),
+                     // The 128 + q forms (MMA 3, 4), with two n-tiles (NT 16) too, and on sm_120.
+                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 4}, {"PF", 1}, {"MMA", 3}}), "sm_90"),
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 16}, {"PF", 1}, {"MMA", 4}}), "sm_90"),
+                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 4}, {"PF", 1}, {"MMA", 3}}), "sm_120"),
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 8}, {"PF", 1}, {"MMA", 4}}), "sm_120")});
 }
 
 // tiny2: every dim odd or unaligned where the architecture allows (intermediate 333, v_head 20,

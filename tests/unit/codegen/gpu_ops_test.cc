@@ -1161,7 +1161,10 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
       {{16, 4, 1, 264, 1}, {32, 16, 1, 264, 1}}, {{8, 3, 1, 528, 1}, {16, 8, 1, 528, 1}},          // two m-tiles a warp; two waves
       {{8, 6, 1, 132, 1, 16}, {16, 8, 1, 132, 1, 16}}, {{8, 4, 1, 132, 1, 16}, {16, 8, 1, 264, 1}},  // 16 warps a block
       // Deeper load rings of the default (PF 2, 3; moe_ring_stream).
-      {{8, 4, 2, 132, 1, 16}, {16, 8, 2, 264, 1}}, {{8, 4, 3, 132, 1, 16}, {16, 8, 3, 264, 1}}};
+      {{8, 4, 2, 132, 1, 16}, {16, 8, 2, 264, 1}}, {{8, 4, 3, 132, 1, 16}, {16, 8, 3, 264, 1}},
+      // The default's 128 + q forms (gate/up MMA 3, down MMA 4: the bias in the MMA's C), together and each alone.
+      {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 4}}, {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 1}},
+      {{8, 4, 1, 132, 2, 16}, {16, 8, 1, 264, 4}}};
   auto tuned = [&](ParamValues p, const Tuning& t) {
     if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma;
     if (t.warps) p["WARPS"] = t.warps;
@@ -1180,14 +1183,17 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   // KPLAN_MOE_VARIANTS=mma: the heuristics' instance and the MMA 1 variants only (each variant's
   // CPU checks at K2.6 width take most of this test's minutes).
   const char* only = std::getenv("KPLAN_MOE_VARIANTS");
-  // KPLAN_MOE_VARIANTS=pf: the heuristics' instance and the deeper load rings (PF 2, 3) only.
+  // KPLAN_MOE_VARIANTS=pf: the heuristics' instance and the deeper load rings (PF 2, 3) only;
+  // =bias: the heuristics' instance and the 128 + q forms (MMA 3, 4) only.
   const bool mma_only = only && std::string(only) == "mma";
   const bool pf_only = only && std::string(only) == "pf";
+  const bool bias_only = only && std::string(only) == "bias";
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
+    if (bias_only && v.gu.rows && v.gu.mma < 3 && v.dn.mma < 3) continue;
     for (int64_t T : {1, 2, 4, 8, 16, 64}) {
       if (v.gu.rows && T == 64) continue;  // the variants' CPU checks at 1..16 tokens only
       std::vector<int32_t> ids;

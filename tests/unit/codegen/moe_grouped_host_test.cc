@@ -100,14 +100,14 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
         kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
                                                                                      u.scale.data(), h.data(), T, H);
       },
-      moe_smem_bytes(H, NT), GZ);
+      moe_smem_bytes(H, NT) + moe_mma_bias_bytes(H, NT, MMA), GZ);
   cuda_host::launch(
       std::min(GX, dn_tiles), slots, 32 * WARPS,
       [&] {
         kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
                                                                           partial.data(), T);
       },
-      moe_smem_bytes(I, NT), GZ);
+      moe_smem_bytes(I, NT) + moe_mma_bias_bytes(I, NT, MMA), GZ);
   cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), out.data(), T, H); });
   return out;
 }
@@ -156,6 +156,13 @@ template <int H, int I, int E, int K, int WARPS, int GROWS, int DROWS, int NT, i
 void check_step_mma(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads = nullptr) {
   check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, 1>(ids, seed, reads, 1e-4);
   check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, 2>(ids, seed, nullptr, 1e-4);
+}
+
+// Their 128 + q forms (MMA 4, 3: the dequantisation's subtraction in the first MMA's C).
+template <int H, int I, int E, int K, int WARPS, int GROWS, int DROWS, int NT, int PF = 0, unsigned GX = 1u << 30, unsigned GZ = 1>
+void check_step_mma_biased(const std::vector<int32_t>& ids, uint64_t seed) {
+  check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, 3>(ids, seed, nullptr, 1e-4);
+  check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, 4>(ids, seed, nullptr, 1e-4);
 }
 
 // INT4, 3 tokens x top-2 over 6 experts: experts 1 and 2 chosen by two tokens each (one pair
@@ -230,18 +237,21 @@ TEST(MoeGroupedOnHost, BlocksStreamSeveralRowTiles) {
 }
 
 // MMA 1's dequantisation (moe_dequant_bf16x2): every nibble value at every position of a word
-// becomes bf16 (q - 8) exactly, in the fragment order {n0, n4}, {n1, n5}, {n2, n6}, {n3, n7}
-// (nibbles 8..15 carry into bf16's exponent unless shifted to the low mantissa bits first).
+// becomes bf16 (q - 8) exactly (MMA 3, 4: 128 + q), in the fragment order {n0, n4}, {n1, n5},
+// {n2, n6}, {n3, n7} (nibbles 8..15 carry into bf16's exponent unless shifted to the low
+// mantissa bits first).
 TEST(MoeGroupedOnHost, MmaDequantIsBf16Exact) {
   for (unsigned v = 0; v < 16; ++v)
     for (unsigned pos = 0; pos < 8; ++pos) {
       const unsigned w = (v << (4 * pos)) | (0x9u << (4 * ((pos + 3) % 8)));  // another nibble beside it
-      unsigned p[4];
+      unsigned p[4], b[4];
       kp::moe_dequant_bf16x2(w, p);
+      kp::moe_dequant_bf16x2<true>(w, b);
       for (unsigned j = 0; j < 8; ++j) {
-        const unsigned word = p[j % 4] >> (16 * (j / 4));  // nibble j: word j % 4, half j / 4
+        const unsigned word = p[j % 4] >> (16 * (j / 4)), biased = b[j % 4] >> (16 * (j / 4));  // nibble j: word j % 4, half j / 4
         const int q = static_cast<int>((w >> (4 * j)) & 15u) - 8;
         EXPECT_EQ(word & 0xffffu, float_to_bf16(static_cast<float>(q))) << "value " << v << " at " << pos << ", nibble " << j;
+        EXPECT_EQ(biased & 0xffffu, float_to_bf16(static_cast<float>(q + 136))) << "value " << v << " at " << pos << ", nibble " << j;
       }
     }
 }
@@ -268,6 +278,16 @@ TEST(MoeGroupedOnHost, MmaMatchesTheCpuOp) {
   std::vector<int32_t> many(20 * 1, 1);
   many[5] = 3, many[11] = 0;
   check_step_mma<1056, 96, 4, 1, 3, 8, 16, 16, 1, 2>(many, 37);
+}
+
+// MMA 3 and 4 (weights as 128 + q, C = -136 x the group's activation sum) against the CPU op:
+// ragged tiles and groups (H 1056: 33 groups, steps of 8), one and two n-tiles, two m-tiles a
+// warp, a deeper ring.
+TEST(MoeGroupedOnHost, MmaBiasFormsMatchTheCpuOp) {
+  const std::vector<int32_t> ids = {2, 0, 1, 2, 3, 0, 2, 9, -1, 2, 1, 0, 2, 3, 0, 2, 1, 9, 2, 0, 3};
+  check_step_mma_biased<1056, 96, 4, 3, 5, 8, 16, 3, 1>(ids, 61);
+  check_step_mma_biased<1056, 96, 4, 3, 5, 8, 16, 9, 2, 1>(ids, 62);
+  check_step_mma_biased<256, 64, 4, 3, 2, 16, 32, 16, 1, 1>(ids, 63);
 }
 
 TEST(MoeGroupedOnHost, MmaSmallShapesAtTheDefaultWarps) {
