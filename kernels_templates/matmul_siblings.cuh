@@ -12,14 +12,23 @@
 // in flight), each row reading its own matrix and writing its own output: each is kp::matmul's
 // sum up to f32 summation order (the K split follows the total rows). Steps the op rule puts on
 // the tensor cores launch the siblings one by one (compiler/passes/sibling_matmuls.h).
+// GLU 1: W2 and W3 are an MLP's gate and up projections (N2 == N3) read by nothing but its
+// SwiGLU: their rows interleave in the row space (gate i, then up i: one warp's partial sums
+// hold both) and the launch writes y2[t, i] = silu(x W2(i, :)) * (x W3(i, :)) (y3 unwritten): no
+// swiglu launch, no gate / up rows stored (bf16 outputs: gate and up rounded to bf16 first, as
+// the unfused chain stores them, so the result is the unfused one). W (N rows, 0 for a dense
+// MLP's gate and up alone) is a plain sibling into y. N and RPW are even so a pair never
+// straddles two warps' rows.
 //
 // Template parameters:
 //   K            reduction dim, shared
-//   N, N2, N3    rows of W, W2, W3 (N3 0: two siblings)
+//   N, N2, N3    rows of W, W2, W3 (N3 0: two siblings; GLU 1: N may be 0, N2 == N3)
+//   GLU          1: W2, W3 a gate and up pair whose SwiGLU goes to y2 (above)
 //   X_DT, Y_DT   element types of x and of every y
 //   WARPS, TOK_TILE, RPW, KSPLIT, UNROLL   as kp::matmul's (its CUDA-core path)
 // Launch (compiler/codegen/families/matmul_siblings.cc):
 //   grid (ceil(n_tokens / TOK_TILE), ceil((N + N2 + N3) / (RPW * WARPS / KSPLIT)), 1), block (32 * WARPS)
+//   (the same N + N2 + N3 rows with GLU 1)
 // Arguments:
 //   x               X_DT; row t at t * x_row_stride
 //   w, w2, w3       bf16 [N, K], [N2, K], [N3, K] row-major (w3 unread when N3 is 0)
@@ -31,19 +40,24 @@
 namespace kp {
 
 // Row n of the sibling row space: its matrix's row (clamped past the end for loads only).
-template <int K, int N, int N2, int N3>
+template <int K, int N, int N2, int N3, int GLU>
 __device__ __forceinline__ const unsigned short* sibling_row(const void* w, const void* w2, const void* w3, int n) {
   n = min(n, N + N2 + N3 - 1);
   if (n < N) return static_cast<const unsigned short*>(w) + static_cast<i64>(n) * K;
+  if constexpr (GLU == 1) {  // gate i, up i, gate i + 1, ...
+    const int i = (n - N) / 2;
+    return static_cast<const unsigned short*>((n - N) % 2 ? w3 : w2) + static_cast<i64>(i) * K;
+  }
   if (n < N + N2) return static_cast<const unsigned short*>(w2) + static_cast<i64>(n - N) * K;
   return static_cast<const unsigned short*>(w3) + static_cast<i64>(n - N - N2) * K;
 }
 
-template <int K, int N, int N2, int N3, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL>
+template <int K, int N, int N2, int N3, int GLU, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL>
 __device__ void matmul_siblings(const void* x, const void* w, const void* w2, const void* w3, void* y, void* y2, void* y3,
                                 int n_tokens, int x_row_stride, int y_row_stride, int y2_row_stride, int y3_row_stride) {
   static_assert(WARPS % KSPLIT == 0, "KSPLIT must divide WARPS");
-  static_assert(N > 0 && N2 > 0 && N3 >= 0, "two or three siblings");
+  static_assert(GLU == 0 ? N > 0 && N2 > 0 && N3 >= 0 : N >= 0 && N2 > 0 && N3 == N2, "two or three siblings; GLU: a gate and up pair");
+  static_assert(GLU == 0 || (N % 2 == 0 && RPW % 2 == 0), "GLU: a gate and up pair within one warp's rows");
   constexpr int GROUPS = WARPS / KSPLIT;
   constexpr int ROWS = N + N2 + N3;
   const int t0 = blockIdx.x * TOK_TILE;
@@ -60,18 +74,28 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
   const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (X_DT == F32 ? 4 : 8) == 0;
   const unsigned short* wrow[RPW];
 #pragma unroll
-  for (int r = 0; r < RPW; ++r) wrow[r] = sibling_row<K, N, N2, N3>(w, w2, w3, n0 + r);
+  for (int r = 0; r < RPW; ++r) wrow[r] = sibling_row<K, N, N2, N3, GLU>(w, w2, w3, n0 + r);
   matmul_rows_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp]);
   __syncthreads();
   for (int i = threadIdx.x; i < GROUPS * RPW * TOK_TILE; i += 32 * WARPS) {
     const int g = i / (RPW * TOK_TILE), r = i / TOK_TILE % RPW, t = i % TOK_TILE;
     const int n = (blockIdx.y * GROUPS + g) * RPW + r;
     if (t >= nt || n >= ROWS) continue;
+    if (GLU == 1 && n >= N && (n - N) % 2 == 1) continue;  // an up row: taken with its gate
     float s = 0.f;
 #pragma unroll
     for (int q = 0; q < KSPLIT; ++q) s += partial[g * KSPLIT + q][r * TOK_TILE + t];
     const i64 row = t0 + t;
-    if (n < N) {
+    if (GLU == 1 && n >= N) {  // gate row r, its up row r + 1 (the same warps' partials)
+      float u = 0.f;
+#pragma unroll
+      for (int q = 0; q < KSPLIT; ++q) u += partial[g * KSPLIT + q][(r + 1) * TOK_TILE + t];
+      if constexpr (Y_DT == BF16) {  // rounded as the unfused chain stores them: the same result
+        s = bf16_to_f32(f32_to_bf16(s));
+        u = bf16_to_f32(f32_to_bf16(u));
+      }
+      store<Y_DT>(y2, row * y2_row_stride + (n - N) / 2, silu(s) * u);
+    } else if (n < N) {
       store<Y_DT>(y, row * y_row_stride + n, s);
     } else if (n < N + N2) {
       store<Y_DT>(y2, row * y2_row_stride + (n - N), s);

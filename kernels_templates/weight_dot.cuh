@@ -16,11 +16,15 @@ namespace kp {
 // A 16-byte load of weights read once per step: through the non-coherent path, not allocated in
 // L1 (which keeps the activations the same warp reads again). p must be 16-byte aligned.
 __device__ __forceinline__ uint4 ldg_stream16(const void* p) {
+#ifdef KP_HOST_SHIM  // the host tests (tests/unit/codegen/cuda_host_shim.h)
+  return __ldcs(static_cast<const uint4*>(p));
+#else
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
   return v;
+#endif
 }
 
 __device__ __forceinline__ uint4 zero_uint4() {

@@ -55,11 +55,21 @@ std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const Stora
     k.add(swiglu_kernel(inter, a, a, a));
     k.add(matmul_kernel(inter, hidden, a, a, false, /*accumulate=*/true));
   };
-  if (c.first_k_dense_replace > 0) swiglu_mlp(c.intermediate_size);
+  if (c.first_k_dense_replace > 0) {
+    swiglu_mlp(c.intermediate_size);
+    // gate, up and their swiglu in one launch (GLU 1), a 1-token step's.
+    k.add(matmul_siblings_kernel(hidden, 0, c.intermediate_size, c.intermediate_size, a, a, kDefaultArch, 1, /*glu=*/true));
+  }
   if (c.n_routed_experts > 0 && c.first_k_dense_replace < c.num_hidden_layers) {
     k.add(matmul_kernel(hidden, c.n_routed_experts, a, kF32));  // router logits in f32, as HF does
     k.add(moe_router_kernel(c));
-    if (c.n_shared_experts > 0) swiglu_mlp(c.moe_intermediate_size * c.n_shared_experts);
+    if (c.n_shared_experts > 0) {
+      swiglu_mlp(c.moe_intermediate_size * c.n_shared_experts);
+      // The router beside the shared expert's gate and up, their swiglu in the launch (GLU 1).
+      const int64_t shared = c.moe_intermediate_size * c.n_shared_experts;
+      if (c.n_routed_experts % 2 == 0)
+        k.add(matmul_siblings_kernel(hidden, c.n_routed_experts, shared, shared, a, a, kDefaultArch, 1, /*glu=*/true));
+    }
     const bool int4 = c.quant.enabled;
     const int64_t inter = c.moe_intermediate_size, experts = c.n_routed_experts, top_k = c.num_experts_per_tok;
     k.add(moe_grouped_gate_up_kernel(hidden, inter, experts, top_k, int4, a));

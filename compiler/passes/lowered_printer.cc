@@ -60,6 +60,8 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
   }
   auto first = s.siblings.first.find(&op);
   if (first != s.siblings.first.end()) add("fused = a sibling of " + ir::value_ref(fn, first->second->result()));
+  auto glu = s.siblings.glu_of.find(&op);
+  if (glu != s.siblings.glu_of.end()) add("fused = the swiglu of the siblings of " + ir::value_ref(fn, glu->second->result()));
   auto fused = s.epilogue.fused_adds.find(&op);
   if (fused != s.epilogue.fused_adds.end()) add("fused = the epilogue of " + ir::value_ref(fn, fused->second->result()));
   auto absorbed = s.rope_append.absorbed.find(&op);

@@ -94,10 +94,27 @@ KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64
   return rows < std::max<int64_t>(mma_min, 16) ? cuda_cores : rows < 64 ? mma16 : mma64;
 }
 
+// A swiglu op's launch, its kernel the op's instance `index` (its own rule: 0; a sibling group's
+// that computes it: after the members' own).
+void launch_swiglu(const ir::Op& op, RuleContext& ctx, size_t index) {
+  const View& gate = ctx.view(op.operand(0));
+  const View& up = ctx.view(op.operand(1));
+  const View& out = ctx.view(op.result());
+  const Rows g = rows_of(ctx, op, gate);
+  const Rows u = rows_of(ctx, op, up);
+  const KernelSource k = instance(ctx, index, [&] { return swiglu_kernel(g.width, elem(gate), elem(up), elem(out), ctx.arch); });
+  launch(ctx, k, g.rows,
+         swiglu::Args{.gate = ctx.ptr(gate), .up = ctx.ptr(up), .out = ctx.ptr(out), .n_tokens = g.rows, .gate_row_stride = g.stride,
+                      .up_row_stride = u.stride, .out_row_stride = g.width});
+}
+
 // A sibling group (sibling_matmuls.h): `op` and ctx.siblings, [N_i, K] weights of the same
 // activations. Instances 0..2 are the fused launch's (token tiles of 1, 2, 8: the dense matmul's
 // CUDA-core steps), then each member's own dense instances, for the steps where some member
-// takes the tensor cores: there every member launches its own.
+// takes the tensor cores: there every member launches its own (and, with ctx.glu, the swiglu
+// of the last two after them: the last instance). With ctx.glu the fused launch writes the
+// swiglu's result instead of the last two siblings' (GLU 1: W2, W3 the gate and up; a group of
+// two passes no plain sibling, N 0).
 void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   auto P = [&](const View& v) { return ctx.ptr(v); };
   std::vector<const ir::Op*> members = {&op};
@@ -112,8 +129,13 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   }
   const size_t third = members.size() > 2 ? 2 : 1;  // an absent third: the second's pointers, unread
   const int64_t n2 = w[1]->shape[0], n3 = members.size() > 2 ? w[2]->shape[0] : 0;
+  // GLU: the plain sibling (if any), then the gate and up.
+  const bool glu = ctx.glu != nullptr;
+  const size_t gate = members.size() - 2, plain = members.size() > 2 ? 1 : 0;
+  const int64_t glu_n = plain ? w[0]->shape[0] : 0, glu_rows = w[gate]->shape[0];
   auto fused = [&](int64_t tokens) {
-    return matmul_siblings_kernel(x.width, w[0]->shape[0], n2, n3, x_t, y_t, ctx.arch, tokens);
+    return glu ? matmul_siblings_kernel(x.width, glu_n, glu_rows, glu_rows, x_t, y_t, ctx.arch, tokens, true)
+               : matmul_siblings_kernel(x.width, w[0]->shape[0], n2, n3, x_t, y_t, ctx.arch, tokens);
   };
   const KernelSource one = instance(ctx, 0, [&] { return fused(1); });
   const KernelSource two = instance(ctx, 1, [&] { return fused(2); });
@@ -126,6 +148,15 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
     together = together && dense_matmul_on_cuda_cores(ctx, x.width, n, x.rows);
     own.push_back(dense_matmul_instance(ctx, x.width, n, x.rows, x_t, y_t, false, base));
     base += dense_matmul_instances(ctx, x.width, n);
+  }
+  if (together && glu) {
+    const KernelSource& k = x.rows <= 1 ? one : x.rows <= 8 ? two : eight;
+    const View& out = ctx.view(ctx.glu->result());
+    launch(ctx, k, x.rows,
+           matmul_siblings::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[0]), .w2 = P(*w[gate]), .w3 = P(*w[gate + 1]),
+                                 .y = P(*y[0]), .y2 = P(out), .y3 = P(*y[gate + 1]), .n_tokens = x.rows, .x_row_stride = x.stride,
+                                 .y_row_stride = glu_n, .y2_row_stride = glu_rows, .y3_row_stride = glu_rows});
+    return;
   }
   if (together) {
     const KernelSource& k = x.rows <= 1 ? one : x.rows <= 8 ? two : eight;
@@ -141,6 +172,7 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
            matmul::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[i]), .y = P(*y[i]), .residual = P(*y[i]), .n_tokens = x.rows,
                         .x_row_stride = x.stride, .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0});
   }
+  if (glu) launch_swiglu(*ctx.glu, ctx, base);
 }
 
 // The kernel arguments of a rope op's attributes over `dim` rotated columns.
@@ -195,6 +227,8 @@ void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContex
   if (fused != fusions.epilogue.producers.end()) ctx.epilogue = &fused->second;
   auto later = fusions.siblings.later.find(&op);
   if (later != fusions.siblings.later.end()) ctx.siblings = &later->second;
+  auto glu = fusions.siblings.glu.find(&op);
+  if (glu != fusions.siblings.glu.end()) ctx.glu = glu->second;
   auto append = fusions.rope_append.appends.find(&op);
   if (append != fusions.rope_append.appends.end()) ctx.rope_append = &append->second;
 }
@@ -481,15 +515,9 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       launch(ctx, k, rows, add::Args{.a = P(a), .b = P(b), .out = P(out), .n_tokens = rows});
       return;
     }
-    case OpKind::Swiglu: {
-      const Rows g = rows_of(ctx, op, operand(0));
-      const Rows u = rows_of(ctx, op, operand(1));
-      const KernelSource k = instance(ctx, 0, [&] { return swiglu_kernel(g.width, elem(operand(0)), elem(operand(1)), elem(result()), arch); });
-      launch(ctx, k, g.rows,
-             swiglu::Args{.gate = P(operand(0)), .up = P(operand(1)), .out = P(result()), .n_tokens = g.rows,
-                          .gate_row_stride = g.stride, .up_row_stride = u.stride, .out_row_stride = g.width});
+    case OpKind::Swiglu:
+      launch_swiglu(op, ctx, 0);
       return;
-    }
     case OpKind::MoeRouter: {
       const View& logits = operand(0);
       const View& bias = operand(1);

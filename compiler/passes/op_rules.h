@@ -41,6 +41,8 @@ struct RuleContext {
   const EpilogueAdd* epilogue = nullptr;
   // Set (a matmul): the later sibling matmuls its launch computes too (sibling_matmuls.h).
   const std::vector<const ir::Op*>* siblings = nullptr;
+  // Set (a sibling group's first matmul): the swiglu of its last two siblings, computed too.
+  const ir::Op* glu = nullptr;
   // Set (a kv_append): the norm and ropes its launch does too (rope_append.h).
   const RopeAppend* rope_append = nullptr;
   // Pointer arguments for a view / for the op's scratch buffer.
@@ -57,9 +59,9 @@ struct LoweringFusions {
   const EpilogueFusions& epilogue;
   const SiblingMatmuls& siblings;
   const RopeAppendFusions& rope_append;
-  // Whether `op` launches nothing of its own: a fused add, a later sibling, an op a kv_append absorbs.
+  // Whether `op` launches nothing of its own: a fused add, a later sibling or their swiglu, an op a kv_append absorbs.
   bool absorbed(const ir::Op& op) const {
-    return epilogue.fused_adds.count(&op) || siblings.first.count(&op) || rope_append.absorbed.count(&op);
+    return epilogue.fused_adds.count(&op) || siblings.first.count(&op) || siblings.glu_of.count(&op) || rope_append.absorbed.count(&op);
   }
 };
 

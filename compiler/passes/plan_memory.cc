@@ -164,6 +164,8 @@ class MemoryPlanner {
       auto later = s_.siblings.later.find(&op);
       if (later != s_.siblings.later.end())
         for (const ir::Op* sibling : later->second) place(sibling->result());
+      auto glu = s_.siblings.glu.find(&op);  // and their swiglu
+      if (glu != s_.siblings.glu.end()) place(glu->second->result());
       if (owns_result_storage(fn, op))
         for (size_t r = 0; r < op.num_results(); ++r) place(op.result(r));
       if (scratch) free.insert(s_.scratch.at(&op));

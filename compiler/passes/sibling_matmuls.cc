@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "compiler/codegen/heuristics/heuristics.h"
+#include "compiler/passes/program_order.h"
 
 namespace kplan::passes {
 namespace {
@@ -22,6 +23,23 @@ bool candidate(const Op& op, const std::map<const Value*, View>& views, const Ep
   const bool weight = wv.root && wv.root->defining_op() && wv.root->defining_op()->kind() == OpKind::Weight;
   return weight && wv.dtype == DType::BF16 && is_contiguous(wv) && wv.shape.size() == 2 && is_contiguous(y->second) &&
          y->second.shape.size() == 2 && y->second.shape[1] == wv.shape[0];
+}
+
+// The swiglu reading a group's last two siblings as its gate and up, when nothing else reads
+// them and its result is whole rows of the siblings' dtype (one Y_DT for the launch).
+const Op* swiglu_of(const std::vector<const Op*>& members, const std::map<const Value*, View>& views, const ProgramOrder& order) {
+  const Op* gate = members[members.size() - 2];
+  const Op* up = members.back();
+  const Op* glu = order.only_reader(gate->result());
+  if (!glu || glu->kind() != OpKind::Swiglu || order.only_reader(up->result()) != glu || glu->operand(0) != gate->result() ||
+      glu->operand(1) != up->result())
+    return nullptr;
+  auto y = views.find(glu->result());
+  const View& g = views.at(gate->result());
+  if (y == views.end() || !is_contiguous(y->second) || y->second.dtype != g.dtype || views.at(up->result()).shape != g.shape) return nullptr;
+  // A pair within one warp's rows (matmul_siblings.cuh): the plain sibling before it has an even row count.
+  if (members.size() == 3 && views.at(members[0]->result()).shape.back() % 2 != 0) return nullptr;
+  return glu;
 }
 
 }  // namespace
@@ -44,8 +62,20 @@ void find_sibling_matmuls(const ir::Function& fn, const std::map<const Value*, V
     out.first[op] = head;
     if (later.size() == 2) open.erase(it);  // three siblings at most
   }
+  if (!glu_siblings_enabled()) return;
+  const ProgramOrder order(fn);
+  for (const auto& [head, later] : out.later) {
+    std::vector<const Op*> members = {head};
+    members.insert(members.end(), later.begin(), later.end());
+    if (const Op* glu = swiglu_of(members, views, order)) {
+      out.glu[head] = glu;
+      out.glu_of[glu] = head;
+    }
+  }
 }
 
 bool sibling_matmuls_enabled() { return codegen::compile_switch("KPLAN_FUSE_SIBLINGS", true); }
+
+bool glu_siblings_enabled() { return codegen::compile_switch("KPLAN_FUSE_GLU", true); }
 
 }  // namespace kplan::passes

@@ -6,6 +6,10 @@
 // sibling's rule launches for all of them, the later ones launch nothing and their results are
 // placed at the first (plan-memory). Steps the op rule puts on the tensor cores launch each
 // sibling's own instance from that same rule. The IR is unchanged.
+// A group whose last two siblings are an MLP's gate and up projections read by nothing but one
+// swiglu takes it too (the template's GLU 1: the launch writes silu(gate) * up, the swiglu
+// launches nothing, its result is placed at the first sibling); steps where the siblings launch
+// one by one launch the swiglu after them, from the same rule.
 #include <map>
 #include <vector>
 
@@ -18,6 +22,8 @@ namespace kplan::passes {
 struct SiblingMatmuls {
   std::map<const ir::Op*, std::vector<const ir::Op*>> later;  // first sibling -> the later ones (1 or 2)
   std::map<const ir::Op*, const ir::Op*> first;               // later sibling -> the first
+  std::map<const ir::Op*, const ir::Op*> glu;                 // first sibling -> the swiglu of its last two
+  std::map<const ir::Op*, const ir::Op*> glu_of;              // that swiglu -> the first sibling
 };
 
 // The sibling groups of `fn` given its views: [N, K] bf16 weight matmuls (not lm_head, not a
@@ -29,5 +35,7 @@ void find_sibling_matmuls(const ir::Function& fn, const std::map<const ir::Value
 // False when KPLAN_FUSE_SIBLINGS=0 (a compile without the fusion, for measuring it); another value
 // than 0 or 1 is refused.
 bool sibling_matmuls_enabled();
+// False when KPLAN_FUSE_GLU=0: sibling groups without their swiglu.
+bool glu_siblings_enabled();
 
 }  // namespace kplan::passes

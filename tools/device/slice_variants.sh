@@ -2,7 +2,7 @@
 # Compile-time variants of the K2.6 3-layer slice (1 dense + 2 MoE layers at full width, weights
 # generated on the device at load) timed side by side in one device run: each variant is a name and
 # the environment its plan is compiled under (the compile-time switches README.md lists:
-# KPLAN_FUSE_ADDS, KPLAN_FUSE_SIBLINGS, KPLAN_WEIGHT_PREFETCH, KPLAN_MOE_WIDE, KPLAN_MLA_SPLIT, ...). Every plan is
+# KPLAN_FUSE_ADDS, KPLAN_FUSE_SIBLINGS, KPLAN_FUSE_GLU, KPLAN_WEIGHT_PREFETCH, KPLAN_MOE_WIDE, KPLAN_MLA_SPLIT, ...). Every plan is
 # benched in the same process order at the same context, then a table of step ms per token count
 # is printed last (and $OUT/variants.json written).
 # Run from the kit `gpu_check.sh --stage` carried (.carry/gpu).
@@ -19,7 +19,7 @@ max_t=${tokens##*,}
 experts=${KPLAN_VARIANT_EXPERTS:-int4}
 cfg=$repo/tests/data/kimi-k2.6/config.json
 [ "$experts" = bf16 ] && cfg=$repo/bench/configs/k26-bf16-experts/config.json
-variants=${KPLAN_VARIANTS:-"default: no-fused-adds:KPLAN_FUSE_ADDS=0 no-siblings:KPLAN_FUSE_SIBLINGS=0"}
+variants=${KPLAN_VARIANTS:-"default: no-fused-adds:KPLAN_FUSE_ADDS=0 no-siblings:KPLAN_FUSE_SIBLINGS=0 no-glu:KPLAN_FUSE_GLU=0"}
 export KPLAN_CACHE_DIR=${KPLAN_CACHE_DIR:-/tmp/kplan-variant-cache}
 names=()
 for v in $variants; do

@@ -4,7 +4,7 @@
 // with the shared expert's gate and up, an MLP's gate and up).
 //
 // Template parameters (compile-time constants, template order):
-//   K, N, N2, N3, X_DT (dtype), Y_DT (dtype), WARPS, TOK_TILE, RPW, KSPLIT, UNROLL (the last five tuning)
+//   K, N, N2, N3, GLU, X_DT (dtype), Y_DT (dtype), WARPS, TOK_TILE, RPW, KSPLIT, UNROLL (the last five tuning)
 // See the template's doc block for their meaning and the launch geometry (families/matmul_siblings.cc).
 #include <cstdint>
 #include <string_view>
@@ -20,7 +20,7 @@ struct Args {
   KPLAN_PTR(w2);             // bf16 [N2, K]
   KPLAN_PTR(w3);             // bf16 [N3, K] (N3 0: unread)
   KPLAN_PTR(y);              // Y_DT; row t at t * y_row_stride
-  KPLAN_PTR(y2);             // Y_DT; row t at t * y2_row_stride
+  KPLAN_PTR(y2);             // Y_DT; row t at t * y2_row_stride (GLU 1: silu(gate) * up)
   KPLAN_PTR(y3);             // Y_DT; row t at t * y3_row_stride (N3 0: unwritten)
   KPLAN_I32(n_tokens);       // tokens (rows of x) in this step
   KPLAN_I32(x_row_stride);   // elements
@@ -37,8 +37,9 @@ namespace kplan::codegen {
 
 // The instance for K and the siblings' rows (n3 0: two), tuned as the dense matmul's CUDA-core
 // stream over n + n2 + n3 rows (heuristics' matmul_tiling); few_tokens 1 or 2: the 1-token or
-// 2..8-token instance (token tiles of that size), 0: tiles of 8.
+// 2..8-token instance (token tiles of that size), 0: tiles of 8. glu: n2 / n3 are a gate and up
+// pair whose SwiGLU the launch writes to y2 (the template's GLU 1; n may be 0).
 KernelSource matmul_siblings_kernel(int64_t k, int64_t n, int64_t n2, int64_t n3, ElemType x, ElemType y,
-                                    std::string_view arch = kDefaultArch, int64_t few_tokens = 0);
+                                    std::string_view arch = kDefaultArch, int64_t few_tokens = 0, bool glu = false);
 
 }  // namespace kplan::codegen

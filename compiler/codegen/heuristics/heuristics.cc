@@ -129,7 +129,13 @@ void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
   ParamValues m = {{"K", p.at("K")}, {"N", p.at("N") + p.at("N2") + p.at("N3")}, {"W_LAYOUT", 0}, {"MMA", 0}};
   for (const char* name : kTuning)
     if (p.count(name)) m[name] = p.at(name);
+  const ParamValues given = m;
   matmul_tiling(m, sms, warps_per_sm, 2);
+  if (p.count("GLU") && p.at("GLU") == 1 && m.at("RPW") % 2 == 1 && !given.count("RPW")) {
+    m = given;  // a gate and up pair in one warp's rows: 2 rows a warp where the tiling chose 1
+    m["RPW"] = 2;
+    matmul_tiling(m, sms, warps_per_sm, 2);
+  }
   for (const char* name : kTuning) p.try_emplace(name, m.at(name));
 }
 

@@ -137,6 +137,9 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
                                                ElemType::BF16));
   sources.push_back(moe_grouped_down_kernel(c.hidden_size, c.moe_intermediate_size, c.n_routed_experts, c.num_experts_per_tok, false));
   sources.push_back(matmul_kernel(c.qk_nope_head_dim, c.kv_lora_rank, ElemType::BF16, ElemType::BF16, true));
+  // The router beside the shared expert's gate and up with their swiglu (GLU 1), bf16 outputs at 8 tokens.
+  sources.push_back(matmul_siblings_kernel(c.hidden_size, c.n_routed_experts, c.moe_intermediate_size, c.moe_intermediate_size,
+                                           ElemType::BF16, ElemType::BF16, kDefaultArch, 0, true));
   // The dense matmul's tensor-core instances (steps of 16+ tokens): lm_head width, f32 and bf16
   // x, tiles of 16 and 64 tokens, split-K (kv_a), ACC.
   sources.push_back(matmul_kernel(c.hidden_size, c.vocab_size, ElemType::F32, ElemType::F32, false, false, kDefaultArch, 64));

@@ -53,10 +53,23 @@ inline void matmul(LaunchArgs& a) {
   }
 }
 
-// Each sibling's rows: y_i = x W_i^T (kernels_templates/matmul_siblings.cuh).
+// Each sibling's rows: y_i = x W_i^T (kernels_templates/matmul_siblings.cuh); GLU 1: y2 =
+// silu(x W2^T) * (x W3^T), gate and up rounded to Y_DT first, y3 unwritten, W (N may be 0) a
+// plain sibling.
 inline void matmul_siblings(LaunchArgs& a) {
   const int64_t K = a.param("K"), n = a.i32("n_tokens");
   const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"));
+  if (a.param("GLU") == 1) {
+    const int64_t N = a.param("N"), M = a.param("N2");
+    if (N > 0) a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), cpu::matmul(x, a.gather("w", Strided{N, K, K, 1, 0, 1, 0}, DType::BF16)));
+    Matrix gate = cpu::matmul(x, a.gather("w2", Strided{M, K, K, 1, 0, 1, 0}, DType::BF16));
+    Matrix up = cpu::matmul(x, a.gather("w3", Strided{M, K, K, 1, 0, 1, 0}, DType::BF16));
+    if (a.dtype_param("Y_DT") == DType::BF16)
+      for (Matrix* m : {&gate, &up})
+        for (float& v : m->data) v = bf16_to_float(float_to_bf16(v));
+    a.scatter_rows("y2", a.i32("y2_row_stride"), a.dtype_param("Y_DT"), cpu::swiglu(gate, up));
+    return;
+  }
   const struct { const char *w, *y, *stride, *rows; } siblings[] = {{"w", "y", "y_row_stride", "N"}, {"w2", "y2", "y2_row_stride", "N2"},
                                                                   {"w3", "y3", "y3_row_stride", "N3"}};
   for (const auto& s : siblings) {

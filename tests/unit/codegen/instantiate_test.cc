@@ -192,6 +192,17 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
             std::string::npos);
   EXPECT_NE(message([] { gqa_attention_kernel(6, 4, 40, ElemType::F32, ElemType::F32, ElemType::F32); }).find("HEADS % KV_HEADS"),
             std::string::npos);
+  // A gate and up pair in the siblings' launch (GLU 1): equal rows, an even plain sibling and RPW.
+  const std::string glu_rule = "GLU 1 takes a gate and up pair of equal rows (N2 == N3), an even N and an even RPW";
+  EXPECT_NE(message([] { matmul_siblings_kernel(256, 8, 16, 12, ElemType::F32, ElemType::F32, "sm_90", 1, true); }).find(glu_rule),
+            std::string::npos);
+  EXPECT_NE(message([] { matmul_siblings_kernel(256, 7, 16, 16, ElemType::F32, ElemType::F32, "sm_90", 1, true); }).find(glu_rule),
+            std::string::npos);
+  EXPECT_NE(message([] {
+              instantiate("matmul_siblings", {{"K", 256}, {"N", 8}, {"N2", 16}, {"N3", 16}, {"GLU", 1}, {"X_DT", 0}, {"Y_DT", 0}, {"RPW", 3}});
+            }).find(glu_rule),
+            std::string::npos);
+  EXPECT_EQ(message([] { matmul_siblings_kernel(256, 0, 16, 16, ElemType::F32, ElemType::F32, "sm_90", 1, true); }), "no error");
   // The grouped experts' tensor-core path: INT4 only, m-tile rows, NT 1..16, shared memory
   // (gate/up at K2.6's H: NT 7 staged rows + 8 warps' transposition buffers fit, NT 8 does not).
   auto gate_up = [](int64_t wf, int64_t rows, int64_t nt) {
@@ -207,8 +218,8 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
             }).find("NT must be 1..16"),
             std::string::npos);
   EXPECT_NE(message([] {
-              instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 8}, {"MMA", 3}});
-            }).find("MMA must be 0 (CUDA cores), 1 or 2"),
+              instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 8}, {"MMA", 5}});
+            }).find("MMA must be 0 (CUDA cores), 1 or 2 (tensor cores: scales shared by shuffles / loaded by each lane), 3 or 4"),
             std::string::npos);
   EXPECT_NE(message([] {
               instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 8}, {"MMA", 1}, {"PF", 4}});

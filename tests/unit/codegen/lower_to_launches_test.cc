@@ -113,7 +113,7 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
     // matmuls, which take their tensor-core instance from 16 tokens on (tiles of 16 below 64), and
     // the sibling matmuls' token tiles.
     // A sibling launch of the 1-token bucket is its 2 or 3 matmuls' own launches where one takes
-    // the tensor cores.
+    // the tensor cores (GLU 1: then their swiglu's).
     size_t i = 0;
     for (const plan::Launch& l1 : lp.buckets[0].launches) {
       ASSERT_LT(i, b.launches.size());
@@ -121,7 +121,11 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
       const codegen::KernelSource& k = lp.kernels[b.launches[i].kernel];
       if (k1.family == "matmul_siblings" && k.family == "matmul") {
         EXPECT_GE(b.tokens, 16) << k1.id << " split at " << b.tokens << " tokens";
-        i += codegen::kernel_param(k1, "N3") > 0 ? 3 : 2;
+        const bool glu = codegen::kernel_param(k1, "GLU") == 1;
+        const size_t members = glu ? (codegen::kernel_param(k1, "N") > 0 ? 3 : 2) : (codegen::kernel_param(k1, "N3") > 0 ? 3 : 2);
+        for (size_t m = 0; m < members; ++m) EXPECT_EQ(lp.kernels[b.launches[i + m].kernel].family, "matmul") << k1.id;
+        if (glu) EXPECT_EQ(lp.kernels[b.launches[i + members].kernel].family, "swiglu") << k1.id << ": the pair's swiglu after them";
+        i += members + (glu ? 1 : 0);
         continue;
       }
       EXPECT_EQ(k.family, k1.family);

@@ -85,6 +85,74 @@ TEST(SiblingMatmuls, SiblingsShareTheirStoredDtype) {
   EXPECT_EQ(f.siblings.later.at(f.op(3)), (std::vector<const ir::Op*>{f.op(5)}));
 }
 
+// A group whose last two siblings feed one swiglu as its gate and up takes the swiglu (GLU): a
+// router beside a shared expert's pair, and a dense MLP's pair alone.
+TEST(SiblingMatmuls, TheSwigluOfTheLastTwoSiblingsJoinsTheGroup) {
+  const auto f = find_fusions(R"(module {
+  func @f(%x: f32[T, 4], %z: f32[T, 4]) {
+    %0 = weight {name = "router", ckpt = "target"} : bf16[8, 4]
+    %1 = matmul(%x, %0) : f32[T, 8]
+    %2 = weight {name = "gate", ckpt = "target"} : bf16[6, 4]
+    %3 = matmul(%x, %2) : f32[T, 6]
+    %4 = weight {name = "up", ckpt = "target"} : bf16[6, 4]
+    %5 = matmul(%x, %4) : f32[T, 6]
+    %6 = swiglu(%3, %5) : f32[T, 6]
+    %7 = matmul(%z, %2) : f32[T, 6]
+    %8 = matmul(%z, %4) : f32[T, 6]
+    %9 = swiglu(%7, %8) : f32[T, 6]
+    output(%1) {name = "r"}
+    output(%6) {name = "s"}
+    output(%9) {name = "m"}
+  }
+}
+)");
+  ASSERT_EQ(f.siblings.glu.count(f.op(1)), 1u);
+  EXPECT_EQ(f.siblings.glu.at(f.op(1)), f.op(6));
+  EXPECT_EQ(f.siblings.glu_of.at(f.op(6)), f.op(1));
+  ASSERT_EQ(f.siblings.glu.count(f.op(7)), 1u);
+  EXPECT_EQ(f.siblings.glu.at(f.op(7)), f.op(9));
+}
+
+// Left alone: a gate read by something else too, a swiglu of (up, gate) order, a pair beside an
+// odd number of plain rows (a pair would straddle two warps' rows), a swiglu stored as another
+// dtype than its gate and up.
+TEST(SiblingMatmuls, LeavesASwigluTheLaunchCannotWrite) {
+  const auto f = find_fusions(R"(module {
+  func @f(%x: f32[T, 4], %y: f32[T, 4], %z: f32[T, 4], %w: f32[T, 4]) {
+    %0 = weight {name = "gate", ckpt = "target"} : bf16[6, 4]
+    %1 = weight {name = "up", ckpt = "target"} : bf16[6, 4]
+    %2 = weight {name = "odd", ckpt = "target"} : bf16[7, 4]
+    %3 = matmul(%x, %0) : f32[T, 6]
+    %4 = matmul(%x, %1) : f32[T, 6]
+    %5 = swiglu(%3, %4) : f32[T, 6]
+    %6 = matmul(%y, %0) : f32[T, 6]
+    %7 = matmul(%y, %1) : f32[T, 6]
+    %8 = swiglu(%7, %6) : f32[T, 6]
+    %9 = matmul(%z, %2) : f32[T, 7]
+    %10 = matmul(%z, %0) : f32[T, 6]
+    %11 = matmul(%z, %1) : f32[T, 6]
+    %12 = swiglu(%10, %11) : f32[T, 6]
+    %13 = matmul(%w, %0) : f32[T, 6]
+    %14 = matmul(%w, %1) : f32[T, 6]
+    %15 = swiglu(%13, %14) : f32[T, 6]
+    output(%5) {name = "a"}
+    output(%3) {name = "b"}
+    output(%8) {name = "c"}
+    output(%9) {name = "d"}
+    output(%12) {name = "e"}
+    output(%15) {name = "f"}
+  }
+}
+)",
+                              {15});
+  EXPECT_EQ(f.siblings.later.count(f.op(3)), 1u);
+  EXPECT_EQ(f.siblings.later.count(f.op(6)), 1u);
+  EXPECT_EQ(f.siblings.later.count(f.op(9)), 1u);
+  EXPECT_EQ(f.siblings.later.count(f.op(13)), 1u);
+  EXPECT_TRUE(f.siblings.glu.empty());
+  EXPECT_TRUE(f.siblings.glu_of.empty());
+}
+
 TEST(SiblingMatmulsEnv, ZeroTurnsTheFusionOffAndOtherValuesAreRefused) {
   EXPECT_TRUE(passes::sibling_matmuls_enabled());
   setenv("KPLAN_FUSE_SIBLINGS", "0", 1);
@@ -92,6 +160,12 @@ TEST(SiblingMatmulsEnv, ZeroTurnsTheFusionOffAndOtherValuesAreRefused) {
   setenv("KPLAN_FUSE_SIBLINGS", "yes", 1);
   EXPECT_THROW(passes::sibling_matmuls_enabled(), Error);
   unsetenv("KPLAN_FUSE_SIBLINGS");
+  EXPECT_TRUE(passes::glu_siblings_enabled());
+  setenv("KPLAN_FUSE_GLU", "0", 1);
+  EXPECT_FALSE(passes::glu_siblings_enabled());
+  setenv("KPLAN_FUSE_GLU", "2", 1);
+  EXPECT_THROW(passes::glu_siblings_enabled(), Error);
+  unsetenv("KPLAN_FUSE_GLU");
 }
 
 }  // namespace

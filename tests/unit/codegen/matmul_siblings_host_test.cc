@@ -1,0 +1,109 @@
+// kernels_templates/matmul_siblings.cuh run on the host (cuda_host_shim.h: a thread per CUDA
+// thread), so CI checks the sibling launch's own code without a GPU: each sibling against the
+// CPU op, and GLU 1 (a gate and up pair's SwiGLU written by the launch, the up rows' output never
+// written) with and without a plain sibling, 1 to 9 tokens over token tiles of 1, 2 and 8, K
+// split over a block's warps. The device runs the same source through NVRTC (gpu_ops_test.cc's
+// GpuOps.MatmulSiblings*).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "ir/support/dtype.h"
+#include "tests/unit/codegen/codegen_test_util.h"
+// The shim's macros stay below every other include.
+#include "tests/unit/codegen/cuda_host_shim.h"
+#include "kernels_templates/matmul_siblings.cuh"  // (built with -Wno-unknown-pragmas: #pragma unroll)
+
+namespace kplan::codegen {
+namespace {
+
+using testing_util::relative_error;
+
+uint64_t next(uint64_t& s) {
+  s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+  return s;
+}
+// n values in [-scale, scale), rounded to bf16 when `bf16` (weights: the kernel reads bf16 bits).
+std::vector<float> uniform(size_t n, uint64_t seed, float scale, bool bf16) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  std::vector<float> v(n);
+  for (float& x : v) {
+    x = scale * (static_cast<float>(next(s) >> 40) / 16777216.f * 2.f - 1.f);
+    if (bf16) x = bf16_to_float(float_to_bf16(x));
+  }
+  return v;
+}
+std::vector<uint16_t> bits(const std::vector<float>& v) {
+  std::vector<uint16_t> b;
+  for (float x : v) b.push_back(float_to_bf16(x));
+  return b;
+}
+// y[t, n] = x[t, :] . w[n, :]
+std::vector<float> matmul(const std::vector<float>& x, const std::vector<float>& w, int T, int N, int K) {
+  std::vector<float> y(static_cast<size_t>(T) * N);
+  for (int t = 0; t < T; ++t)
+    for (int n = 0; n < N; ++n) {
+      double s = 0;
+      for (int k = 0; k < K; ++k) s += static_cast<double>(x[t * K + k]) * w[n * K + k];
+      y[t * N + n] = static_cast<float>(s);
+    }
+  return y;
+}
+
+// One launch of the template (GLU 1: W2, W3 a gate and up pair, N may be 0) over T tokens, its
+// outputs against the CPU's; unwritten outputs must keep their NaNs.
+template <int K, int N, int N2, int N3, int GLU, int WARPS, int TOK_TILE, int RPW, int KSPLIT>
+void check(int T, uint64_t seed) {
+  const std::vector<float> x = uniform(static_cast<size_t>(T) * K, seed, 1.f, false);
+  const int rows[3] = {N, N2, N3};
+  std::vector<std::vector<float>> w;
+  std::vector<std::vector<uint16_t>> wb;
+  for (int s = 0; s < 3; ++s) {
+    w.push_back(uniform(static_cast<size_t>(std::max(rows[s], 1)) * K, seed + 1 + s, 0.2f, true));
+    wb.push_back(bits(w[s]));
+  }
+  std::vector<std::vector<float>> y;
+  for (int s = 0; s < 3; ++s) y.emplace_back(static_cast<size_t>(T) * std::max(rows[s], 1), NAN);
+  constexpr int GROUPS = WARPS / KSPLIT, ROWS = N + N2 + N3;
+  const unsigned row_blocks = (ROWS + RPW * GROUPS - 1) / (RPW * GROUPS);
+  cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
+    kp::matmul_siblings<K, N, N2, N3, GLU, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2>(
+        x.data(), wb[0].data(), wb[1].data(), wb[2].data(), y[0].data(), y[1].data(), y[2].data(), T, K, std::max(N, 1), N2,
+        std::max(N3, 1));
+  });
+  const std::string what = "GLU " + std::to_string(GLU) + " N " + std::to_string(N) + " tokens " + std::to_string(T);
+  if (N > 0) {
+    EXPECT_LT(relative_error(y[0], matmul(x, w[0], T, N, K)), 1e-5) << what;
+  }
+  if (GLU == 0) {
+    EXPECT_LT(relative_error(y[1], matmul(x, w[1], T, N2, K)), 1e-5) << what;
+    if (N3 > 0) {
+      EXPECT_LT(relative_error(y[2], matmul(x, w[2], T, N3, K)), 1e-5) << what;
+    }
+    return;
+  }
+  const std::vector<float> gate = matmul(x, w[1], T, N2, K), up = matmul(x, w[2], T, N3, K);
+  std::vector<float> want(gate.size());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
+  EXPECT_LT(relative_error(y[1], want), 1e-5) << what;
+  for (float v : y[2]) ASSERT_TRUE(std::isnan(v)) << what << ": the up rows' output written";
+}
+
+TEST(MatmulSiblingsOnHost, EachSiblingMatchesTheCpuOp) {
+  check<96, 10, 14, 6, 0, 4, 1, 4, 4>(1, 1);
+  check<96, 10, 14, 0, 0, 4, 2, 2, 2>(5, 2);
+}
+
+// The pair's rows interleave (gate i, up i) in one warp's partial sums: a plain sibling before
+// it (N even), none (a dense MLP), several row blocks, K split 1, 2 and 4 ways, token tiles of
+// 1, 2 and 8 (ragged: 9 tokens).
+TEST(MatmulSiblingsOnHost, GluWritesTheSwigluOfTheGateAndUpPair) {
+  check<96, 10, 14, 14, 1, 4, 1, 4, 4>(1, 11);
+  check<96, 0, 22, 22, 1, 4, 2, 2, 2>(5, 12);
+  check<128, 6, 9, 9, 1, 2, 8, 2, 1>(9, 13);
+  check<64, 0, 3, 3, 1, 4, 1, 2, 4>(2, 14);
+}
+
+}  // namespace
+}  // namespace kplan::codegen
