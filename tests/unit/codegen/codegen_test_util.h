@@ -1,7 +1,9 @@
 #pragma once
-// Helpers shared by the codegen tests: test configs and fresh temporary cache directories.
+// Helpers shared by the codegen tests: test configs, seeded values and fresh temporary cache
+// directories.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -32,6 +34,18 @@ inline double relative_error(const std::vector<float>& got, const std::vector<fl
     mag = std::max(mag, static_cast<double>(std::fabs(want[i])));
   }
   return err / mag;
+}
+
+// n values uniform in [-scale, scale) from a xorshift64 stream of `seed` (the host-shim tests'
+// inputs: cheap, and the same on every platform).
+inline std::vector<float> xorshift_uniform(size_t n, uint64_t seed, float scale = 1.f) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  std::vector<float> v(n);
+  for (float& x : v) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    x = scale * (static_cast<float>(s >> 40) / 16777216.f * 2.f - 1.f);
+  }
+  return v;
 }
 
 // A new empty directory for a test's kernel cache, removed when the object goes away.

@@ -77,7 +77,9 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
     for (const plan::Bucket& b : small.plan.buckets)
       for (const plan::Launch& launch : b.launches) {
         const codegen::KernelSource& k = small.plan.kernels[launch.kernel];
-        if (k.family == "matmul") EXPECT_EQ(codegen::kernel_param(k, "MMA"), 0) << k.id << " at " << b.tokens << " tokens";
+        if (k.family == "matmul") {
+          EXPECT_EQ(codegen::kernel_param(k, "MMA"), 0) << k.id << " at " << b.tokens << " tokens";
+        }
       }
   }
   // Below, the tensor cores from 16 tokens for every weight (KPLAN_MATMUL_MMA_MIN_TOKENS), so the
@@ -123,15 +125,21 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
         EXPECT_GE(b.tokens, 16) << k1.id << " split at " << b.tokens << " tokens";
         const bool glu = codegen::kernel_param(k1, "GLU") == 1;
         const size_t members = glu ? (codegen::kernel_param(k1, "N") > 0 ? 3 : 2) : (codegen::kernel_param(k1, "N3") > 0 ? 3 : 2);
-        for (size_t m = 0; m < members; ++m) EXPECT_EQ(lp.kernels[b.launches[i + m].kernel].family, "matmul") << k1.id;
-        if (glu) EXPECT_EQ(lp.kernels[b.launches[i + members].kernel].family, "swiglu") << k1.id << ": the pair's swiglu after them";
+        for (size_t m = 0; m < members; ++m) {
+          EXPECT_EQ(lp.kernels[b.launches[i + m].kernel].family, "matmul") << k1.id;
+        }
+        if (glu) {
+          EXPECT_EQ(lp.kernels[b.launches[i + members].kernel].family, "swiglu") << k1.id << ": the pair's swiglu after them";
+        }
         i += members + (glu ? 1 : 0);
         continue;
       }
       EXPECT_EQ(k.family, k1.family);
       if (k.family == "matmul" && codegen::kernel_param(k, "W_LAYOUT") == 0) {
         EXPECT_EQ(codegen::kernel_param(k, "MMA"), b.tokens >= 16 ? 1 : 0) << k.id << " at " << b.tokens << " tokens";
-        if (b.tokens >= 16) EXPECT_EQ(codegen::kernel_param(k, "TOK_TILE"), 16) << k.id;
+        if (b.tokens >= 16) {
+          EXPECT_EQ(codegen::kernel_param(k, "TOK_TILE"), 16) << k.id;
+        }
         EXPECT_EQ(codegen::kernel_param(k, "K"), codegen::kernel_param(k1, "K"));
       } else if (k.family == "matmul_siblings") {  // on the CUDA cores: token tiles of 1, 2, 8
         EXPECT_EQ(codegen::kernel_param(k, "TOK_TILE"), b.tokens == 1 ? 1 : b.tokens <= 8 ? 2 : 8) << k.id;

@@ -20,18 +20,11 @@ namespace {
 
 using testing_util::relative_error;
 
-uint64_t next(uint64_t& s) {
-  s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-  return s;
-}
 // n values in [-scale, scale), rounded to bf16 when `bf16` (weights: the kernel reads bf16 bits).
 std::vector<float> uniform(size_t n, uint64_t seed, float scale, bool bf16) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  std::vector<float> v(n);
-  for (float& x : v) {
-    x = scale * (static_cast<float>(next(s) >> 40) / 16777216.f * 2.f - 1.f);
-    if (bf16) x = bf16_to_float(float_to_bf16(x));
-  }
+  std::vector<float> v = testing_util::xorshift_uniform(n, seed, scale);
+  if (bf16)
+    for (float& x : v) x = bf16_to_float(float_to_bf16(x));
   return v;
 }
 std::vector<uint16_t> bits(const std::vector<float>& v) {

@@ -27,16 +27,7 @@ namespace {
 
 using testing_util::relative_error;
 
-uint64_t next(uint64_t& s) {
-  s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-  return s;
-}
-std::vector<float> uniform(size_t n, uint64_t seed, float scale = 1.f) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  std::vector<float> v(n);
-  for (float& x : v) x = scale * (static_cast<float>(next(s) >> 40) / 16777216.f * 2.f - 1.f);
-  return v;
-}
+std::vector<float> uniform(size_t n, uint64_t seed, float scale = 1.f) { return testing_util::xorshift_uniform(n, seed, scale); }
 
 // Ancestor-or-self mask of a random tree over T nodes (parent < child), [T, ceil(T/32)] words.
 std::vector<uint32_t> tree_mask(int64_t T, uint64_t seed) {
