@@ -48,6 +48,7 @@ void find_sibling_matmuls(const ir::Function& fn, const std::map<const Value*, V
                           SiblingMatmuls& out) {
   // (activations, stored result dtype) -> the group's first sibling, while it has room.
   std::map<std::pair<const Value*, DType>, const Op*> open;
+  std::vector<const Op*> heads;  // this function's groups (`out` holds earlier functions' too)
   for (const Op* op : fn.ops()) {
     if (!candidate(*op, views, epilogue)) continue;
     const std::pair<const Value*, DType> key{op->operand(0), views.at(op->result()).dtype};
@@ -58,15 +59,16 @@ void find_sibling_matmuls(const ir::Function& fn, const std::map<const Value*, V
     }
     const Op* head = it->second;
     std::vector<const Op*>& later = out.later[head];
+    if (later.empty()) heads.push_back(head);
     later.push_back(op);
     out.first[op] = head;
     if (later.size() == 2) open.erase(it);  // three siblings at most
   }
   if (!glu_siblings_enabled()) return;
   const ProgramOrder order(fn);
-  for (const auto& [head, later] : out.later) {
+  for (const Op* head : heads) {
     std::vector<const Op*> members = {head};
-    members.insert(members.end(), later.begin(), later.end());
+    members.insert(members.end(), out.later.at(head).begin(), out.later.at(head).end());
     if (const Op* glu = swiglu_of(members, views, order)) {
       out.glu[head] = glu;
       out.glu_of[glu] = head;
