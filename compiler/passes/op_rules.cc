@@ -128,15 +128,13 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
     if (w.back()->shape[1] != x.width) throw Error("codegen: sibling matmul weight layout (" + ctx.where(*m) + ")");
   }
   const size_t third = members.size() > 2 ? 2 : 1;  // an absent third: the second's pointers, unread
-  const int64_t n2 = w[1]->shape[0], n3 = members.size() > 2 ? w[2]->shape[0] : 0;
-  // GLU: the plain sibling (if any), then the gate and up.
+  // The fused launch's W2 and W3 (GLU: the gate and up, after the plain sibling if any; a group
+  // of two has none, N 0) and their rows (an absent third: 0).
   const bool glu = ctx.glu != nullptr;
-  const size_t gate = members.size() - 2, plain = members.size() > 2 ? 1 : 0;
-  const int64_t glu_n = plain ? w[0]->shape[0] : 0, glu_rows = w[gate]->shape[0];
-  auto fused = [&](int64_t tokens) {
-    return glu ? matmul_siblings_kernel(x.width, glu_n, glu_rows, glu_rows, x_t, y_t, ctx.arch, tokens, true)
-               : matmul_siblings_kernel(x.width, w[0]->shape[0], n2, n3, x_t, y_t, ctx.arch, tokens);
-  };
+  const size_t second = glu ? members.size() - 2 : 1, last = glu ? second + 1 : third;
+  const int64_t na = glu && members.size() == 2 ? 0 : w[0]->shape[0], nb = w[second]->shape[0],
+                nc = glu || members.size() > 2 ? w[last]->shape[0] : 0;
+  auto fused = [&](int64_t tokens) { return matmul_siblings_kernel(x.width, na, nb, nc, x_t, y_t, ctx.arch, tokens, glu); };
   const KernelSource one = instance(ctx, 0, [&] { return fused(1); });
   const KernelSource two = instance(ctx, 1, [&] { return fused(2); });
   const KernelSource eight = instance(ctx, 2, [&] { return fused(0); });
@@ -149,21 +147,13 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
     own.push_back(dense_matmul_instance(ctx, x.width, n, x.rows, x_t, y_t, false, base));
     base += dense_matmul_instances(ctx, x.width, n);
   }
-  if (together && glu) {
-    const KernelSource& k = x.rows <= 1 ? one : x.rows <= 8 ? two : eight;
-    const View& out = ctx.view(ctx.glu->result());
-    launch(ctx, k, x.rows,
-           matmul_siblings::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[0]), .w2 = P(*w[gate]), .w3 = P(*w[gate + 1]),
-                                 .y = P(*y[0]), .y2 = P(out), .y3 = P(*y[gate + 1]), .n_tokens = x.rows, .x_row_stride = x.stride,
-                                 .y_row_stride = glu_n, .y2_row_stride = glu_rows, .y3_row_stride = glu_rows});
-    return;
-  }
   if (together) {
     const KernelSource& k = x.rows <= 1 ? one : x.rows <= 8 ? two : eight;
+    const View& y2 = glu ? ctx.view(ctx.glu->result()) : *y[second];  // GLU: the swiglu's result
     launch(ctx, k, x.rows,
-           matmul_siblings::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[0]), .w2 = P(*w[1]), .w3 = P(*w[third]),
-                                 .y = P(*y[0]), .y2 = P(*y[1]), .y3 = P(*y[third]), .n_tokens = x.rows,
-                                 .x_row_stride = x.stride, .y_row_stride = w[0]->shape[0], .y2_row_stride = n2, .y3_row_stride = n3});
+           matmul_siblings::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[0]), .w2 = P(*w[second]), .w3 = P(*w[last]),
+                                 .y = P(*y[0]), .y2 = P(y2), .y3 = P(*y[last]), .n_tokens = x.rows, .x_row_stride = x.stride,
+                                 .y_row_stride = na, .y2_row_stride = nb, .y3_row_stride = nc});
     return;
   }
   for (size_t i = 0; i < members.size(); ++i) {

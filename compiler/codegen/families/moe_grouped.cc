@@ -6,9 +6,9 @@ namespace kplan::codegen {
 
 int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens) { return std::min(experts, n_tokens * top_k); }
 
-int64_t moe_smem_bytes(int64_t reduction, int64_t pairs) { return pairs * ceil_div(reduction, 1024) * 1024 * 4; }
-int64_t moe_mma_bias_bytes(int64_t reduction, int64_t pairs, int64_t mma) {
-  return mma >= 3 ? reduction / 32 * ceil_div(pairs, 8) * 64 : 0;
+int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma) {
+  const int64_t c_fragments = mma >= 3 ? reduction / 32 * ceil_div(pairs, 8) * 64 : 0;  // MMA 3, 4
+  return pairs * ceil_div(reduction, 1024) * 1024 * 4 + c_fragments;
 }
 
 namespace {
@@ -18,7 +18,6 @@ namespace {
 // chunk's pairs the n-tiles' columns (8 each: NT up to 16, two n-tiles), and each warp holds
 // two 1 KiB weight transposition buffers in static shared memory (moe_stream_tiles_mma).
 int64_t moe_mma_tbuf_bytes(const ParamValues& p) { return p.at("MMA") >= 1 ? p.at("WARPS") * 2 * 1024 : 0; }
-
 
 void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t mats) {
   require(p.at("E") >= 1 && p.at("TOPK") >= 1 && p.at("TOPK") <= p.at("E"), family, "needs 1 <= TOPK <= E");
@@ -40,7 +39,7 @@ void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t 
   require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
   // The staged activations, the MMA transposition buffers and the block's static few hundred
   // bytes within sm_90's 227 KiB.
-  require(moe_smem_bytes(k, p.at("NT")) + moe_mma_bias_bytes(k, p.at("NT"), p.at("MMA")) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
+  require(moe_smem_bytes(k, p.at("NT"), p.at("MMA")) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
           "NT staged rows of the reduction dim exceed 224 KiB of shared memory");
 }
 
@@ -70,7 +69,7 @@ LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows
       std::max<int64_t>(ceil_div(kernel_param(k, "BLOCKS"), expected * chunks), ceil_div(tiles, kMaxTilesPerBlock)), 1, tiles);
   const int64_t per_block = ceil_div(tiles, wanted);  // tiles per block, then as few blocks as that needs
   d.grid = {ceil_div(tiles, per_block), static_cast<uint32_t>(slots), static_cast<uint32_t>(chunks)};
-  d.smem_bytes = static_cast<uint32_t>(moe_smem_bytes(reduction, nt) + moe_mma_bias_bytes(reduction, nt, kernel_param(k, "MMA")));
+  d.smem_bytes = static_cast<uint32_t>(moe_smem_bytes(reduction, nt, kernel_param(k, "MMA")));
   return d;
 }
 

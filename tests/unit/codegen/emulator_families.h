@@ -59,11 +59,11 @@ inline void matmul(LaunchArgs& a) {
 inline void matmul_siblings(LaunchArgs& a) {
   const int64_t K = a.param("K"), n = a.i32("n_tokens");
   const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"));
+  auto product = [&](const char* w, int64_t rows) { return cpu::matmul(x, a.gather(w, Strided{rows, K, K, 1, 0, 1, 0}, DType::BF16)); };
   if (a.param("GLU") == 1) {
     const int64_t N = a.param("N"), M = a.param("N2");
-    if (N > 0) a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), cpu::matmul(x, a.gather("w", Strided{N, K, K, 1, 0, 1, 0}, DType::BF16)));
-    Matrix gate = cpu::matmul(x, a.gather("w2", Strided{M, K, K, 1, 0, 1, 0}, DType::BF16));
-    Matrix up = cpu::matmul(x, a.gather("w3", Strided{M, K, K, 1, 0, 1, 0}, DType::BF16));
+    if (N > 0) a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), product("w", N));
+    Matrix gate = product("w2", M), up = product("w3", M);
     if (a.dtype_param("Y_DT") == DType::BF16)
       for (Matrix* m : {&gate, &up})
         for (float& v : m->data) v = bf16_to_float(float_to_bf16(v));
@@ -75,8 +75,7 @@ inline void matmul_siblings(LaunchArgs& a) {
   for (const auto& s : siblings) {
     const int64_t N = a.param(s.rows);
     if (N == 0) continue;
-    const Matrix w = a.gather(s.w, Strided{N, K, K, 1, 0, 1, 0}, DType::BF16);
-    a.scatter_rows(s.y, a.i32(s.stride), a.dtype_param("Y_DT"), cpu::matmul(x, w));
+    a.scatter_rows(s.y, a.i32(s.stride), a.dtype_param("Y_DT"), product(s.w, N));
   }
 }
 

@@ -100,14 +100,14 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
         kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
                                                                                      u.scale.data(), h.data(), T, H);
       },
-      moe_smem_bytes(H, NT) + moe_mma_bias_bytes(H, NT, MMA), GZ);
+      moe_smem_bytes(H, NT, MMA), GZ);
   cuda_host::launch(
       std::min(GX, dn_tiles), slots, 32 * WARPS,
       [&] {
         kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
                                                                           partial.data(), T);
       },
-      moe_smem_bytes(I, NT) + moe_mma_bias_bytes(I, NT, MMA), GZ);
+      moe_smem_bytes(I, NT, MMA), GZ);
   cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), out.data(), T, H); });
   return out;
 }
