@@ -872,10 +872,36 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
   }
 }
 
+// L2PF > 0: asks L2 for step `step` of the warp's rows t (the step L2PF ahead of the one the ring
+// loads), so the ring's loads find their bytes in L2: bytes in flight a warp beyond the PF + 1
+// register slots, holding no registers (prefetch.global.L2, l2_prefetch_line). Lane (g, q < 2)
+// asks for the step's weight bytes of A row g + 8 q of each m-tile (one 128-byte line at K2.6's
+// 256 columns a step); lanes q 2, 3 for the line of that row's scales where the step's begin one.
+template <int MT, int SUBS, class Rows>
+__device__ __forceinline__ void moe_mma_prefetch(const Rows& t, int step) {
+  constexpr int G = Rows::K_DIM / 32, SG = SUBS * kMoeMmaSub;  // groups a step
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int g0 = step * SG;
+#pragma unroll
+  for (int j = 0; j < MT; ++j) {
+    const MoeMmaSrc r = moe_mma_src(t, j, q & 1, g);
+    if (!t.valid(r.i)) continue;
+    if (q < 2) {  // rows of 8k groups: a step's 64 or 128 bytes lie in one line (else its first)
+      const char* w = static_cast<const char*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i)));
+      l2_prefetch_line(w + g0 * 16, static_cast<unsigned>(min(SG, G - g0) * 16));  // 16 bytes a group
+    } else {
+      const unsigned short* sp = moe_row_scale<Rows::K_DIM, 1>(r.s, t.row(r.i)) + g0;
+      // Where the step's scales begin a line (an earlier step's ask holds the line otherwise).
+      if ((reinterpret_cast<unsigned long long>(sp) & 127) < 2 * SG) l2_prefetch_line(sp, static_cast<unsigned>(min(SG, G - g0) * 2));
+    }
+  }
+}
+
 // moe_stream_tiles for MMA 1 and 2: the same tiles and PF ring (moe_ring_stream), in steps of 256
 // columns (MT 1) or 128 (MT 2), so a lane holds 4 16-byte loads a slot. emit(tile, acc) gets the
-// D fragments (moe_mma_math).
-template <int NTILE, int PF, int TILE, bool DIRECT, bool BIAS, class Rows, class Emit>
+// D fragments (moe_mma_math). L2PF > 0: each load also asks L2 for the step L2PF further on (the
+// same tile's, else the warp's next tile's: moe_mma_prefetch).
+template <int NTILE, int PF, int TILE, bool DIRECT, bool BIAS, int L2PF, class Rows, class Emit>
 __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* tbuf, int nt, Rows t,
                                                      Emit emit) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
@@ -904,6 +930,13 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
         Rows r = t;
         r.first = first0 + tile * TILE;
         moe_mma_load<MT, SUBS>(r, c, L);
+        if constexpr (L2PF > 0) {
+          const int ahead = c + L2PF, far = tile + ahead / STEPS * static_cast<int>(gridDim.x);
+          if (far < n_tiles) {
+            r.first = first0 + far * TILE;
+            moe_mma_prefetch<MT, SUBS>(r, ahead % STEPS);
+          }
+        }
       },
       [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS>(L, c, xs, bias, nt, tb, flip, acc); },
       [&](int tile) {
@@ -948,7 +981,7 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
 
 // MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
 // last one's row; their columns are dropped).
-template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS>
+template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS, int L2PF>
 __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                       const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                       int x_row_stride, uint4* xs, uint4* tbuf, i64* rows) {
@@ -978,10 +1011,10 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
     }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<H>(NT));
-  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS>((I + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS, L2PF>((I + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
+template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int L2PF = 0>
 __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const void* w_gate, const void* w_gate_scale,
                                     const void* w_up, const void* w_up_scale, void* h, int n_tokens, int x_row_stride) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
@@ -1003,9 +1036,9 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
       if (nt <= 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3, L2PF>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3, L2PF>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
       }
       continue;
     } else {
@@ -1048,7 +1081,7 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
   moe_stream_tiles<NTC, PF, TILE>((H + TILE - 1) / TILE, xs, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS>
+template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS, int L2PF>
 __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
                                                    const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* tbuf,
                                                    i64* rows) {
@@ -1080,10 +1113,10 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
       }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<I>(NT));
-  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS>((H + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS, L2PF>((H + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
+template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int L2PF = 0>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
@@ -1105,9 +1138,9 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
       if (nt <= 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3, L2PF>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3, L2PF>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
       }
       continue;
     } else {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <mutex>
 #include <vector>
 
@@ -87,7 +88,7 @@ struct ReadCounter {
 // GX: blocks per expert (grid.x) at most; fewer than the row tiles make each block stream several.
 // GZ: blocks an expert's pair chunks are dealt over (grid.z). GROWS / DROWS: gate/up's and
 // down's rows per warp (they differ with MMA 1: 8 gate + 8 up rows, 16 down rows an m-tile).
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA, int L2PF = 0>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
@@ -97,14 +98,14 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
   cuda_host::launch(
       std::min(GX, gu_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
+        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, L2PF>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
                                                                                      u.scale.data(), h.data(), T, H);
       },
       moe_smem_bytes(H, NT, MMA), GZ);
   cuda_host::launch(
       std::min(GX, dn_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
+        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA, L2PF>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
                                                                           partial.data(), T);
       },
       moe_smem_bytes(I, NT, MMA), GZ);
@@ -320,6 +321,66 @@ TEST(MoeGroupedOnHost, MmaStreamsEachExpertOncePerNtPairs) {
     }
     for (int64_t e : {0, 2, 4}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 0) << "expert " << e;
   }
+}
+
+// L2PF (the MMA path's L2 prefetch, steps ahead of the ring's loads): every range the kernels
+// ask L2 for is 16-byte aligned and inside the expert weights or scales (on the device a bulk
+// prefetch past an allocation may fault), its weight bytes are bytes the ring streams, and all
+// but the first L2PF steps of each warp's stream are asked for (within a tile and across into
+// the warp's next tile: one block an expert, 8 tiles a block); the results equal L2PF 0's.
+TEST(MoeGroupedOnHost, L2PrefetchAsksForTheStepsTheRingStreamsNext) {
+  constexpr int H = 512, I = 256, E = 4, K = 2, WARPS = 4, NT = 4, L2PF = 3;
+  const std::vector<int32_t> ids = {1, 3, 3, 0, 1, 2};
+  const Stack g = make_stack(E, I, H, true, 81), u = make_stack(E, I, H, true, 82), d = make_stack(E, H, I, true, 83);
+  uint64_t s = 84;
+  std::vector<float> x(3 * H), weights(3 * K), y0(3 * H);
+  for (float& v : x) v = uniform(s);
+  for (float& v : weights) v = uniform(s);
+  for (float& v : y0) v = uniform(s);
+  std::mutex m;
+  std::set<const uint8_t*> streamed;  // 16-byte weight chunks the ring loads
+  std::vector<std::pair<const uint8_t*, size_t>> asked;
+  cuda_host::on_stream_load = [&](const void* p, size_t n) {
+    std::lock_guard<std::mutex> lock(m);
+    for (size_t o = 0; o < n; o += 16) streamed.insert(static_cast<const uint8_t*>(p) + o);
+  };
+  cuda_host::on_l2_prefetch = [&](const void* p, size_t n) {
+    std::lock_guard<std::mutex> lock(m);
+    asked.emplace_back(static_cast<const uint8_t*>(p), n);
+  };
+  const std::vector<float> got = run_step<H, I, E, K, 1, WARPS, 8, 16, NT, 1, 1, 1, 2, L2PF>(g, u, d, x, ids, weights, y0);
+  cuda_host::on_stream_load = nullptr;
+  cuda_host::on_l2_prefetch = nullptr;
+  const std::vector<float> plain = run_step<H, I, E, K, 1, WARPS, 8, 16, NT, 1, 1, 1, 2>(g, u, d, x, ids, weights, y0);
+  EXPECT_EQ(got, plain);
+
+  auto inside = [](const uint8_t* p, size_t n, const void* base, size_t bytes) {
+    const auto* b = static_cast<const uint8_t*>(base);
+    return p >= b && p + n <= b + bytes;
+  };
+  std::set<const uint8_t*> prefetched;
+  int64_t scale_asks = 0;
+  for (const auto& [p, n] : asked) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
+    EXPECT_TRUE(n > 0 && n % 16 == 0) << n;
+    bool weight = false, scale = false;
+    for (const Stack* st : {&g, &u, &d}) {
+      weight |= inside(p, n, st->w(), st->bytes());
+      scale |= inside(p, n, st->scale.data(), 2 * st->scale.size());
+    }
+    EXPECT_TRUE(weight || scale) << "a prefetch outside the expert weights and scales";
+    scale_asks += scale;
+    if (!weight) continue;
+    for (size_t o = 0; o < n; o += 16) {
+      EXPECT_TRUE(streamed.count(p + o)) << "a prefetched chunk the ring never streams";
+      prefetched.insert(p + o);
+    }
+  }
+  EXPECT_GT(scale_asks, 0);
+  // Each busy warp's first L2PF steps go unasked: gate/up 16 rows x 8 groups x 16 bytes a step
+  // (2 steps a row, 8 tiles a warp), down 16 rows x 8 groups (1 step a row); all 4 experts chosen.
+  const size_t step_bytes = 16 * 8 * 16, unasked = 2 * 4 * WARPS * L2PF * step_bytes;
+  EXPECT_EQ(prefetched.size() * 16, streamed.size() * 16 - unasked);
 }
 
 }  // namespace
