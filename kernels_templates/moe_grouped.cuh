@@ -872,35 +872,45 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
   }
 }
 
-// L2PF > 0: asks L2 for step `step` of the warp's rows t (the step L2PF ahead of the one the ring
-// loads), so the ring's loads find their bytes in L2: bytes in flight a warp beyond the PF + 1
-// register slots, holding no registers (prefetch.global.L2, l2_prefetch_line). Lane (g, q < 2)
-// asks for the step's weight bytes of A row g + 8 q of each m-tile (one 128-byte line at K2.6's
-// 256 columns a step); lanes q 2, 3 for the line of that row's scales where the step's begin one.
+// L2PF > 0: asks L2 for steps [step, step + kMoeL2Chunk) of the warp's rows t (a chunk L2PF steps
+// ahead of the step the ring loads), so the ring's loads find their bytes in L2, holding no
+// registers (prefetch.global.L2, l2_prefetch_line). Why chunks: a step reads 128 bytes of each
+// of 16 rows 3.5 KiB apart (K2.6's gate/up), and HBM serves such scattered lines far below its
+// sequential rate; asked for together, a row's 4 steps are 512 contiguous bytes. Lane (g, q)
+// asks for line q of the chunk of A rows g and g + 8 of each m-tile (the chunk's 4 x 64 or 128
+// bytes, rows past the end of the row not asked), lanes q 2, 3 also for the line(s) holding
+// the chunk's scales of row g + 8 (q - 2).
+constexpr int kMoeL2Chunk = 4;  // steps a prefetch asks for
+
 template <int MT, int SUBS, class Rows>
 __device__ __forceinline__ void moe_mma_prefetch(const Rows& t, int step) {
   constexpr int G = Rows::K_DIM / 32, SG = SUBS * kMoeMmaSub;  // groups a step
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-  const int g0 = step * SG;
+  const int g0 = step * SG, groups = min(kMoeL2Chunk * SG, G - g0);  // the chunk's groups of a row
 #pragma unroll
   for (int j = 0; j < MT; ++j) {
-    const MoeMmaSrc r = moe_mma_src(t, j, q & 1, g);
-    if (!t.valid(r.i)) continue;
-    if (q < 2) {  // rows of 8k groups: a step's 64 or 128 bytes lie in one line (else its first)
-      const char* w = static_cast<const char*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i)));
-      l2_prefetch_line(w + g0 * 16, static_cast<unsigned>(min(SG, G - g0) * 16));  // 16 bytes a group
-    } else {
-      const unsigned short* sp = moe_row_scale<Rows::K_DIM, 1>(r.s, t.row(r.i)) + g0;
-      // Where the step's scales begin a line (an earlier step's ask holds the line otherwise).
-      if ((reinterpret_cast<unsigned long long>(sp) & 127) < 2 * SG) l2_prefetch_line(sp, static_cast<unsigned>(min(SG, G - g0) * 2));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const MoeMmaSrc r = moe_mma_src(t, j, h, g);
+      if (!t.valid(r.i)) continue;
+      if (8 * q < groups) {  // 8 groups (16 bytes each) a line
+        const char* w = static_cast<const char*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i))) + (g0 + 8 * q) * 16;
+        l2_prefetch_line(w, static_cast<unsigned>(min(8, groups - 8 * q) * 16));
+      }
+      if (q == 2 + h) {
+        const unsigned short* sp = moe_row_scale<Rows::K_DIM, 1>(r.s, t.row(r.i)) + g0;
+        const unsigned long long first = reinterpret_cast<unsigned long long>(sp), last = first + 2 * groups - 1;
+        l2_prefetch_line(sp, static_cast<unsigned>(min(2 * groups, static_cast<int>(128 - (first & 127)))));
+        if ((first ^ last) >> 7) l2_prefetch_line(reinterpret_cast<const void*>(last & ~127ull), static_cast<unsigned>((last & 127) + 1));
+      }
     }
   }
 }
 
 // moe_stream_tiles for MMA 1 and 2: the same tiles and PF ring (moe_ring_stream), in steps of 256
 // columns (MT 1) or 128 (MT 2), so a lane holds 4 16-byte loads a slot. emit(tile, acc) gets the
-// D fragments (moe_mma_math). L2PF > 0: each load also asks L2 for the step L2PF further on (the
-// same tile's, else the warp's next tile's: moe_mma_prefetch).
+// D fragments (moe_mma_math). L2PF > 0: a load L2PF steps before a chunk of kMoeL2Chunk steps
+// begins (the same tile's, else the warp's next tile's) asks L2 for the chunk (moe_mma_prefetch).
 template <int NTILE, int PF, int TILE, bool DIRECT, bool BIAS, int L2PF, class Rows, class Emit>
 __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* tbuf, int nt, Rows t,
                                                      Emit emit) {
@@ -930,9 +940,9 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
         Rows r = t;
         r.first = first0 + tile * TILE;
         moe_mma_load<MT, SUBS>(r, c, L);
-        if constexpr (L2PF > 0) {
+        if constexpr (L2PF > 0) {  // a chunk of the step L2PF ahead, where one begins
           const int ahead = c + L2PF, far = tile + ahead / STEPS * static_cast<int>(gridDim.x);
-          if (far < n_tiles) {
+          if (ahead % STEPS % kMoeL2Chunk == 0 && far < n_tiles) {
             r.first = first0 + far * TILE;
             moe_mma_prefetch<MT, SUBS>(r, ahead % STEPS);
           }
