@@ -809,8 +809,10 @@ __device__ __forceinline__ int moe_mma_tb_slot(int a, int i) { return a * 4 + (i
 // groups. Per sub-block and m-tile: the lanes' loads go through the warp's transposition buffer
 // (two 16-byte stores, __syncwarp, two ldmatrix.x4) so lane (g, q) holds word q of every group
 // of rows g and g + 8; per group: 2 words dequantised (moe_dequant_bf16x2), its two k-steps
-// into a temp (hi and lo activations: 4 MMAs per n-tile), then acc += scale * temp.
-template <int MT, int SUBS, int NTILE, int G, bool BIAS, class Loads>
+// into a temp (hi and lo activations: 4 MMAs per n-tile, one dependent chain; CHAINS 2: the hi
+// and the lo products in two chains of 2, added after: half the chain's MMA latency), then acc
+// += scale * temp.
+template <int MT, int SUBS, int NTILE, int G, bool BIAS, int CHAINS, class Loads>
 __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uint4* xs, const float4* bias, int nt, uint4* tb,
                                              unsigned& flip, float (&acc)[MT][NTILE][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
@@ -859,9 +861,18 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
           } else {
             moe_mma_zero(d, a0, bh[n].x, bh[n].y);
           }
-          moe_mma(d, a0, bl[n].x, bl[n].y);
-          moe_mma(d, a1, bh[n].z, bh[n].w);
-          moe_mma(d, a1, bl[n].z, bl[n].w);
+          if constexpr (CHAINS == 2) {  // hi and lo products in two chains of 2 MMAs, summed after
+            float e[4];
+            moe_mma_zero(e, a0, bl[n].x, bl[n].y);
+            moe_mma(d, a1, bh[n].z, bh[n].w);
+            moe_mma(e, a1, bl[n].z, bl[n].w);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) d[k] += e[k];
+          } else {
+            moe_mma(d, a0, bl[n].x, bl[n].y);
+            moe_mma(d, a1, bh[n].z, bh[n].w);
+            moe_mma(d, a1, bl[n].z, bl[n].w);
+          }
           acc[j][n][0] = fmaf(sg, d[0], acc[j][n][0]);
           acc[j][n][1] = fmaf(sg, d[1], acc[j][n][1]);
           acc[j][n][2] = fmaf(sg8, d[2], acc[j][n][2]);
@@ -911,7 +922,7 @@ __device__ __forceinline__ void moe_mma_prefetch(const Rows& t, int step) {
 // columns (MT 1) or 128 (MT 2), so a lane holds 4 16-byte loads a slot. emit(tile, acc) gets the
 // D fragments (moe_mma_math). L2PF > 0: a load L2PF steps before a chunk of kMoeL2Chunk steps
 // begins (the same tile's, else the warp's next tile's) asks L2 for the chunk (moe_mma_prefetch).
-template <int NTILE, int PF, int TILE, bool DIRECT, bool BIAS, int L2PF, class Rows, class Emit>
+template <int NTILE, int PF, int TILE, bool DIRECT, bool BIAS, int L2PF, int CHAINS, class Rows, class Emit>
 __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* tbuf, int nt, Rows t,
                                                      Emit emit) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
@@ -948,7 +959,7 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
           }
         }
       },
-      [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS>(L, c, xs, bias, nt, tb, flip, acc); },
+      [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS, CHAINS>(L, c, xs, bias, nt, tb, flip, acc); },
       [&](int tile) {
         emit(tile, acc);
         zero();
@@ -991,7 +1002,7 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
 
 // MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
 // last one's row; their columns are dropped).
-template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS, int L2PF>
+template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS, int L2PF, int CHAINS>
 __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                       const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                       int x_row_stride, uint4* xs, uint4* tbuf, i64* rows) {
@@ -1021,10 +1032,10 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
     }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<H>(NT));
-  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS, L2PF>((I + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS, L2PF, CHAINS>((I + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int L2PF = 0>
+template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int L2PF = 0, int CHAINS = 1>
 __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const void* w_gate, const void* w_gate_scale,
                                     const void* w_up, const void* w_up_scale, void* h, int n_tokens, int x_row_stride) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
@@ -1046,9 +1057,9 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
       if (nt <= 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3, L2PF>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3, L2PF, CHAINS>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3, L2PF>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3, L2PF, CHAINS>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
       }
       continue;
     } else {
@@ -1091,7 +1102,7 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
   moe_stream_tiles<NTC, PF, TILE>((H + TILE - 1) / TILE, xs, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS, int L2PF>
+template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS, int L2PF, int CHAINS>
 __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
                                                    const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* tbuf,
                                                    i64* rows) {
@@ -1123,10 +1134,10 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
       }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<I>(NT));
-  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS, L2PF>((H + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS, L2PF, CHAINS>((H + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int L2PF = 0>
+template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int L2PF = 0, int CHAINS = 1>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
@@ -1148,9 +1159,9 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
       if (nt <= 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3, L2PF>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3, L2PF, CHAINS>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3, L2PF>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3, L2PF, CHAINS>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
       }
       continue;
     } else {

@@ -1182,7 +1182,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   struct Tuning {
     int64_t rows, nt, pf, blocks;  // rows 0: the arch's heuristics
     int64_t mma = 0, warps = 0;  // warps 0: the arch's heuristics
-    int64_t l2pf = 0;
+    int64_t l2pf = 0, chains = 1;
   };
   struct Variant {
     Tuning gu, dn;
@@ -1204,9 +1204,12 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
       {{8, 4, 1, 132, 2, 16}, {16, 8, 1, 264, 4}},
       // The default with the L2 prefetch L2PF steps ahead of the ring (2, 4, 8).
       {{8, 4, 1, 132, 2, 16, 2}, {16, 8, 1, 264, 1, 0, 2}}, {{8, 4, 1, 132, 2, 16, 4}, {16, 8, 1, 264, 1, 0, 4}},
-      {{8, 4, 1, 132, 2, 16, 8}, {16, 8, 1, 264, 1, 0, 8}}};
+      {{8, 4, 1, 132, 2, 16, 8}, {16, 8, 1, 264, 1, 0, 8}},
+      // The default with two MMA chains a group (CHAINS 2), alone and with L2PF 4.
+      {{8, 4, 1, 132, 2, 16, 0, 2}, {16, 8, 1, 264, 1, 0, 0, 2}}, {{8, 4, 1, 132, 2, 16, 4, 2}, {16, 8, 1, 264, 1, 0, 4, 2}}};
   auto tuned = [&](ParamValues p, const Tuning& t) {
-    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma, p["L2PF"] = t.l2pf;
+    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma, p["L2PF"] = t.l2pf,
+                  p["CHAINS"] = t.chains;
     if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
@@ -1225,7 +1228,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   const char* only = std::getenv("KPLAN_MOE_VARIANTS");
   // KPLAN_MOE_VARIANTS=pf: the heuristics' instance and the deeper load rings (PF 2, 3) only;
   // =bias: the heuristics' instance and the 128 + q forms (MMA 3, 4) only; =l2: the heuristics'
-  // instance and the L2 prefetch (L2PF) only.
+  // instance, the L2 prefetch (L2PF) and two MMA chains (CHAINS 2) only.
   const bool mma_only = only && std::string(only) == "mma";
   const bool l2_only = only && std::string(only) == "l2";
   const bool pf_only = only && std::string(only) == "pf";
@@ -1236,7 +1239,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
     if (bias_only && v.gu.rows && v.gu.mma < 3 && v.dn.mma < 3) continue;
-    if (l2_only && v.gu.rows && !v.gu.l2pf) continue;
+    if (l2_only && v.gu.rows && !v.gu.l2pf && v.gu.chains == 1) continue;
     if (only && !mma_only && !pf_only && !bias_only && !l2_only) FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias or l2, not " << only;
     for (int64_t T : {1, 2, 4, 8, 16, 64}) {
       if (v.gu.rows && T == 64) continue;  // the variants' CPU checks at 1..16 tokens only

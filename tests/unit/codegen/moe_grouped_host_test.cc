@@ -88,7 +88,8 @@ struct ReadCounter {
 // GX: blocks per expert (grid.x) at most; fewer than the row tiles make each block stream several.
 // GZ: blocks an expert's pair chunks are dealt over (grid.z). GROWS / DROWS: gate/up's and
 // down's rows per warp (they differ with MMA 1: 8 gate + 8 up rows, 16 down rows an m-tile).
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA, int L2PF = 0>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA, int L2PF = 0,
+          int CHAINS = 1>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
@@ -98,14 +99,14 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
   cuda_host::launch(
       std::min(GX, gu_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, L2PF>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
+        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, L2PF, CHAINS>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
                                                                                      u.scale.data(), h.data(), T, H);
       },
       moe_smem_bytes(H, NT, MMA), GZ);
   cuda_host::launch(
       std::min(GX, dn_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA, L2PF>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
+        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA, L2PF, CHAINS>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
                                                                           partial.data(), T);
       },
       moe_smem_bytes(I, NT, MMA), GZ);
@@ -113,7 +114,8 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
   return out;
 }
 
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA,
+          int CHAINS = 1>
 void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads, double tol) {
   const int64_t T = static_cast<int64_t>(ids.size()) / K;
   const Stack g = make_stack(E, I, H, W_FMT, seed), u = make_stack(E, I, H, W_FMT, seed + 1), d = make_stack(E, H, I, W_FMT, seed + 2);
@@ -126,7 +128,7 @@ void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<st
   for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
   counter.E = E;
   cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
-  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA>(g, u, d, x, ids, weights, y0);
+  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, 0, CHAINS>(g, u, d, x, ids, weights, y0);
   cuda_host::on_stream_load = nullptr;
   if (reads) *reads = counter.bytes;
 
@@ -141,7 +143,7 @@ void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<st
   xm.data = x;
   std::vector<float> want = cpu::moe_experts(xm, r, experts).data;
   for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
-  EXPECT_LT(relative_error(got, want), tol) << "H " << H << " I " << I << " W_FMT " << W_FMT << " MMA " << MMA << " NT " << NT << " tokens " << T;
+  EXPECT_LT(relative_error(got, want), tol) << "H " << H << " I " << I << " W_FMT " << W_FMT << " MMA " << MMA << " CHAINS " << CHAINS << " NT " << NT << " tokens " << T;
 }
 
 // The CUDA-core path (MMA 0): one ROWS for both kernels, f32 FMAs (summation order only).
@@ -279,6 +281,15 @@ TEST(MoeGroupedOnHost, MmaMatchesTheCpuOp) {
   std::vector<int32_t> many(20 * 1, 1);
   many[5] = 3, many[11] = 0;
   check_step_mma<1056, 96, 4, 1, 3, 8, 16, 16, 1, 2>(many, 37);
+}
+
+// CHAINS 2 (each group's hi and lo products in two MMA chains) against the CPU op, with each
+// scale scheme (MMA 1 with two n-tiles) and a 128 + q form: ragged groups (H 1056).
+TEST(MoeGroupedOnHost, TwoMmaChainsMatchTheCpuOp) {
+  const std::vector<int32_t> ids = {2, 0, 1, 2, 3, 0, 2, 9, -1, 2, 1, 0, 2, 3, 0, 2, 1, 9, 2, 0, 3};
+  check_step_with<1056, 96, 4, 3, 1, 5, 8, 16, 9, 1, 1u << 30, 1, 1, 2>(ids, 71, nullptr, 1e-4);
+  check_step_with<1056, 96, 4, 3, 1, 5, 8, 16, 3, 1, 1u << 30, 1, 2, 2>(ids, 72, nullptr, 1e-4);
+  check_step_with<1056, 96, 4, 3, 1, 5, 8, 16, 3, 1, 1u << 30, 1, 3, 2>(ids, 73, nullptr, 1e-4);
 }
 
 // MMA 3 and 4 (weights as 128 + q, C = -136 x the group's activation sum) against the CPU op:
