@@ -37,19 +37,6 @@ __device__ __forceinline__ void l2_prefetch_bulk(const void* p, unsigned bytes) 
 #endif
 }
 
-// Asks L2 for the 128-byte line holding p (prefetch.global.L2: a hint per lane, any address of a
-// live allocation, no registers held; unlike l2_prefetch_bulk, whose address ptxas keeps in
-// uniform registers, a loop over the warp's distinct addresses). The host shim of the CPU tests
-// reports (p, bytes: what the caller wants of the line) to on_l2_prefetch.
-__device__ __forceinline__ void l2_prefetch_line(const void* p, unsigned bytes) {
-#if defined(KP_HOST_SHIM)
-  if (::kplan::cuda_host::on_l2_prefetch) ::kplan::cuda_host::on_l2_prefetch(p, bytes);
-#elif defined(__CUDA_ARCH__)
-  (void)bytes;
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
-}
-
 // Thread-block clusters (sm_90 and later): every thread of every block of the cluster arrives,
 // then waits; shared-memory writes before it are visible to the cluster's blocks after it.
 __device__ __forceinline__ void cluster_sync() {

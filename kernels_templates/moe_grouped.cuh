@@ -809,10 +809,8 @@ __device__ __forceinline__ int moe_mma_tb_slot(int a, int i) { return a * 4 + (i
 // groups. Per sub-block and m-tile: the lanes' loads go through the warp's transposition buffer
 // (two 16-byte stores, __syncwarp, two ldmatrix.x4) so lane (g, q) holds word q of every group
 // of rows g and g + 8; per group: 2 words dequantised (moe_dequant_bf16x2), its two k-steps
-// into a temp (hi and lo activations: 4 MMAs per n-tile, one dependent chain; CHAINS 2: the hi
-// and the lo products in two chains of 2, added after: half the chain's MMA latency), then acc
-// += scale * temp.
-template <int MT, int SUBS, int NTILE, int G, bool BIAS, int CHAINS, class Loads>
+// into a temp (hi and lo activations: 4 MMAs per n-tile), then acc += scale * temp.
+template <int MT, int SUBS, int NTILE, int G, bool BIAS, class Loads>
 __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uint4* xs, const float4* bias, int nt, uint4* tb,
                                              unsigned& flip, float (&acc)[MT][NTILE][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
@@ -861,18 +859,9 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
           } else {
             moe_mma_zero(d, a0, bh[n].x, bh[n].y);
           }
-          if constexpr (CHAINS == 2) {  // hi and lo products in two chains of 2 MMAs, summed after
-            float e[4];
-            moe_mma_zero(e, a0, bl[n].x, bl[n].y);
-            moe_mma(d, a1, bh[n].z, bh[n].w);
-            moe_mma(e, a1, bl[n].z, bl[n].w);
-#pragma unroll
-            for (int k = 0; k < 4; ++k) d[k] += e[k];
-          } else {
-            moe_mma(d, a0, bl[n].x, bl[n].y);
-            moe_mma(d, a1, bh[n].z, bh[n].w);
-            moe_mma(d, a1, bl[n].z, bl[n].w);
-          }
+          moe_mma(d, a0, bl[n].x, bl[n].y);
+          moe_mma(d, a1, bh[n].z, bh[n].w);
+          moe_mma(d, a1, bl[n].z, bl[n].w);
           acc[j][n][0] = fmaf(sg, d[0], acc[j][n][0]);
           acc[j][n][1] = fmaf(sg, d[1], acc[j][n][1]);
           acc[j][n][2] = fmaf(sg8, d[2], acc[j][n][2]);
@@ -883,46 +872,10 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
   }
 }
 
-// L2PF > 0: asks L2 for steps [step, step + kMoeL2Chunk) of the warp's rows t (a chunk L2PF steps
-// ahead of the step the ring loads), so the ring's loads find their bytes in L2, holding no
-// registers (prefetch.global.L2, l2_prefetch_line). Why chunks: a step reads 128 bytes of each
-// of 16 rows 3.5 KiB apart (K2.6's gate/up), and HBM serves such scattered lines far below its
-// sequential rate; asked for together, a row's 4 steps are 512 contiguous bytes. Lane (g, q)
-// asks for line q of the chunk of A rows g and g + 8 of each m-tile (the chunk's 4 x 64 or 128
-// bytes, rows past the end of the row not asked), lanes q 2, 3 also for the line(s) holding
-// the chunk's scales of row g + 8 (q - 2).
-constexpr int kMoeL2Chunk = 4;  // steps a prefetch asks for
-
-template <int MT, int SUBS, class Rows>
-__device__ __forceinline__ void moe_mma_prefetch(const Rows& t, int step) {
-  constexpr int G = Rows::K_DIM / 32, SG = SUBS * kMoeMmaSub;  // groups a step
-  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-  const int g0 = step * SG, groups = min(kMoeL2Chunk * SG, G - g0);  // the chunk's groups of a row
-#pragma unroll
-  for (int j = 0; j < MT; ++j) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const MoeMmaSrc r = moe_mma_src(t, j, h, g);
-      if (!t.valid(r.i)) continue;
-      if (8 * q < groups) {  // 8 groups (16 bytes each) a line
-        const char* w = static_cast<const char*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i))) + (g0 + 8 * q) * 16;
-        l2_prefetch_line(w, static_cast<unsigned>(min(8, groups - 8 * q) * 16));
-      }
-      if (q == 2 + h) {
-        const unsigned short* sp = moe_row_scale<Rows::K_DIM, 1>(r.s, t.row(r.i)) + g0;
-        const unsigned long long first = reinterpret_cast<unsigned long long>(sp), last = first + 2 * groups - 1;
-        l2_prefetch_line(sp, static_cast<unsigned>(min(2 * groups, static_cast<int>(128 - (first & 127)))));
-        if ((first ^ last) >> 7) l2_prefetch_line(reinterpret_cast<const void*>(last & ~127ull), static_cast<unsigned>((last & 127) + 1));
-      }
-    }
-  }
-}
-
 // moe_stream_tiles for MMA 1 and 2: the same tiles and PF ring (moe_ring_stream), in steps of 256
 // columns (MT 1) or 128 (MT 2), so a lane holds 4 16-byte loads a slot. emit(tile, acc) gets the
-// D fragments (moe_mma_math). L2PF > 0: a load L2PF steps before a chunk of kMoeL2Chunk steps
-// begins (the same tile's, else the warp's next tile's) asks L2 for the chunk (moe_mma_prefetch).
-template <int NTILE, int PF, int TILE, bool DIRECT, bool BIAS, int L2PF, int CHAINS, class Rows, class Emit>
+// D fragments (moe_mma_math).
+template <int NTILE, int PF, int TILE, bool DIRECT, bool BIAS, class Rows, class Emit>
 __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* tbuf, int nt, Rows t,
                                                      Emit emit) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
@@ -951,15 +904,8 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
         Rows r = t;
         r.first = first0 + tile * TILE;
         moe_mma_load<MT, SUBS>(r, c, L);
-        if constexpr (L2PF > 0) {  // a chunk of the step L2PF ahead, where one begins
-          const int ahead = c + L2PF, far = tile + ahead / STEPS * static_cast<int>(gridDim.x);
-          if (ahead % STEPS % kMoeL2Chunk == 0 && far < n_tiles) {
-            r.first = first0 + far * TILE;
-            moe_mma_prefetch<MT, SUBS>(r, ahead % STEPS);
-          }
-        }
       },
-      [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS, CHAINS>(L, c, xs, bias, nt, tb, flip, acc); },
+      [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS>(L, c, xs, bias, nt, tb, flip, acc); },
       [&](int tile) {
         emit(tile, acc);
         zero();
@@ -1002,7 +948,7 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
 
 // MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
 // last one's row; their columns are dropped).
-template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS, int L2PF, int CHAINS>
+template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS>
 __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                       const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                       int x_row_stride, uint4* xs, uint4* tbuf, i64* rows) {
@@ -1032,10 +978,10 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
     }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<H>(NT));
-  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS, L2PF, CHAINS>((I + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS>((I + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int L2PF = 0, int CHAINS = 1>
+template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
 __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const void* w_gate, const void* w_gate_scale,
                                     const void* w_up, const void* w_up_scale, void* h, int n_tokens, int x_row_stride) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
@@ -1057,9 +1003,9 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
       if (nt <= 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3, L2PF, CHAINS>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3, L2PF, CHAINS>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
       }
       continue;
     } else {
@@ -1102,7 +1048,7 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
   moe_stream_tiles<NTC, PF, TILE>((H + TILE - 1) / TILE, xs, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS, int L2PF, int CHAINS>
+template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS>
 __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
                                                    const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* tbuf,
                                                    i64* rows) {
@@ -1134,10 +1080,10 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
       }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<I>(NT));
-  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS, L2PF, CHAINS>((H + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS>((H + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int L2PF = 0, int CHAINS = 1>
+template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
@@ -1159,9 +1105,9 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
       if (nt <= 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3, L2PF, CHAINS>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3, L2PF, CHAINS>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
       }
       continue;
     } else {

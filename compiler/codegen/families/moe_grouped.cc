@@ -37,10 +37,6 @@ void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t 
   }
   require(p.at("PF") >= 0 && p.at("PF") <= 3, family, "PF (steps of loads in flight ahead of the math) must be 0..3");
   require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
-  require(p.at("L2PF") >= 0 && p.at("L2PF") <= 16, family, "L2PF (steps ahead of the loads asked of L2) must be 0..16");
-  require(p.at("L2PF") == 0 || p.at("MMA") >= 1, family, "L2PF is the tensor-core path's (MMA 1..4)");
-  require(p.at("CHAINS") == 1 || (p.at("CHAINS") == 2 && p.at("MMA") >= 1), family,
-          "CHAINS (dependent MMA chains a group) must be 1, or 2 on the tensor-core path (MMA 1..4)");
   // The staged activations, the MMA transposition buffers and the block's static few hundred
   // bytes within sm_90's 227 KiB.
   require(moe_smem_bytes(k, p.at("NT"), p.at("MMA")) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
@@ -94,8 +90,7 @@ const Family& family() {
       .function = "kp::moe_grouped_gate_up",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
-                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"),
-                 tuning_param("L2PF", "lp"), tuning_param("CHAINS", "ch")},
+                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -121,8 +116,7 @@ const Family& family() {
       .function = "kp::moe_grouped_down",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
-                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"),
-                 tuning_param("L2PF", "lp"), tuning_param("CHAINS", "ch")},
+                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

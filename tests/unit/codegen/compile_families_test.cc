@@ -72,8 +72,7 @@ TEST(CodegenCompile, TinyInt4Experts) {
 }
 
 // The grouped experts' tensor-core path (MMA 1: mma.sync, ldmatrix, bf16x2 FMA) at K2.6 width,
-// one and two m-tiles a warp, one and two n-tiles a chunk, both scale schemes (MMA 1, 2), PF 0..3,
-// the 128 + q forms (MMA 3, 4), the L2 prefetch (L2PF) and two MMA chains a group (CHAINS 2).
+// one and two m-tiles a warp, one and two n-tiles a chunk, both scale schemes (MMA 1, 2), PF 0..3.
 TEST(CodegenCompile, MoeGroupedMmaInstances) {
   const ParamValues dims = {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}};
   auto with = [&](ParamValues p) {
@@ -91,13 +90,7 @@ TEST(CodegenCompile, MoeGroupedMmaInstances) {
                      instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 4}, {"PF", 1}, {"MMA", 3}}), "sm_90"),
                      instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 16}, {"PF", 1}, {"MMA", 4}}), "sm_90"),
                      instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 4}, {"PF", 1}, {"MMA", 3}}), "sm_120"),
-                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 8}, {"PF", 1}, {"MMA", 4}}), "sm_120"),
-                     // The L2 prefetch ahead of the ring (L2PF: within a tile and into the next one).
-                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 4}, {"PF", 1}, {"MMA", 2}, {"L2PF", 4}}), "sm_90"),
-                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 8}, {"PF", 1}, {"MMA", 1}, {"L2PF", 6}}), "sm_120"),
-                     // Two MMA chains a group (CHAINS 2).
-                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 4}, {"PF", 1}, {"MMA", 2}, {"CHAINS", 2}}), "sm_90"),
-                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 16}, {"PF", 1}, {"MMA", 1}, {"CHAINS", 2}}), "sm_120")});
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 8}, {"PF", 1}, {"MMA", 4}}), "sm_120")});
 }
 
 // tiny2: every dim odd or unaligned where the architecture allows (intermediate 333, v_head 20,

@@ -7,8 +7,7 @@
 // (kernels_templates/moe_grouped.cuh, mla_split.cuh): include this, then the template. The
 // template's `__shared__` variables become function statics (one per instantiation, shared by
 // the pool), so a launch must finish before the next begins. Streaming loads (__ldcs) are
-// reported to `on_stream_load` when set, so a test can count the bytes a kernel reads where; L2
-// prefetches (kp::l2_prefetch_bulk) to `on_l2_prefetch`.
+// reported to `on_stream_load` when set, so a test can count the bytes a kernel reads where.
 // A launch's dynamic shared memory (kp::dynamic_smem) is one buffer of its smem_bytes.
 #include <math.h>
 
@@ -55,8 +54,6 @@ struct LaunchState {
 };
 inline LaunchState* current = nullptr;
 inline std::function<void(const void*, size_t)> on_stream_load;
-// The L2 prefetches a kernel asks for (kp::l2_prefetch_bulk: no data moves on the host).
-inline std::function<void(const void*, size_t)> on_l2_prefetch;
 
 // Every thread of the warp publishes v; each gets the value of lane src(lane).
 template <class T, class Src>

@@ -1182,7 +1182,6 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   struct Tuning {
     int64_t rows, nt, pf, blocks;  // rows 0: the arch's heuristics
     int64_t mma = 0, warps = 0;  // warps 0: the arch's heuristics
-    int64_t l2pf = 0, chains = 1;
   };
   struct Variant {
     Tuning gu, dn;
@@ -1201,15 +1200,9 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
       {{8, 4, 2, 132, 1, 16}, {16, 8, 2, 264, 1}}, {{8, 4, 3, 132, 1, 16}, {16, 8, 3, 264, 1}},
       // The default's 128 + q forms (gate/up MMA 3, down MMA 4: the bias in the MMA's C), together and each alone.
       {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 4}}, {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 1}},
-      {{8, 4, 1, 132, 2, 16}, {16, 8, 1, 264, 4}},
-      // The default with the L2 prefetch L2PF steps ahead of the ring (2, 4, 8).
-      {{8, 4, 1, 132, 2, 16, 2}, {16, 8, 1, 264, 1, 0, 2}}, {{8, 4, 1, 132, 2, 16, 4}, {16, 8, 1, 264, 1, 0, 4}},
-      {{8, 4, 1, 132, 2, 16, 8}, {16, 8, 1, 264, 1, 0, 8}},
-      // The default with two MMA chains a group (CHAINS 2), alone and with L2PF 4.
-      {{8, 4, 1, 132, 2, 16, 0, 2}, {16, 8, 1, 264, 1, 0, 0, 2}}, {{8, 4, 1, 132, 2, 16, 4, 2}, {16, 8, 1, 264, 1, 0, 4, 2}}};
+      {{8, 4, 1, 132, 2, 16}, {16, 8, 1, 264, 4}}};
   auto tuned = [&](ParamValues p, const Tuning& t) {
-    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma, p["L2PF"] = t.l2pf,
-                  p["CHAINS"] = t.chains;
+    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma;
     if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
@@ -1227,20 +1220,17 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   // CPU checks at K2.6 width take most of this test's minutes).
   const char* only = std::getenv("KPLAN_MOE_VARIANTS");
   // KPLAN_MOE_VARIANTS=pf: the heuristics' instance and the deeper load rings (PF 2, 3) only;
-  // =bias: the heuristics' instance and the 128 + q forms (MMA 3, 4) only; =l2: the heuristics'
-  // instance, the L2 prefetch (L2PF) and two MMA chains (CHAINS 2) only.
+  // =bias: the heuristics' instance and the 128 + q forms (MMA 3, 4) only.
   const bool mma_only = only && std::string(only) == "mma";
-  const bool l2_only = only && std::string(only) == "l2";
   const bool pf_only = only && std::string(only) == "pf";
   const bool bias_only = only && std::string(only) == "bias";
+  if (only && !mma_only && !pf_only && !bias_only) FAIL() << "KPLAN_MOE_VARIANTS: mma, pf or bias, not " << only;
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
     if (bias_only && v.gu.rows && v.gu.mma < 3 && v.dn.mma < 3) continue;
-    if (l2_only && v.gu.rows && !v.gu.l2pf && v.gu.chains == 1) continue;
-    if (only && !mma_only && !pf_only && !bias_only && !l2_only) FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias or l2, not " << only;
     for (int64_t T : {1, 2, 4, 8, 16, 64}) {
       if (v.gu.rows && T == 64) continue;  // the variants' CPU checks at 1..16 tokens only
       std::vector<int32_t> ids;

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <mutex>
 #include <vector>
 
@@ -88,8 +87,7 @@ struct ReadCounter {
 // GX: blocks per expert (grid.x) at most; fewer than the row tiles make each block stream several.
 // GZ: blocks an expert's pair chunks are dealt over (grid.z). GROWS / DROWS: gate/up's and
 // down's rows per warp (they differ with MMA 1: 8 gate + 8 up rows, 16 down rows an m-tile).
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA, int L2PF = 0,
-          int CHAINS = 1>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
@@ -99,14 +97,14 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
   cuda_host::launch(
       std::min(GX, gu_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, L2PF, CHAINS>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
+        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
                                                                                      u.scale.data(), h.data(), T, H);
       },
       moe_smem_bytes(H, NT, MMA), GZ);
   cuda_host::launch(
       std::min(GX, dn_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA, L2PF, CHAINS>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
+        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
                                                                           partial.data(), T);
       },
       moe_smem_bytes(I, NT, MMA), GZ);
@@ -114,8 +112,7 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
   return out;
 }
 
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA,
-          int CHAINS = 1>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA>
 void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads, double tol) {
   const int64_t T = static_cast<int64_t>(ids.size()) / K;
   const Stack g = make_stack(E, I, H, W_FMT, seed), u = make_stack(E, I, H, W_FMT, seed + 1), d = make_stack(E, H, I, W_FMT, seed + 2);
@@ -128,7 +125,7 @@ void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<st
   for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
   counter.E = E;
   cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
-  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, 0, CHAINS>(g, u, d, x, ids, weights, y0);
+  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA>(g, u, d, x, ids, weights, y0);
   cuda_host::on_stream_load = nullptr;
   if (reads) *reads = counter.bytes;
 
@@ -143,7 +140,7 @@ void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<st
   xm.data = x;
   std::vector<float> want = cpu::moe_experts(xm, r, experts).data;
   for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
-  EXPECT_LT(relative_error(got, want), tol) << "H " << H << " I " << I << " W_FMT " << W_FMT << " MMA " << MMA << " CHAINS " << CHAINS << " NT " << NT << " tokens " << T;
+  EXPECT_LT(relative_error(got, want), tol) << "H " << H << " I " << I << " W_FMT " << W_FMT << " MMA " << MMA << " NT " << NT << " tokens " << T;
 }
 
 // The CUDA-core path (MMA 0): one ROWS for both kernels, f32 FMAs (summation order only).
@@ -283,15 +280,6 @@ TEST(MoeGroupedOnHost, MmaMatchesTheCpuOp) {
   check_step_mma<1056, 96, 4, 1, 3, 8, 16, 16, 1, 2>(many, 37);
 }
 
-// CHAINS 2 (each group's hi and lo products in two MMA chains) against the CPU op, with each
-// scale scheme (MMA 1 with two n-tiles) and a 128 + q form: ragged groups (H 1056).
-TEST(MoeGroupedOnHost, TwoMmaChainsMatchTheCpuOp) {
-  const std::vector<int32_t> ids = {2, 0, 1, 2, 3, 0, 2, 9, -1, 2, 1, 0, 2, 3, 0, 2, 1, 9, 2, 0, 3};
-  check_step_with<1056, 96, 4, 3, 1, 5, 8, 16, 9, 1, 1u << 30, 1, 1, 2>(ids, 71, nullptr, 1e-4);
-  check_step_with<1056, 96, 4, 3, 1, 5, 8, 16, 3, 1, 1u << 30, 1, 2, 2>(ids, 72, nullptr, 1e-4);
-  check_step_with<1056, 96, 4, 3, 1, 5, 8, 16, 3, 1, 1u << 30, 1, 3, 2>(ids, 73, nullptr, 1e-4);
-}
-
 // MMA 3 and 4 (weights as 128 + q, C = -136 x the group's activation sum) against the CPU op:
 // ragged tiles and groups (H 1056: 33 groups, steps of 8), one and two n-tiles, two m-tiles a
 // warp, a deeper ring.
@@ -332,68 +320,6 @@ TEST(MoeGroupedOnHost, MmaStreamsEachExpertOncePerNtPairs) {
     }
     for (int64_t e : {0, 2, 4}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 0) << "expert " << e;
   }
-}
-
-// L2PF (the MMA path's L2 prefetch, chunks of kMoeL2Chunk steps asked for L2PF steps ahead of
-// the ring's loads): every range the kernels ask L2 for lies inside the expert weights or scales
-// (on the device a prefetch stays inside the allocations), weight asks are 16-byte aligned and
-// only bytes the ring streams, and every step is asked for but the chunks that begin fewer than
-// L2PF steps into a warp's stream (within a tile and across into the warp's next tile: one
-// block an expert, 8 tiles of 4 steps a warp for gate/up, 16 of one step for down); the
-// results equal L2PF 0's.
-TEST(MoeGroupedOnHost, L2PrefetchAsksForTheStepsTheRingStreamsNext) {
-  constexpr int H = 1024, I = 256, E = 4, K = 2, WARPS = 4, NT = 4, L2PF = 3;
-  const std::vector<int32_t> ids = {1, 3, 3, 0, 1, 2};
-  const Stack g = make_stack(E, I, H, true, 81), u = make_stack(E, I, H, true, 82), d = make_stack(E, H, I, true, 83);
-  uint64_t s = 84;
-  std::vector<float> x(3 * H), weights(3 * K), y0(3 * H);
-  for (float& v : x) v = uniform(s);
-  for (float& v : weights) v = uniform(s);
-  for (float& v : y0) v = uniform(s);
-  std::mutex m;
-  std::set<const uint8_t*> streamed;  // 16-byte weight chunks the ring loads
-  std::vector<std::pair<const uint8_t*, size_t>> asked;
-  cuda_host::on_stream_load = [&](const void* p, size_t n) {
-    std::lock_guard<std::mutex> lock(m);
-    for (size_t o = 0; o < n; o += 16) streamed.insert(static_cast<const uint8_t*>(p) + o);
-  };
-  cuda_host::on_l2_prefetch = [&](const void* p, size_t n) {
-    std::lock_guard<std::mutex> lock(m);
-    asked.emplace_back(static_cast<const uint8_t*>(p), n);
-  };
-  const std::vector<float> got = run_step<H, I, E, K, 1, WARPS, 8, 16, NT, 1, 1, 1, 2, L2PF>(g, u, d, x, ids, weights, y0);
-  cuda_host::on_stream_load = nullptr;
-  cuda_host::on_l2_prefetch = nullptr;
-  const std::vector<float> plain = run_step<H, I, E, K, 1, WARPS, 8, 16, NT, 1, 1, 1, 2>(g, u, d, x, ids, weights, y0);
-  EXPECT_EQ(got, plain);
-
-  auto inside = [](const uint8_t* p, size_t n, const void* base, size_t bytes) {
-    const auto* b = static_cast<const uint8_t*>(base);
-    return p >= b && p + n <= b + bytes;
-  };
-  std::set<const uint8_t*> prefetched;
-  int64_t scale_asks = 0;
-  for (const auto& [p, n] : asked) {
-    EXPECT_TRUE(n > 0 && n <= 128) << n;
-    bool weight = false, scale = false;
-    for (const Stack* st : {&g, &u, &d}) {
-      weight |= inside(p, n, st->w(), st->bytes());
-      scale |= inside(p, n, st->scale.data(), 2 * st->scale.size());
-    }
-    EXPECT_TRUE(weight || scale) << "a prefetch outside the expert weights and scales";
-    scale_asks += scale;
-    if (!weight) continue;
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 16, 0u);
-    for (size_t o = 0; o < n; o += 16) {
-      EXPECT_TRUE(streamed.count(p + o)) << "a prefetched chunk the ring never streams";
-      prefetched.insert(p + o);
-    }
-  }
-  EXPECT_GT(scale_asks, 0);
-  // Unasked, each of the 4 warps of each of the 4 experts' blocks: gate/up's first chunk (4 steps
-  // of 16 rows x 8 groups x 16 bytes), down's first 3 steps (16 rows x 8 groups).
-  const size_t step_bytes = 16 * 8 * 16, unasked = 4 * WARPS * (4 + L2PF) * step_bytes;
-  EXPECT_EQ(prefetched.size() * 16, streamed.size() * 16 - unasked);
 }
 
 }  // namespace
