@@ -31,20 +31,13 @@ if [ "${1:-}" = "--stage" ]; then
   peers=${KPLAN_PEERS_DIR:-$repo/../shared/peers}
   [ -d "$peers" ] && mkdir -p "$stage/peers" && cp "$peers"/*.py "$stage/peers/"
   (cd "$repo" && git rev-parse --short HEAD) > "$stage/commit"
+  echo "$build" > "$stage/build_dir"  # the kplan path the test binaries call (carried_env.sh links it)
   du -sh "$stage"
   exit 0
 fi
 
-out=${OUT:-/tmp/kplan-gpu-check}
-mkdir -p "$out"
-bin=$stage/bin
-# libnvrtc.so.13 from the CUDA toolkit there, else from PyTorch's nvidia-cuda-nvrtc wheel.
-nvrtc_dir=$(dirname "$(ls /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/targets/*/lib/libnvrtc.so.13 2>/dev/null | head -1)" 2>/dev/null)
-[ -n "$nvrtc_dir" ] && [ "$nvrtc_dir" != . ] || nvrtc_dir=$(dirname "$(find / -name 'libnvrtc.so.13' -not -path '*/proc/*' 2>/dev/null | head -1)")
-export LD_LIBRARY_PATH=$nvrtc_dir:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:$stage/lib
-# The test binaries carry the CPU machine's absolute paths (sources, test data, the kplan CLI).
-mkdir -p /work && { [ -e /work/main ] || ln -s "$repo" /work/main; }
-[ -e "$build/bin/kplan" ] || { mkdir -p "$build/bin" && ln -s "$bin/kplan" "$build/bin/kplan"; }
+default_out=/tmp/kplan-gpu-check
+source "$(dirname "$0")/carried_env.sh"
 
 echo "== device"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "== commit $(cat "$stage/commit" 2>/dev/null)  date $(date -u +%FT%TZ)"
