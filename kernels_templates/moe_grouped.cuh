@@ -85,13 +85,23 @@
 //     in the matrix anyway, and the rows past it are dropped by the emit.
 //   - A step is 256 (MT 1) or 128 (MT 2) columns of the warp's rows; PF > 0 issues the next PF
 //     steps' loads (across tiles too) before this one's math, as MMA 0 does per 1024 columns.
+//   - RING >= 2 (one m-tile a warp, rows of whole 256-column steps, PF 0): the steps in flight
+//     live in shared memory, not registers. Each warp has RING stages of 2304 bytes (the step's
+//     16 rows x 8 groups, 2 KiB, and their 16 x 8 bf16 scales); cp.async copies a step's 16-byte
+//     pieces from global straight into the slots ldmatrix reads (the transposition buffer's
+//     swizzled order: no STS, no registers held), RING - 1 steps ahead of the math
+//     (moe_smem_ring_stream; one commit group a step, wait_group RING - 1, __syncwarp). The
+//     profile of the PF 1 register ring (bench/RESULTS.md 2026-12-05) had gate/up at 48% of
+//     DRAM bandwidth, a quarter of its stall samples on the STS waiting for the ring's loads:
+//     one step ahead does not cover the latency, and deeper register rings spill.
 //
 // Launch (families/moe_grouped.cc):
 //   gate_up: grid (blocks per expert <= ceil(I / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
 //            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(H / 1024) * 4 KiB.
 //   down:    grid (blocks per expert <= ceil(H / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
 //            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(I / 1024) * 4 KiB.
-//   MMA 1..4 add WARPS * 2 KiB of static shared memory (the transposition buffers); MMA 3, 4
+//   MMA 1..4 add WARPS * 2 KiB of static shared memory (the transposition buffers; RING >= 2:
+//   none, but WARPS * RING * 2304 bytes of dynamic shared memory after the rest); MMA 3, 4
 //   add K / 32 * ceil(NT / 8) * 64 bytes of dynamic shared memory (the C fragments).
 //   combine: grid (ceil(H / THREADS), n_tokens), block THREADS.
 // Arguments:
@@ -115,7 +125,8 @@
 // chunk: 1..8; MMA 1, 2: 1..16), PF (0..3: the next PF (tile, column chunk)s' weights are loaded
 // before this one's math), BLOCKS (the grid's target size; read by the launch geometry only), MMA
 // (0 CUDA cores; 1, 2 tensor cores, INT4 only: the group scales shared by shuffles / each lane's
-// own; 3, 4: 2, 1 with weights as 128 + q and the bias in C), THREADS (combine).
+// own; 3, 4: 2, 1 with weights as 128 + q and the bias in C), RING (0: the PF register ring;
+// 2..8: shared-memory stages a warp, cp.async), THREADS (combine).
 #include "common.cuh"
 
 namespace kp {
@@ -805,18 +816,71 @@ __device__ __forceinline__ float moe_mma_scale(const MoeMmaLoadsShfl<MT, SUBS>& 
 // lanes' 16-byte stores and ldmatrix's 8-row phases hit 8 distinct 16-byte bank groups.
 __device__ __forceinline__ int moe_mma_tb_slot(int a, int i) { return a * 4 + (i ^ ((a >> 1) & 3)); }
 
-// acc[j][n] (D fragments: A rows g, g + 8 of m-tile j; tokens 8n + 2q, + 1) += the step's
-// groups. Per sub-block and m-tile: the lanes' loads go through the warp's transposition buffer
-// (two 16-byte stores, __syncwarp, two ldmatrix.x4) so lane (g, q) holds word q of every group
-// of rows g and g + 8; per group: 2 words dequantised (moe_dequant_bf16x2), its two k-steps
-// into a temp (hi and lo activations: 4 MMAs per n-tile), then acc += scale * temp.
+// acc[j][n] (D fragments: A rows g, g + 8 of m-tile j; tokens 8n + 2q, + 1) += sub-block sb's
+// 4 groups, w[j][h][i] being word q of group 4 sb + i of A row g + 8 h (after the transposition)
+// and scale(j, i, h) its scale: per group 2 words dequantised (moe_dequant_bf16x2), its two
+// k-steps into a temp (hi and lo activations: 4 MMAs per n-tile), then acc += scale * temp.
+template <int MT, int NTILE, int G, bool BIAS, class Scale>
+__device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int sb, Scale scale, const uint4* xs, const float4* bias,
+                                            const int (&tok)[NTILE], float (&acc)[MT][NTILE][4]) {
+  const int q = threadIdx.x % 4;
+#pragma unroll
+  for (int i = 0; i < kMoeMmaSub; ++i) {
+    const int X = sb * kMoeMmaSub + i;
+    if (X >= G) break;  // uniform
+    uint4 bh[NTILE], bl[NTILE];
+#pragma unroll
+    for (int n = 0; n < NTILE; ++n) {
+      bh[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 0)];
+      bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
+    }
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      unsigned p[4], r[4];
+      moe_dequant_bf16x2<BIAS>(w[j][0][i], p);
+      moe_dequant_bf16x2<BIAS>(w[j][1][i], r);
+      const float sg = scale(j, i, 0), sg8 = scale(j, i, 1);
+      const unsigned a0[4] = {p[0], r[0], p[1], r[1]}, a1[4] = {p[2], r[2], p[3], r[3]};
+#pragma unroll
+      for (int n = 0; n < NTILE; ++n) {
+        float d[4];
+        if constexpr (BIAS) {
+          const float4 c = bias[(X * NTILE + n) * 4 + q];
+          d[0] = c.x, d[1] = c.y, d[2] = c.z, d[3] = c.w;
+          moe_mma(d, a0, bh[n].x, bh[n].y);
+        } else {
+          moe_mma_zero(d, a0, bh[n].x, bh[n].y);
+        }
+        moe_mma(d, a0, bl[n].x, bl[n].y);
+        moe_mma(d, a1, bh[n].z, bh[n].w);
+        moe_mma(d, a1, bl[n].z, bl[n].w);
+        acc[j][n][0] = fmaf(sg, d[0], acc[j][n][0]);
+        acc[j][n][1] = fmaf(sg, d[1], acc[j][n][1]);
+        acc[j][n][2] = fmaf(sg8, d[2], acc[j][n][2]);
+        acc[j][n][3] = fmaf(sg8, d[3], acc[j][n][3]);
+      }
+    }
+  }
+}
+
+// The chunk's token of each n-tile column this lane's B fragments read (columns past nt read
+// the last pair's row; their results are dropped).
+template <int NTILE>
+__device__ __forceinline__ void moe_mma_tokens(int nt, int (&tok)[NTILE]) {
+  const int g = threadIdx.x % 32 / 4;
+#pragma unroll
+  for (int n = 0; n < NTILE; ++n) tok[n] = 8 * n + g < nt ? 8 * n + g : nt - 1;
+}
+
+// acc += the step's groups from the register ring's loads L: per sub-block and m-tile the lanes'
+// loads go through the warp's transposition buffer (two 16-byte stores, __syncwarp, two
+// ldmatrix.x4) so lane (g, q) holds word q of every group of rows g and g + 8 (moe_mma_sub).
 template <int MT, int SUBS, int NTILE, int G, bool BIAS, class Loads>
 __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uint4* xs, const float4* bias, int nt, uint4* tb,
                                              unsigned& flip, float (&acc)[MT][NTILE][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   int tok[NTILE];
-#pragma unroll
-  for (int n = 0; n < NTILE; ++n) tok[n] = 8 * n + g < nt ? 8 * n + g : nt - 1;  // columns past nt: dropped
+  moe_mma_tokens<NTILE>(nt, tok);
 #pragma unroll
   for (int s = 0; s < SUBS; ++s) {
     const int sb = step * SUBS + s;
@@ -832,62 +896,137 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
       moe_ldsm_x4(w[j][0], buf + moe_mma_tb_slot(lane % 8, lane / 8));
       moe_ldsm_x4(w[j][1], buf + moe_mma_tb_slot(8 + lane % 8, lane / 8));
     }
-#pragma unroll
-    for (int i = 0; i < kMoeMmaSub; ++i) {
-      const int X = sb * kMoeMmaSub + i;
-      if (X >= G) break;  // uniform
-      uint4 bh[NTILE], bl[NTILE];
-#pragma unroll
-      for (int n = 0; n < NTILE; ++n) {
-        bh[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 0)];
-        bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
-      }
-#pragma unroll
-      for (int j = 0; j < MT; ++j) {
-        unsigned p[4], r[4];
-        moe_dequant_bf16x2<BIAS>(w[j][0][i], p);
-        moe_dequant_bf16x2<BIAS>(w[j][1][i], r);
-        const float sg = moe_mma_scale(L, j, kMoeMmaSub * s + i, 0), sg8 = moe_mma_scale(L, j, kMoeMmaSub * s + i, 1);
-        const unsigned a0[4] = {p[0], r[0], p[1], r[1]}, a1[4] = {p[2], r[2], p[3], r[3]};
-#pragma unroll
-        for (int n = 0; n < NTILE; ++n) {
-          float d[4];
-          if constexpr (BIAS) {
-            const float4 c = bias[(X * NTILE + n) * 4 + q];
-            d[0] = c.x, d[1] = c.y, d[2] = c.z, d[3] = c.w;
-            moe_mma(d, a0, bh[n].x, bh[n].y);
-          } else {
-            moe_mma_zero(d, a0, bh[n].x, bh[n].y);
-          }
-          moe_mma(d, a0, bl[n].x, bl[n].y);
-          moe_mma(d, a1, bh[n].z, bh[n].w);
-          moe_mma(d, a1, bl[n].z, bl[n].w);
-          acc[j][n][0] = fmaf(sg, d[0], acc[j][n][0]);
-          acc[j][n][1] = fmaf(sg, d[1], acc[j][n][1]);
-          acc[j][n][2] = fmaf(sg8, d[2], acc[j][n][2]);
-          acc[j][n][3] = fmaf(sg8, d[3], acc[j][n][3]);
-        }
-      }
-    }
+    moe_mma_sub<MT, NTILE, G, BIAS>(
+        w, sb, [&](int j, int i, int h) { return moe_mma_scale(L, j, kMoeMmaSub * s + i, h); }, xs, bias, tok, acc);
   }
 }
 
-// moe_stream_tiles for MMA 1 and 2: the same tiles and PF ring (moe_ring_stream), in steps of 256
-// columns (MT 1) or 128 (MT 2), so a lane holds 4 16-byte loads a slot. emit(tile, acc) gets the
-// D fragments (moe_mma_math).
-template <int NTILE, int PF, int TILE, bool DIRECT, bool BIAS, class Rows, class Emit>
-__device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* tbuf, int nt, Rows t,
+// ---- The shared-memory ring (RING >= 2; see the doc block) ----------------------------------
+
+// cp.async.cg (sm_80+): 16 bytes from global straight into shared memory, not through registers;
+// !valid writes zeros (src-size 0: nothing read). STREAM: the weights (the host shim counts them
+// as streamed bytes), not their scales.
+template <bool STREAM>
+__device__ __forceinline__ void moe_cp_async16(uint4* dst, const void* src, bool valid) {
+#ifdef KP_HOST_SHIM
+  ::kplan::cuda_host::cp_async16(dst, src, valid ? 16u : 0u, STREAM);
+#else
+  unsigned a;
+  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(a) : "l"(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(a), "l"(src), "r"(valid ? 16 : 0) : "memory");
+#endif
+}
+__device__ __forceinline__ void moe_cp_async_commit() {
+#ifndef KP_HOST_SHIM
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void moe_cp_async_wait() {
+#ifndef KP_HOST_SHIM
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// A stage of a warp's ring (one m-tile, steps of 8 groups): the two sub-blocks' 16 rows x 4
+// groups in the transposition buffers' swizzled order (moe_mma_tb_slot), then the 16 A rows'
+// 8 bf16 scales of the step, 16 bytes a row.
+constexpr int kMoeRingStage = 2 * 64 + 16;  // uint4: 2304 bytes
+
+// Issues step `step`'s copies of the warp's m-tile (rows t) into `stage`: lane (g, q) copies
+// group q of each sub-block of A rows g and g + 8 into the slots ldmatrix reads (no stores from
+// registers), lanes 0..15 the scales of A row `lane`. Rows past the matrix copy zeros.
+template <class Rows>
+__device__ __forceinline__ void moe_ring_issue(const Rows& t, int step, uint4* stage) {
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int sb = 0; sb < 2; ++sb) {
+    const int gi = (2 * step + sb) * kMoeMmaSub + q;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const MoeMmaSrc r = moe_mma_src(t, 0, h, g);
+      moe_cp_async16<true>(stage + 64 * sb + moe_mma_tb_slot(g + 8 * h, q),
+                           static_cast<const uint4*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i))) + gi, t.valid(r.i));
+    }
+  }
+  if (lane < 16) {
+    const MoeMmaSrc r = moe_mma_src(t, 0, lane / 8, lane % 8);
+    moe_cp_async16<false>(stage + 128 + lane, moe_row_scale<Rows::K_DIM, 1>(r.s, t.row(r.i)) + 8 * step, t.valid(r.i));
+  }
+}
+
+// acc += step `step`'s 8 groups from a filled stage: ldmatrix straight from the copied slots, the
+// scales of A rows g and g + 8 as two 16-byte reads (the quad's lanes read the same bytes).
+template <int NTILE, int G, bool BIAS>
+__device__ __forceinline__ void moe_ring_math(const uint4* stage, int step, const uint4* xs, const float4* bias, int nt,
+                                              float (&acc)[1][NTILE][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4;
+  int tok[NTILE];
+  moe_mma_tokens<NTILE>(nt, tok);
+  const uint4 sc[2] = {stage[128 + g], stage[128 + 8 + g]};
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    unsigned w[1][2][4];
+    moe_ldsm_x4(w[0][0], stage + 64 * s + moe_mma_tb_slot(lane % 8, lane / 8));
+    moe_ldsm_x4(w[0][1], stage + 64 * s + moe_mma_tb_slot(8 + lane % 8, lane / 8));
+    moe_mma_sub<1, NTILE, G, BIAS>(
+        w, 2 * step + s,
+        [&](int, int i, int h) {
+          const int gi = kMoeMmaSub * s + i;  // group of the step: bf16 gi of A row g + 8 h's 16 bytes
+          const unsigned word = gi / 2 == 0 ? sc[h].x : gi / 2 == 1 ? sc[h].y : gi / 2 == 2 ? sc[h].z : sc[h].w;
+          return __uint_as_float(gi % 2 ? word & 0xffff0000u : word << 16);
+        },
+        xs, bias, tok, acc);
+  }
+}
+
+// The row tiles blockIdx.x, blockIdx.x + gridDim.x, ... as one sequence of STEPS steps each,
+// RING - 1 steps' copies in flight ahead of the math in the warp's RING stages of shared memory:
+// issue(stage, tile, step) copies a step in, math(stage, tile, step) consumes it, emit(tile)
+// follows a tile's last step. Every iteration commits one group (empty past the last step), so
+// waiting until RING - 1 groups remain in flight always means this step's copies have landed.
+template <int RING, int STEPS, class Issue, class Math, class Emit>
+__device__ __forceinline__ void moe_smem_ring_stream(int n_tiles, Issue issue, Math math, Emit emit) {
+  const int first = blockIdx.x, stride = gridDim.x;
+  if (first >= n_tiles) return;
+  const int total = (n_tiles - first + stride - 1) / stride * STEPS;
+#pragma unroll
+  for (int u = 0; u < RING - 1; ++u) {
+    if (u < total) issue(u, first + u / STEPS * stride, u % STEPS);
+    moe_cp_async_commit();
+  }
+  for (int s = 0; s < total; ++s) {
+    const int ahead = s + RING - 1;  // into the stage step s - 1 used: read by every lane (the __syncwarp below)
+    if (ahead < total) issue(ahead % RING, first + ahead / STEPS * stride, ahead % STEPS);
+    moe_cp_async_commit();
+    moe_cp_async_wait<RING - 1>();
+    __syncwarp();  // the other lanes' copies of this step have landed too
+    const int tile = first + s / STEPS * stride, step = s % STEPS;
+    math(s % RING, tile, step);
+    __syncwarp();
+    if (step == STEPS - 1) emit(tile);
+  }
+}
+
+// moe_stream_tiles for MMA 1..4: the same tiles, in steps of 256 columns (MT 1) or 128 (MT 2), so
+// a lane holds 4 16-byte loads a step. RING 0: the PF register ring (moe_ring_stream), the loads
+// transposed through the warp's two buffers at wbuf; RING >= 2 (MT 1): the shared-memory ring at
+// wbuf (RING stages a warp, moe_smem_ring_stream). emit(tile, acc) gets the D fragments.
+template <int NTILE, int PF, int RING, int TILE, bool DIRECT, bool BIAS, class Rows, class Emit>
+__device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* wbuf, int nt, Rows t,
                                                      Emit emit) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
   constexpr int SUBS = MT == 1 ? 2 : 1;
   constexpr int STEPS = (G + SUBS * kMoeMmaSub - 1) / (SUBS * kMoeMmaSub);
   static_assert(Rows::NR % 16 == 0, "MMA m-tiles of 16 rows");
-  // MMA 2: each lane loads its rows' scales (8 registers a step); MMA 1: the quad shares them by
-  // shuffles (2 registers: K2.6's down keeps two blocks an SM under 128 registers).
-  using Loads = typename MoeIf<DIRECT, MoeMmaLoads<MT, SUBS>, MoeMmaLoadsShfl<MT, SUBS>>::type;
-  uint4* tb = tbuf + 2 * 64 * (threadIdx.x / 32);  // the warp's two transposition buffers (16 rows x 4 groups)
-  unsigned flip = 0;
+  static_assert(RING == 0 || (MT == 1 && G % 8 == 0), "RING: one m-tile a warp, rows of whole steps (256 columns)");
   const int first0 = t.first;
+  auto rows_of = [&](int tile) {
+    Rows r = t;
+    r.first = first0 + tile * TILE;
+    return r;
+  };
   float acc[MT][NTILE][4];
   auto zero = [&] {
 #pragma unroll
@@ -897,19 +1036,40 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[j][n][e] = 0.f;
   };
+  auto emit_tile = [&](int tile) {
+    emit(tile, acc);
+    zero();
+  };
   zero();
-  moe_ring_stream<PF, STEPS, Loads>(
-      n_tiles,
-      [&](Loads& L, int tile, int c) {
-        Rows r = t;
-        r.first = first0 + tile * TILE;
-        moe_mma_load<MT, SUBS>(r, c, L);
-      },
-      [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS>(L, c, xs, bias, nt, tb, flip, acc); },
-      [&](int tile) {
-        emit(tile, acc);
-        zero();
-      });
+  if constexpr (RING >= 2) {
+    uint4* ring = wbuf + RING * kMoeRingStage * (threadIdx.x / 32);  // the warp's stages
+    moe_smem_ring_stream<RING, STEPS>(
+        n_tiles, [&](int stage, int tile, int c) { moe_ring_issue(rows_of(tile), c, ring + stage * kMoeRingStage); },
+        [&](int stage, int, int c) { moe_ring_math<NTILE, G, BIAS>(ring + stage * kMoeRingStage, c, xs, bias, nt, acc); }, emit_tile);
+  } else {
+    // MMA 2: each lane loads its rows' scales (8 registers a step); MMA 1: the quad shares them by
+    // shuffles (2 registers: K2.6's down keeps two blocks an SM under 128 registers).
+    using Loads = typename MoeIf<DIRECT, MoeMmaLoads<MT, SUBS>, MoeMmaLoadsShfl<MT, SUBS>>::type;
+    uint4* tb = wbuf + 2 * 64 * (threadIdx.x / 32);  // the warp's two transposition buffers (16 rows x 4 groups)
+    unsigned flip = 0;
+    moe_ring_stream<PF, STEPS, Loads>(
+        n_tiles, [&](Loads& L, int tile, int c) { moe_mma_load<MT, SUBS>(rows_of(tile), c, L); },
+        [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS>(L, c, xs, bias, nt, tb, flip, acc); }, emit_tile);
+  }
+}
+
+// The MMA path's per-warp weight buffers: RING 0, two 1 KiB transposition buffers a warp in static
+// shared memory; RING >= 2, the warps' rings in dynamic shared memory past the staged rows (and
+// MMA 3, 4's C fragments), where families/moe_grouped.cc's moe_smem_bytes counts them.
+template <int K, int WARPS, int NT, int MMA, int RING>
+__device__ __forceinline__ uint4* moe_weight_buffers(uint4* xm) {
+  if constexpr (RING >= 2) {
+    constexpr int staged = NT * ((K + kMoeChunk - 1) / kMoeChunk) * kMoeChunk * 4 + (MMA >= 3 ? K / 32 * ((NT + 7) / 8) * 64 : 0);
+    return xm + staged / 16;
+  } else {
+    __shared__ uint4 tbuf[WARPS * 2 * 64];
+    return tbuf;
+  }
 }
 
 // Stages the chunk's activation rows (row r at element offset rows[r], written by threads < NTC
@@ -948,10 +1108,10 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
 
 // MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
 // last one's row; their columns are dropped).
-template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS>
+template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS>
 __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                       const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
-                                                      int x_row_stride, uint4* xs, uint4* tbuf, i64* rows) {
+                                                      int x_row_stride, uint4* xs, uint4* wbuf, i64* rows) {
   constexpr int TILE = WARPS * ROWS, MT = ROWS / 8;
   const int nt = g.count;
   if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x] / TOPK) * x_row_stride;
@@ -978,15 +1138,16 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
     }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<H>(NT));
-  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS>((I + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS>((I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
+template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING>
 __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const void* w_gate, const void* w_gate_scale,
                                     const void* w_up, const void* w_up_scale, void* h, int n_tokens, int x_row_stride) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
   static_assert(W_FMT == 0 || H % 32 == 0, "INT4 rows hold whole groups of 32");
   static_assert(MMA == 0 || (W_FMT == 1 && ROWS % 8 == 0), "MMA: INT4, ROWS a multiple of 8 (8 gate + 8 up rows an m-tile)");
+  static_assert(RING == 0 || (MMA >= 1 && ROWS == 8 && H % 256 == 0), "RING: MMA, one m-tile a warp, rows of whole 256-column steps");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of H (the launch's smem_bytes)
@@ -1001,11 +1162,11 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
     if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
     if constexpr (MMA >= 1) {
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
-      __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
+      uint4* wbuf = moe_weight_buffers<H, WARPS, NT, MMA, RING>(xm);
       if (nt <= 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, tbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       }
       continue;
     } else {
@@ -1048,9 +1209,9 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
   moe_stream_tiles<NTC, PF, TILE>((H + TILE - 1) / TILE, xs, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int NTILE, bool DIRECT, bool BIAS>
+template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS>
 __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
-                                                   const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* tbuf,
+                                                   const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* wbuf,
                                                    i64* rows) {
   constexpr int TILE = WARPS * ROWS, MT = ROWS / 16;
   const int nt = g.count;
@@ -1080,15 +1241,16 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
       }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<I>(NT));
-  moe_stream_tiles_mma<NTILE, PF, TILE, DIRECT, BIAS>((H + TILE - 1) / TILE, xs, bias, tbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS>((H + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA>
+template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
   static_assert(W_FMT == 0 || I % 32 == 0, "INT4 rows hold whole groups of 32");
   static_assert(MMA == 0 || (W_FMT == 1 && ROWS % 16 == 0), "MMA: INT4, ROWS a multiple of 16 (an m-tile)");
+  static_assert(RING == 0 || (MMA >= 1 && ROWS == 16 && I % 256 == 0), "RING: MMA, one m-tile a warp, rows of whole 256-column steps");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of I (the launch's smem_bytes)
@@ -1103,11 +1265,11 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
     if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
     if constexpr (MMA >= 1) {
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
-      __shared__ uint4 tbuf[WARPS * 2 * 64];            // per warp: two 1 KiB transposition buffers
+      uint4* wbuf = moe_weight_buffers<I, WARPS, NT, MMA, RING>(xm);
       if (nt <= 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, tbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
       }
       continue;
     } else {

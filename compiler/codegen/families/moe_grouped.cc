@@ -6,9 +6,10 @@ namespace kplan::codegen {
 
 int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens) { return std::min(experts, n_tokens * top_k); }
 
-int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma) {
+int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma, int64_t warps, int64_t ring) {
   const int64_t c_fragments = mma >= 3 ? reduction / 32 * ceil_div(pairs, 8) * 64 : 0;  // MMA 3, 4
-  return pairs * ceil_div(reduction, 1024) * 1024 * 4 + c_fragments;
+  const int64_t rings = ring >= 2 ? warps * ring * kMoeRingStageBytes : 0;               // after them (moe_weight_buffers)
+  return pairs * ceil_div(reduction, 1024) * 1024 * 4 + c_fragments + rings;
 }
 
 namespace {
@@ -17,7 +18,8 @@ namespace {
 // gate + the same 8 up rows, so ROWS is 8 or 16; down: 16 rows, so ROWS is 16 or 32), the
 // chunk's pairs the n-tiles' columns (8 each: NT up to 16, two n-tiles), and each warp holds
 // two 1 KiB weight transposition buffers in static shared memory (moe_stream_tiles_mma).
-int64_t moe_mma_tbuf_bytes(const ParamValues& p) { return p.at("MMA") >= 1 ? p.at("WARPS") * 2 * 1024 : 0; }
+// RING >= 2 replaces them with the warps' rings of RING stages in dynamic shared memory.
+int64_t moe_mma_tbuf_bytes(const ParamValues& p) { return p.at("MMA") >= 1 && p.at("RING") == 0 ? p.at("WARPS") * 2 * 1024 : 0; }
 
 void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t mats) {
   require(p.at("E") >= 1 && p.at("TOPK") >= 1 && p.at("TOPK") <= p.at("E"), family, "needs 1 <= TOPK <= E");
@@ -36,11 +38,19 @@ void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t 
     require(p.at("NT") >= 1 && p.at("NT") <= 8, family, "NT must be 1..8");
   }
   require(p.at("PF") >= 0 && p.at("PF") <= 3, family, "PF (steps of loads in flight ahead of the math) must be 0..3");
+  const int64_t ring = p.at("RING");
+  require(ring == 0 || (ring >= 2 && ring <= 8), family, "RING (shared-memory stages a warp) must be 0 (the PF register ring) or 2..8");
+  if (ring >= 2) {
+    require(p.at("MMA") >= 1, family, "RING is the tensor-core path's (MMA 1..4)");
+    require(p.at("ROWS") == 16 / mats, family, mats == 2 ? "RING: ROWS must be 8 (one m-tile a warp)" : "RING: ROWS must be 16 (one m-tile a warp)");
+    require(k % 256 == 0, family, "RING needs a reduction dim that is a multiple of 256 (whole steps of 8 groups)");
+    require(p.at("PF") == 0, family, "RING replaces PF's register ring: PF must be 0");
+  }
   require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
-  // The staged activations, the MMA transposition buffers and the block's static few hundred
-  // bytes within sm_90's 227 KiB.
-  require(moe_smem_bytes(k, p.at("NT"), p.at("MMA")) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
-          "NT staged rows of the reduction dim exceed 224 KiB of shared memory");
+  // The staged activations, the MMA transposition buffers or rings and the block's static few
+  // hundred bytes within sm_90's 227 KiB.
+  require(moe_smem_bytes(k, p.at("NT"), p.at("MMA"), p.at("WARPS"), ring) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
+          "NT staged rows of the reduction dim (and the warps' RING stages) exceed 224 KiB of shared memory");
 }
 
 // grid (blocks per expert, expert slots, pair chunk blocks), one block of WARPS warps, ROWS rows
@@ -69,7 +79,8 @@ LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows
       std::max<int64_t>(ceil_div(kernel_param(k, "BLOCKS"), expected * chunks), ceil_div(tiles, kMaxTilesPerBlock)), 1, tiles);
   const int64_t per_block = ceil_div(tiles, wanted);  // tiles per block, then as few blocks as that needs
   d.grid = {ceil_div(tiles, per_block), static_cast<uint32_t>(slots), static_cast<uint32_t>(chunks)};
-  d.smem_bytes = static_cast<uint32_t>(moe_smem_bytes(reduction, nt, kernel_param(k, "MMA")));
+  d.smem_bytes = static_cast<uint32_t>(
+      moe_smem_bytes(reduction, nt, kernel_param(k, "MMA"), kernel_param(k, "WARPS"), kernel_param(k, "RING")));
   return d;
 }
 
@@ -90,7 +101,7 @@ const Family& family() {
       .function = "kp::moe_grouped_gate_up",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
-                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma")},
+                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -116,7 +127,7 @@ const Family& family() {
       .function = "kp::moe_grouped_down",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
-                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma")},
+                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

@@ -231,8 +231,8 @@ int64_t moe_wide_min_tokens(std::string_view arch) {
 
 ParamValues moe_wide_tuning(std::string_view arch, bool down) {
   if (moe_wide_min_tokens(arch) == 0) throw Error("moe_wide_tuning: " + std::string(arch) + " has no many-token MoE tuning");
-  if (down) return {{"WARPS", 8}, {"ROWS", 32}, {"NT", 16}, {"PF", 1}, {"BLOCKS", 264}, {"MMA", 1}};
-  return {{"WARPS", 8}, {"ROWS", 16}, {"NT", 4}, {"PF", 1}, {"BLOCKS", 264}, {"MMA", 1}};
+  if (down) return {{"WARPS", 8}, {"ROWS", 32}, {"NT", 16}, {"PF", 1}, {"BLOCKS", 264}, {"MMA", 1}, {"RING", 0}};
+  return {{"WARPS", 8}, {"ROWS", 16}, {"NT", 4}, {"PF", 1}, {"BLOCKS", 264}, {"MMA", 1}, {"RING", 0}};
 }
 
 }  // namespace kplan::codegen

@@ -57,6 +57,7 @@ const TuningTable& sm90_tuning() {
          } else {
            set(p, "WARPS", 8); set(p, "ROWS", 1); set(p, "NT", 2); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
+         set(p, "RING", 0);
        }},
       {"moe_grouped_down", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
@@ -64,6 +65,7 @@ const TuningTable& sm90_tuning() {
          } else {
            set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 3); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
+         set(p, "RING", 0);
        }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},
       {"swiglu", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("I"))); }},

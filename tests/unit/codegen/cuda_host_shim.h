@@ -2,8 +2,9 @@
 // Runs a kernel template's CUDA source on the host, for tests without a GPU: one std::thread per
 // CUDA thread of a block (a pool per launch), blocks one after another, __syncthreads and the
 // warp intrinsics as barriers over the block / the warp; the warp-collective mma.sync and
-// ldmatrix of moe_grouped.cuh's MMA path as emulations of their PTX fragment layouts (the
-// template calls them under KP_HOST_SHIM). Only the subset the templates tested this way use
+// ldmatrix of moe_grouped.cuh's MMA path as emulations of their PTX fragment layouts, cp.async
+// as an immediate copy (its commit and wait then nothing to do) (the template calls them under
+// KP_HOST_SHIM). Only the subset the templates tested this way use
 // (kernels_templates/moe_grouped.cuh, mla_split.cuh): include this, then the template. The
 // template's `__shared__` variables become function statics (one per instantiation, shared by
 // the pool), so a launch must finish before the next begins. Streaming loads (__ldcs) are
@@ -138,6 +139,17 @@ inline void ldmatrix_x4(unsigned (&r)[4], const void* row) {
     std::memcpy(&r[i], p + 4 * (lane % 4), 4);
   }
   warp_barrier().arrive_and_wait();
+}
+
+// cp.async.cg ... 16, src-size: 16 bytes copied at once (src_bytes 16) or zeros written (0);
+// `stream` reports the copy to on_stream_load as __ldcs does (the weights, not their scales).
+inline void cp_async16(void* dst, const void* src, unsigned src_bytes, bool stream) {
+  if (src_bytes == 0) {
+    std::memset(dst, 0, 16);
+    return;
+  }
+  if (stream && on_stream_load) on_stream_load(src, 16);
+  std::memcpy(dst, src, 16);
 }
 
 // grid.x * grid.y * grid.z blocks of `threads` threads, each running body(), with smem_bytes of

@@ -1182,6 +1182,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   struct Tuning {
     int64_t rows, nt, pf, blocks;  // rows 0: the arch's heuristics
     int64_t mma = 0, warps = 0;  // warps 0: the arch's heuristics
+    int64_t ring = 0;            // shared-memory stages a warp (cp.async), 0: the PF register ring
   };
   struct Variant {
     Tuning gu, dn;
@@ -1200,9 +1201,15 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
       {{8, 4, 2, 132, 1, 16}, {16, 8, 2, 264, 1}}, {{8, 4, 3, 132, 1, 16}, {16, 8, 3, 264, 1}},
       // The default's 128 + q forms (gate/up MMA 3, down MMA 4: the bias in the MMA's C), together and each alone.
       {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 4}}, {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 1}},
-      {{8, 4, 1, 132, 2, 16}, {16, 8, 1, 264, 4}}};
+      {{8, 4, 1, 132, 2, 16}, {16, 8, 1, 264, 4}},
+      // The shared-memory ring (RING stages of 2 KiB + scales a warp, cp.async): 16 warps an SM
+      // with NT 4 / 2 / 1 staged pairs beside 3 / 4 / 5 stages; 8-warp blocks, two an SM; down
+      // with NT 8 (one block an SM) or 4, 2 (two).
+      {{8, 4, 0, 132, 2, 16, 3}, {16, 8, 0, 264, 1, 8, 3}}, {{8, 2, 0, 132, 2, 16, 4}, {16, 4, 0, 264, 1, 8, 3}},
+      {{8, 1, 0, 132, 2, 16, 5}, {16, 4, 0, 264, 2, 8, 4}}, {{8, 2, 0, 264, 2, 8, 3}, {16, 2, 0, 264, 1, 8, 6}},
+      {{8, 4, 0, 132, 2, 8, 4}, {16, 8, 0, 132, 1, 16, 3}}, {{8, 4, 0, 132, 3, 16, 3}, {16, 8, 0, 264, 4, 8, 3}}};
   auto tuned = [&](ParamValues p, const Tuning& t) {
-    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma;
+    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma, p["RING"] = t.ring;
     if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
@@ -1220,17 +1227,20 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   // CPU checks at K2.6 width take most of this test's minutes).
   const char* only = std::getenv("KPLAN_MOE_VARIANTS");
   // KPLAN_MOE_VARIANTS=pf: the heuristics' instance and the deeper load rings (PF 2, 3) only;
-  // =bias: the heuristics' instance and the 128 + q forms (MMA 3, 4) only.
+  // =bias: the heuristics' instance and the 128 + q forms (MMA 3, 4) only; =ring: the
+  // heuristics' instance and the shared-memory rings only.
   const bool mma_only = only && std::string(only) == "mma";
   const bool pf_only = only && std::string(only) == "pf";
   const bool bias_only = only && std::string(only) == "bias";
-  if (only && !mma_only && !pf_only && !bias_only) FAIL() << "KPLAN_MOE_VARIANTS: mma, pf or bias, not " << only;
+  const bool ring_only = only && std::string(only) == "ring";
+  if (only && !mma_only && !pf_only && !bias_only && !ring_only) FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias or ring, not " << only;
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
-    if (bias_only && v.gu.rows && v.gu.mma < 3 && v.dn.mma < 3) continue;
+    if (bias_only && v.gu.rows && (v.gu.ring || v.dn.ring || (v.gu.mma < 3 && v.dn.mma < 3))) continue;
+    if (ring_only && v.gu.rows && !v.gu.ring) continue;
     for (int64_t T : {1, 2, 4, 8, 16, 64}) {
       if (v.gu.rows && T == 64) continue;  // the variants' CPU checks at 1..16 tokens only
       std::vector<int32_t> ids;

@@ -225,6 +225,22 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
               instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 8}, {"MMA", 1}, {"PF", 4}});
             }).find("PF (steps of loads in flight ahead of the math) must be 0..3"),
             std::string::npos);
+  // The shared-memory ring: 2..8 stages, the MMA path's, one m-tile a warp, whole 256-column
+  // steps, PF 0, and its stages counted in the shared memory (16 warps x 4 stages beside NT 4 at
+  // K2.6's H: 112 + 144 KiB do not fit; 3 stages, 108 KiB, do).
+  auto ring = [](ParamValues p) {
+    p.insert({{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"X_DT", 0}, {"WARPS", 16}, {"ROWS", 8}, {"NT", 4}, {"PF", 0},
+              {"MMA", 2}});
+    return instantiate("moe_grouped_gate_up", p, "sm_90");
+  };
+  EXPECT_EQ(message([&] { ring({{"RING", 3}}); }), "no error");
+  EXPECT_NE(message([&] { ring({{"RING", 1}}); }).find("RING (shared-memory stages a warp) must be 0 (the PF register ring) or 2..8"), std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 9}}); }).find("must be 0 (the PF register ring) or 2..8"), std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 4}}); }).find("224 KiB"), std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 3}, {"ROWS", 16}}); }).find("RING: ROWS must be 8 (one m-tile a warp)"), std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 3}, {"PF", 1}}); }).find("RING replaces PF's register ring: PF must be 0"), std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 3}, {"MMA", 0}, {"ROWS", 1}}); }).find("RING is the tensor-core path's (MMA 1..4)"), std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 2}, {"H", 7200}}); }).find("a multiple of 256"), std::string::npos);
 }
 
 TEST(CodegenInstantiate, EveryFamilySignatureMatchesItsHeaderDoc) {

@@ -87,7 +87,7 @@ struct ReadCounter {
 // GX: blocks per expert (grid.x) at most; fewer than the row tiles make each block stream several.
 // GZ: blocks an expert's pair chunks are dealt over (grid.z). GROWS / DROWS: gate/up's and
 // down's rows per warp (they differ with MMA 1: 8 gate + 8 up rows, 16 down rows an m-tile).
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA, int RING>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
@@ -97,22 +97,23 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
   cuda_host::launch(
       std::min(GX, gu_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
+        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, RING>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
                                                                                      u.scale.data(), h.data(), T, H);
       },
-      moe_smem_bytes(H, NT, MMA), GZ);
+      moe_smem_bytes(H, NT, MMA, WARPS, RING), GZ);
   cuda_host::launch(
       std::min(GX, dn_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
+        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA, RING>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
                                                                           partial.data(), T);
       },
-      moe_smem_bytes(I, NT, MMA), GZ);
+      moe_smem_bytes(I, NT, MMA, WARPS, RING), GZ);
   cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), out.data(), T, H); });
   return out;
 }
 
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA,
+          int RING = 0>
 void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads, double tol) {
   const int64_t T = static_cast<int64_t>(ids.size()) / K;
   const Stack g = make_stack(E, I, H, W_FMT, seed), u = make_stack(E, I, H, W_FMT, seed + 1), d = make_stack(E, H, I, W_FMT, seed + 2);
@@ -125,7 +126,7 @@ void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<st
   for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
   counter.E = E;
   cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
-  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA>(g, u, d, x, ids, weights, y0);
+  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, RING>(g, u, d, x, ids, weights, y0);
   cuda_host::on_stream_load = nullptr;
   if (reads) *reads = counter.bytes;
 
@@ -140,7 +141,8 @@ void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<st
   xm.data = x;
   std::vector<float> want = cpu::moe_experts(xm, r, experts).data;
   for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
-  EXPECT_LT(relative_error(got, want), tol) << "H " << H << " I " << I << " W_FMT " << W_FMT << " MMA " << MMA << " NT " << NT << " tokens " << T;
+  EXPECT_LT(relative_error(got, want), tol) << "H " << H << " I " << I << " W_FMT " << W_FMT << " MMA " << MMA << " RING " << RING << " NT " << NT
+                                                 << " tokens " << T;
 }
 
 // The CUDA-core path (MMA 0): one ROWS for both kernels, f32 FMAs (summation order only).
@@ -163,6 +165,15 @@ template <int H, int I, int E, int K, int WARPS, int GROWS, int DROWS, int NT, i
 void check_step_mma_biased(const std::vector<int32_t>& ids, uint64_t seed) {
   check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, 3>(ids, seed, nullptr, 1e-4);
   check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, 4>(ids, seed, nullptr, 1e-4);
+}
+
+// The shared-memory ring (RING stages a warp, cp.async; one m-tile a warp: gate/up 8 rows, down
+// 16) with both scale schemes' math and a 128 + q form: the same results as the register ring.
+template <int H, int I, int E, int K, int WARPS, int NT, int RING, unsigned GX = 1u << 30, unsigned GZ = 1>
+void check_step_ring(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads = nullptr) {
+  check_step_with<H, I, E, K, 1, WARPS, 8, 16, NT, 0, GX, GZ, 2, RING>(ids, seed, reads, 1e-4);
+  check_step_with<H, I, E, K, 1, WARPS, 8, 16, NT, 0, GX, GZ, 1, RING>(ids, seed, nullptr, 1e-4);
+  check_step_with<H, I, E, K, 1, WARPS, 8, 16, NT, 0, GX, GZ, 4, RING>(ids, seed, nullptr, 1e-4);
 }
 
 // INT4, 3 tokens x top-2 over 6 experts: experts 1 and 2 chosen by two tokens each (one pair
@@ -320,6 +331,37 @@ TEST(MoeGroupedOnHost, MmaStreamsEachExpertOncePerNtPairs) {
     }
     for (int64_t e : {0, 2, 4}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 0) << "expert " << e;
   }
+}
+
+// The shared-memory ring against the CPU op: ragged row tiles (gate/up 5 warps x 8 rows over
+// I = 256, down 5 x 16 over H = 512), one and two n-tiles (NT 3, 9, 16), rings of 2 to 4 stages
+// whose steps cross tile boundaries (a block streams several tiles: GX 1, 2), clamped ids,
+// chunks over grid.z, and a reduction of one step (H or I = 256).
+TEST(MoeGroupedOnHost, RingMatchesTheCpuOp) {
+  const std::vector<int32_t> ids = {2, 0, 1, 2, 3, 0, 2, 9, -1, 2, 1, 0, 2, 3, 0, 2, 1, 9, 2, 0, 3};
+  check_step_ring<512, 256, 4, 3, 5, 3, 2>(ids, 71);
+  check_step_ring<512, 256, 4, 3, 5, 9, 3, 1>(ids, 72);
+  check_step_ring<768, 256, 4, 3, 4, 16, 4, 2, 2>(ids, 73);
+  check_step_ring<256, 512, 4, 3, 2, 4, 3, 1>(ids, 74);
+}
+
+// The ring streams each chosen expert once per NT pairs, the others never: every weight byte
+// through cp.async (the host shim counts them as streamed), none twice.
+TEST(MoeGroupedOnHost, RingStreamsEachExpertOncePerNtPairs) {
+  constexpr int H = 512, I = 256, E = 6;
+  std::vector<int32_t> ids(20, 3);
+  ids[4] = 1, ids[13] = 40;  // 40 -> 5
+  std::map<std::pair<int, int64_t>, int64_t> reads;
+  check_step_ring<H, I, E, 1, 2, 8, 3, 1>(ids, 75, &reads);
+  const int64_t passes = (18 + 8 - 1) / 8;
+  EXPECT_EQ((reads[{0, 3}]), passes * I * H / 2);
+  EXPECT_EQ((reads[{1, 3}]), passes * I * H / 2);
+  EXPECT_EQ((reads[{2, 3}]), passes * H * I / 2);
+  for (int64_t e : {1, 5}) {
+    EXPECT_EQ((reads[{0, e}]), I * H / 2) << "expert " << e;
+    EXPECT_EQ((reads[{2, e}]), H * I / 2) << "expert " << e;
+  }
+  for (int64_t e : {0, 2, 4}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 0) << "expert " << e;
 }
 
 }  // namespace
