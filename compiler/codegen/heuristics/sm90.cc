@@ -51,14 +51,13 @@ const TuningTable& sm90_tuning() {
       // Gate/up's lanes load their own scales (MMA 2: no shuffles in the math, 124 registers at
       // one block an SM); down shares them over the quad (MMA 1: 106 registers, two blocks an SM).
       // A caller that gives ROWS (a measured variant) tunes the rest itself from the CUDA-core defaults.
-      // The INT4 steps in flight sit in a shared-memory ring (RING 3: cp.async, two steps ahead of
-      // the math) where the reduction dim is whole 256-column steps, else in the PF 1 register ring.
-      // A caller or KPLAN_TUNE giving RING decides (sm120.cc gives 0: its 99 KiB a block).
+      // The INT4 steps in flight sit in the PF 1 register ring; a caller or KPLAN_TUNE giving RING
+      // >= 2 moves them to the shared-memory ring (cp.async) and takes PF 0 with it. Not the default
+      // until measured on the H200 (sm120.cc gives RING 0: its 99 KiB a block).
       {"moe_grouped_gate_up", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
-           const bool ring = p.count("RING") ? p.at("RING") >= 2 : p.at("H") % 256 == 0;
+           const bool ring = p.count("RING") && p.at("RING") >= 2;
            set(p, "WARPS", 16); set(p, "ROWS", 8); set(p, "NT", 4); set(p, "PF", ring ? 0 : 1); set(p, "BLOCKS", 132); set(p, "MMA", 2);
-           set(p, "RING", ring ? 3 : 0);
          } else {
            set(p, "WARPS", 8); set(p, "ROWS", 1); set(p, "NT", 2); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
@@ -66,9 +65,8 @@ const TuningTable& sm90_tuning() {
        }},
       {"moe_grouped_down", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
-           const bool ring = p.count("RING") ? p.at("RING") >= 2 : p.at("I") % 256 == 0;
+           const bool ring = p.count("RING") && p.at("RING") >= 2;
            set(p, "WARPS", 8); set(p, "ROWS", 16); set(p, "NT", 8); set(p, "PF", ring ? 0 : 1); set(p, "BLOCKS", 264); set(p, "MMA", 1);
-           set(p, "RING", ring ? 3 : 0);
          } else {
            set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 3); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }

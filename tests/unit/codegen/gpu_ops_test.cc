@@ -1203,11 +1203,12 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
       // The default's 128 + q forms (gate/up MMA 3, down MMA 4: the bias in the MMA's C), together and each alone.
       {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 4}}, {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 1}},
       {{8, 4, 1, 132, 2, 16}, {16, 8, 1, 264, 4}},
-      // The PF 1 register ring (the default until 2026-12-05) and the shared-memory ring (RING
-      // stages of 2 KiB + scales a warp, cp.async; the default's RING 3 at K2.6): 16 warps an SM
+      // The PF 1 register ring (the default's) and the shared-memory ring (RING stages of 2 KiB +
+      // scales a warp, cp.async): 16 warps an SM
       // with NT 4 / 2 / 1 staged pairs beside 3 / 4 / 5 stages; 8-warp blocks, two an SM; down
       // with NT 8 (one block an SM) or 4, 2 (two).
-      {{8, 4, 1, 132, 2, 16, 0}, {16, 8, 1, 264, 1, 8, 0}, true}, {{8, 2, 0, 132, 2, 16, 4}, {16, 4, 0, 264, 1, 8, 3}},
+      {{8, 4, 1, 132, 2, 16, 0}, {16, 8, 1, 264, 1, 8, 0}, true}, {{8, 4, 0, 132, 2, 16, 3}, {16, 8, 0, 264, 1, 8, 3}},
+      {{8, 2, 0, 132, 2, 16, 4}, {16, 4, 0, 264, 1, 8, 3}},
       {{8, 1, 0, 132, 2, 16, 5}, {16, 4, 0, 264, 2, 8, 4}}, {{8, 2, 0, 264, 2, 8, 3}, {16, 2, 0, 264, 1, 8, 6}},
       {{8, 4, 0, 132, 2, 8, 4}, {16, 8, 0, 132, 1, 16, 3}}, {{8, 4, 0, 132, 3, 16, 3}, {16, 8, 0, 264, 4, 8, 3}}};
   auto tuned = [&](ParamValues p, const Tuning& t) {

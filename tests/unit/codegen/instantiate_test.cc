@@ -330,12 +330,15 @@ TEST(CodegenLaunchGeometry, GridsFollowTheTemplateDocs) {
   EXPECT_EQ(launch_dims(down, 3).grid, (std::array<uint32_t, 3>{16, 6, 1}));  // 16 rows of H per block (8 warps x 2)
   EXPECT_EQ(launch_dims(down, 3).smem_bytes, 3u * 4096);
   // K2.6 width at 1 token (8 experts), INT4 on the tensor cores (sm90.cc): gate/up BLOCKS 132 over
-  // 8 experts, 16 a expert; NT 4 staged rows of H as bf16 hi + lo (4 bytes an element), then the
-  // 16 warps' 3 ring stages of 2304 bytes. Down: 56 tiles of 128 rows (16 a warp, 8 warps) dealt
-  // evenly over at most 33 blocks, 2 a block.
+  // 8 experts, 16 a expert; NT 4 staged rows of H as bf16 hi + lo (4 bytes an element). Down: 56
+  // tiles of 128 rows (16 a warp, 8 warps) dealt evenly over at most 33 blocks, 2 a block. With
+  // RING 3 the 16 warps' 3 stages of 2304 bytes follow the staged rows.
   const KernelSource k26_up = moe_grouped_gate_up_kernel(7168, 2048, 384, 8, true, ElemType::F32, "sm_90");
   EXPECT_EQ(launch_dims(k26_up, 1).grid, (std::array<uint32_t, 3>{16, 8, 1}));
-  EXPECT_EQ(launch_dims(k26_up, 1).smem_bytes, 4u * 7168 * 4 + 16 * 3 * 2304);
+  EXPECT_EQ(launch_dims(k26_up, 1).smem_bytes, 4u * 7168 * 4);
+  const KernelSource k26_ring = moe_grouped_gate_up_kernel(7168, 2048, 384, 8, true, ElemType::F32, "sm_90", {{"RING", 3}});
+  EXPECT_EQ(kernel_param(k26_ring, "PF"), 0);  // the ring replaces the register ring
+  EXPECT_EQ(launch_dims(k26_ring, 1).smem_bytes, 4u * 7168 * 4 + 16 * 3 * 2304);
   EXPECT_EQ(launch_dims(moe_grouped_down_kernel(7168, 2048, 384, 8, true, "sm_90"), 1).grid, (std::array<uint32_t, 3>{28, 8, 1}));
   // 64 tokens: 384 slots, 8 pairs an expert expected: 2 chunks of NT 4 over grid.z, 2 blocks an
   // expert (132 over 64 expected experts).
