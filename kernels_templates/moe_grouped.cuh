@@ -820,6 +820,10 @@ __device__ __forceinline__ int moe_mma_tb_slot(int a, int i) { return a * 4 + (i
 // 4 groups, w[j][h][i] being word q of group 4 sb + i of A row g + 8 h (after the transposition)
 // and scale(j, i, h) its scale: per group 2 words dequantised (moe_dequant_bf16x2), its two
 // k-steps into a temp (hi and lo activations: 4 MMAs per n-tile), then acc += scale * temp.
+// The shared-memory ring's math (moe_ring_math). moe_mma_math below holds the same loop inline:
+// written through this function, the register ring's sm_90 code changed (1199 of 1848 gate/up
+// instructions, same registers), and that code is the one the H200 has checked and measured; the
+// two become one when the ring is measured and one of them is the default.
 template <int MT, int NTILE, int G, bool BIAS, class Scale>
 __device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int sb, Scale scale, const uint4* xs, const float4* bias,
                                             const int (&tok)[NTILE], float (&acc)[MT][NTILE][4]) {
@@ -880,7 +884,8 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
                                              unsigned& flip, float (&acc)[MT][NTILE][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   int tok[NTILE];
-  moe_mma_tokens<NTILE>(nt, tok);
+#pragma unroll
+  for (int n = 0; n < NTILE; ++n) tok[n] = 8 * n + g < nt ? 8 * n + g : nt - 1;  // columns past nt: dropped
 #pragma unroll
   for (int s = 0; s < SUBS; ++s) {
     const int sb = step * SUBS + s;
@@ -896,8 +901,43 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
       moe_ldsm_x4(w[j][0], buf + moe_mma_tb_slot(lane % 8, lane / 8));
       moe_ldsm_x4(w[j][1], buf + moe_mma_tb_slot(8 + lane % 8, lane / 8));
     }
-    moe_mma_sub<MT, NTILE, G, BIAS>(
-        w, sb, [&](int j, int i, int h) { return moe_mma_scale(L, j, kMoeMmaSub * s + i, h); }, xs, bias, tok, acc);
+#pragma unroll
+    for (int i = 0; i < kMoeMmaSub; ++i) {
+      const int X = sb * kMoeMmaSub + i;
+      if (X >= G) break;  // uniform
+      uint4 bh[NTILE], bl[NTILE];
+#pragma unroll
+      for (int n = 0; n < NTILE; ++n) {
+        bh[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 0)];
+        bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
+      }
+#pragma unroll
+      for (int j = 0; j < MT; ++j) {
+        unsigned p[4], r[4];
+        moe_dequant_bf16x2<BIAS>(w[j][0][i], p);
+        moe_dequant_bf16x2<BIAS>(w[j][1][i], r);
+        const float sg = moe_mma_scale(L, j, kMoeMmaSub * s + i, 0), sg8 = moe_mma_scale(L, j, kMoeMmaSub * s + i, 1);
+        const unsigned a0[4] = {p[0], r[0], p[1], r[1]}, a1[4] = {p[2], r[2], p[3], r[3]};
+#pragma unroll
+        for (int n = 0; n < NTILE; ++n) {
+          float d[4];
+          if constexpr (BIAS) {
+            const float4 c = bias[(X * NTILE + n) * 4 + q];
+            d[0] = c.x, d[1] = c.y, d[2] = c.z, d[3] = c.w;
+            moe_mma(d, a0, bh[n].x, bh[n].y);
+          } else {
+            moe_mma_zero(d, a0, bh[n].x, bh[n].y);
+          }
+          moe_mma(d, a0, bl[n].x, bl[n].y);
+          moe_mma(d, a1, bh[n].z, bh[n].w);
+          moe_mma(d, a1, bl[n].z, bl[n].w);
+          acc[j][n][0] = fmaf(sg, d[0], acc[j][n][0]);
+          acc[j][n][1] = fmaf(sg, d[1], acc[j][n][1]);
+          acc[j][n][2] = fmaf(sg8, d[2], acc[j][n][2]);
+          acc[j][n][3] = fmaf(sg8, d[3], acc[j][n][3]);
+        }
+      }
+    }
   }
 }
 
@@ -1058,18 +1098,12 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
   }
 }
 
-// The MMA path's per-warp weight buffers: RING 0, two 1 KiB transposition buffers a warp in static
-// shared memory; RING >= 2, the warps' rings in dynamic shared memory past the staged rows (and
-// MMA 3, 4's C fragments), where families/moe_grouped.cc's moe_smem_bytes counts them.
-template <int K, int WARPS, int NT, int MMA, int RING>
-__device__ __forceinline__ uint4* moe_weight_buffers(uint4* xm) {
-  if constexpr (RING >= 2) {
-    constexpr int staged = NT * ((K + kMoeChunk - 1) / kMoeChunk) * kMoeChunk * 4 + (MMA >= 3 ? K / 32 * ((NT + 7) / 8) * 64 : 0);
-    return xm + staged / 16;
-  } else {
-    __shared__ uint4 tbuf[WARPS * 2 * 64];
-    return tbuf;
-  }
+// The warps' rings (RING >= 2) in dynamic shared memory: past the staged rows (and MMA 3, 4's C
+// fragments), where families/moe_grouped.cc's moe_smem_bytes counts them.
+template <int K, int NT, int MMA>
+__device__ __forceinline__ uint4* moe_ring_buffers(uint4* xm) {
+  constexpr int staged = NT * ((K + kMoeChunk - 1) / kMoeChunk) * kMoeChunk * 4 + (MMA >= 3 ? K / 32 * ((NT + 7) / 8) * 64 : 0);
+  return xm + staged / 16;
 }
 
 // Stages the chunk's activation rows (row r at element offset rows[r], written by threads < NTC
@@ -1162,7 +1196,8 @@ __device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const v
     if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
     if constexpr (MMA >= 1) {
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
-      uint4* wbuf = moe_weight_buffers<H, WARPS, NT, MMA, RING>(xm);
+      __shared__ uint4 tbuf[RING >= 2 ? 1 : WARPS * 2 * 64];  // RING 0: per warp two 1 KiB transposition buffers
+      uint4* wbuf = RING >= 2 ? moe_ring_buffers<H, NT, MMA>(xm) : tbuf;
       if (nt <= 8) {
         moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
@@ -1265,7 +1300,8 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
     if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
     if constexpr (MMA >= 1) {
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
-      uint4* wbuf = moe_weight_buffers<I, WARPS, NT, MMA, RING>(xm);
+      __shared__ uint4 tbuf[RING >= 2 ? 1 : WARPS * 2 * 64];  // RING 0: per warp two 1 KiB transposition buffers
+      uint4* wbuf = RING >= 2 ? moe_ring_buffers<I, NT, MMA>(xm) : tbuf;
       if (nt <= 8) {
         moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
