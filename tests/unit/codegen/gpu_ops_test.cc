@@ -1167,28 +1167,20 @@ TEST(GpuOps, MoeGroupedSharedExpertsOddTilesClampedIds) {
   }
 }
 
-// Kimi K2.6 width: H 7168, I 2048, 384 INT4 experts, top-8, at 1, 2, 4, 8, 16 and 64 tokens;
-// the step's pairs choose among 16 experts (as a verify tree's tokens share experts), the others
-// stay zero bytes. Also prints each step's time and bandwidth over the bytes of the experts
-// touched (median of 20 runs of the three launches; target >= 65% of 4.3 TB/s), for the arch's
-// tuning and for a few other (ROWS, NT, PF, BLOCKS, MMA) choices of the two expert kernels
-// (each checked too, at 1..16 tokens): MMA 1 is the tensor-core path.
-TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
-  REQUIRE_GPU();
-  const int64_t H = 7168, I = 2048, E = 384, K = 8;
-  std::vector<int32_t> pool;
-  for (int32_t e = 0; e < 16; ++e) pool.push_back(e * 23 + 5);  // 16 experts spread over the stack
-  const DeviceExperts d = make_experts(*gpu, E, H, I, true, pool);
-  struct Tuning {
-    int64_t rows, nt, pf, blocks;  // rows 0: the arch's heuristics
-    int64_t mma = 0, warps = 0;  // warps 0: the arch's heuristics
-    int64_t ring = 0;            // shared-memory stages a warp (cp.async), 0: the PF register ring
-  };
-  struct Variant {
-    Tuning gu, dn;
-    bool ring_baseline = false;  // timed beside the rings (KPLAN_MOE_VARIANTS=ring)
-  };
-  const std::vector<Variant> variants = {
+// One expert kernel's tuning in GpuOps.MoeGroupedKimiK26WidthInt4's variants.
+struct K26Int4Tuning {
+  int64_t rows, nt, pf, blocks;  // rows 0: the arch's heuristics
+  int64_t mma = 0, warps = 0;    // warps 0: the arch's heuristics
+  int64_t ring = 0;              // shared-memory stages a warp (cp.async), 0: the PF register ring
+};
+struct K26Int4Variant {
+  K26Int4Tuning gu, dn;
+  bool ring_baseline = false;  // timed beside the rings (KPLAN_MOE_VARIANTS=ring)
+};
+
+// The variants GpuOps.MoeGroupedKimiK26WidthInt4 checks and times (the first: the arch's tuning).
+const std::vector<K26Int4Variant>& k26_int4_variants() {
+  static const std::vector<K26Int4Variant> variants = {
       {{0, 0, 0, 0}, {0, 0, 0, 0}},          {{2, 2, 1, 528}, {4, 3, 0, 528}},  // two waves
       {{2, 2, 0, 264}, {4, 3, 1, 264}},      {{4, 2, 1, 264}, {8, 2, 0, 264}},  // PF swapped; more rows a warp
       {{2, 3, 1, 264}, {2, 3, 1, 264}},      {{1, 2, 1, 396}, {2, 2, 1, 396}},  // fewer rows a warp: 3 blocks an SM
@@ -1204,25 +1196,53 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
       {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 4}}, {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 1}},
       {{8, 4, 1, 132, 2, 16}, {16, 8, 1, 264, 4}},
       // The PF 1 register ring (the default's) and the shared-memory ring (RING stages of 2 KiB +
-      // scales a warp, cp.async): 16 warps an SM
-      // with NT 4 / 2 / 1 staged pairs beside 3 / 4 / 5 stages; 8-warp blocks, two an SM; down
-      // with NT 8 (one block an SM) or 4, 2 (two).
+      // scales a warp, cp.async): 16 warps an SM with NT 4 / 2 / 1 staged pairs beside 3 / 4 / 5
+      // stages; 8-warp blocks, two an SM; down
+      // with NT 8 (one block an SM) or 4, 2 (two); the 128 + q forms (gate/up's C fragments leave
+      // room for NT 2 beside 3 stages).
       {{8, 4, 1, 132, 2, 16, 0}, {16, 8, 1, 264, 1, 8, 0}, true}, {{8, 4, 0, 132, 2, 16, 3}, {16, 8, 0, 264, 1, 8, 3}},
       {{8, 2, 0, 132, 2, 16, 4}, {16, 4, 0, 264, 1, 8, 3}},
       {{8, 1, 0, 132, 2, 16, 5}, {16, 4, 0, 264, 2, 8, 4}}, {{8, 2, 0, 264, 2, 8, 3}, {16, 2, 0, 264, 1, 8, 6}},
-      {{8, 4, 0, 132, 2, 8, 4}, {16, 8, 0, 132, 1, 16, 3}}, {{8, 4, 0, 132, 3, 16, 3}, {16, 8, 0, 264, 4, 8, 3}}};
-  auto tuned = [&](ParamValues p, const Tuning& t) {
+      {{8, 4, 0, 132, 2, 8, 4}, {16, 8, 0, 132, 1, 16, 3}}, {{8, 2, 0, 132, 3, 16, 3}, {16, 8, 0, 264, 4, 8, 3}}};
+  return variants;
+}
+
+// The three instances of a variant at K2.6 width (INT4 experts) for `arch`.
+GroupedKernels k26_int4_instances(const K26Int4Variant& v, std::string_view arch) {
+  const int64_t H = 7168, I = 2048, E = 384, K = 8;
+  auto tuned = [&](ParamValues p, const K26Int4Tuning& t) {
     if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma, p["RING"] = t.ring;
     if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
+  return {instantiate(moe_grouped_gate_up::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}, {"X_DT", 0}}, v.gu), arch),
+          instantiate(moe_grouped_down::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}}, v.dn), arch),
+          moe_combine_kernel(H, K, F32, /*accumulate=*/true, arch)};
+}
+
+// Every variant the width test times is a valid instance (shared memory, ring and MMA rules) on
+// sm_90: checked here without a GPU, so a bad variant fails in CI, not in a device call.
+TEST(GpuOpsVariants, KimiK26WidthInt4VariantsInstantiate) {
+  for (const K26Int4Variant& v : k26_int4_variants()) EXPECT_NO_THROW(k26_int4_instances(v, "sm_90"));
+}
+
+// Kimi K2.6 width: H 7168, I 2048, 384 INT4 experts, top-8, at 1, 2, 4, 8, 16 and 64 tokens;
+// the step's pairs choose among 16 experts (as a verify tree's tokens share experts), the others
+// stay zero bytes. Also prints each step's time and bandwidth over the bytes of the experts
+// touched (median of 20 runs of the three launches; target >= 65% of 4.3 TB/s), for the arch's
+// tuning and for a few other (ROWS, NT, PF, BLOCKS, MMA) choices of the two expert kernels
+// (each checked too, at 1..16 tokens): MMA 1 is the tensor-core path.
+TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
+  REQUIRE_GPU();
+  const int64_t H = 7168, I = 2048, E = 384, K = 8;
+  std::vector<int32_t> pool;
+  for (int32_t e = 0; e < 16; ++e) pool.push_back(e * 23 + 5);  // 16 experts spread over the stack
+  const DeviceExperts d = make_experts(*gpu, E, H, I, true, pool);
+  const std::vector<K26Int4Variant>& variants = k26_int4_variants();
   std::vector<GroupedKernels> instances;
   std::vector<KernelSource> all;
-  for (const Variant& v : variants) {
-    instances.push_back(
-        {instantiate(moe_grouped_gate_up::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}, {"X_DT", 0}}, v.gu), gpu->arch()),
-         instantiate(moe_grouped_down::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}}, v.dn), gpu->arch()),
-         moe_combine_kernel(H, K, F32, /*accumulate=*/true, gpu->arch())});
+  for (const K26Int4Variant& v : variants) {
+    instances.push_back(k26_int4_instances(v, gpu->arch()));
     all.insert(all.end(), {instances.back().gate_up, instances.back().down, instances.back().combine});
   }
   gpu->precompile(all);  // NVRTC on every core
@@ -1238,7 +1258,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   const bool ring_only = only && std::string(only) == "ring";
   if (only && !mma_only && !pf_only && !bias_only && !ring_only) FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias or ring, not " << only;
   for (size_t vi = 0; vi < variants.size(); ++vi) {
-    const Variant& v = variants[vi];
+    const K26Int4Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
