@@ -553,6 +553,16 @@ __device__ __forceinline__ void moe_mma_zero(float (&d)[4], const unsigned (&a)[
 #endif
 }
 
+#ifndef KP_HOST_SHIM
+// The 32-bit shared-state-space address of a generic pointer into shared memory (what ldmatrix
+// and cp.async take).
+__device__ __forceinline__ unsigned moe_shared_address(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(a) : "l"(p));
+  return a;
+}
+#endif
+
 // ldmatrix.x4 (b16, no transpose): lane l names row l % 8 of 8x8 matrix l / 8 (16 bytes of
 // shared memory at `row`); lane (g = l / 4, q = l % 4) gets 32-bit word q of row g of matrix i
 // in r[i].
@@ -560,11 +570,9 @@ __device__ __forceinline__ void moe_ldsm_x4(unsigned (&r)[4], const uint4* row) 
 #ifdef KP_HOST_SHIM
   ::kplan::cuda_host::ldmatrix_x4(r, row);
 #else
-  unsigned a;
-  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(a) : "l"(row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a)
+               : "r"(moe_shared_address(row))
                : "memory");
 #endif
 }
@@ -951,9 +959,8 @@ __device__ __forceinline__ void moe_cp_async16(uint4* dst, const void* src, bool
 #ifdef KP_HOST_SHIM
   ::kplan::cuda_host::cp_async16(dst, src, valid ? 16u : 0u, STREAM);
 #else
-  unsigned a;
-  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(a) : "l"(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(a), "l"(src), "r"(valid ? 16 : 0) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(moe_shared_address(dst)), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
 #endif
 }
 __device__ __forceinline__ void moe_cp_async_commit() {

@@ -8,7 +8,7 @@ int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens) { ret
 
 int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma, int64_t warps, int64_t ring) {
   const int64_t c_fragments = mma >= 3 ? reduction / 32 * ceil_div(pairs, 8) * 64 : 0;  // MMA 3, 4
-  const int64_t rings = ring >= 2 ? warps * ring * kMoeRingStageBytes : 0;               // after them (moe_weight_buffers)
+  const int64_t rings = ring >= 2 ? warps * ring * kMoeRingStageBytes : 0;               // after them (moe_ring_buffers)
   return pairs * ceil_div(reduction, 1024) * 1024 * 4 + c_fragments + rings;
 }
 
