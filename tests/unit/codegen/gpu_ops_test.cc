@@ -1251,7 +1251,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   const char* only = std::getenv("KPLAN_MOE_VARIANTS");
   // KPLAN_MOE_VARIANTS=pf: the heuristics' instance and the deeper load rings (PF 2, 3) only;
   // =bias: the heuristics' instance and the 128 + q forms (MMA 3, 4) only; =ring: the
-  // heuristics' instance and the shared-memory rings only.
+  // heuristics' instance, the shared-memory rings and the register ring timed beside them only.
   const bool mma_only = only && std::string(only) == "mma";
   const bool pf_only = only && std::string(only) == "pf";
   const bool bias_only = only && std::string(only) == "bias";
