@@ -45,6 +45,13 @@
 //   Y_DT      element type of y
 //   W_LAYOUT  0 = [N, K], 1 = [K, N]
 //   ACC       1: add residual (a fused residual add: compiler/passes/epilogue_adds.h); 0: overwrite y
+//   NORM      1: x is read as rms_norm(x, norm_weight, eps) (a fused norm: compiler/passes/norm_matmuls.h):
+//             each x value is scaled by its norm weight as it is loaded, the warps of a row group
+//             add up each token's sum of squares over their k-slices (which cover K once) beside
+//             the dot products, and the epilogue scales each sum by 1 / sqrt(mean + eps): no norm
+//             launch, the normalised row never stored. 2: as 1, and the blocks of row block 0 also
+//             write the norm's result rows (in X_DT) to norm_out for its other readers. 0: x as
+//             is. NORM needs W_LAYOUT 0 and MMA 0 (the decode steps' CUDA-core stream)
 //   WARPS     warps per block
 //   TOK_TILE  tokens handled per block (each weight load is reused TOK_TILE times)
 //   RPW       W_LAYOUT 0: rows per warp (each x load reused RPW times); 1: chunks of 8 columns per lane
@@ -66,15 +73,22 @@
 //                   written, by one thread); unread by ACC 0
 //   n_tokens        tokens (rows of x) in this step
 //   x_row_stride, x_batch_stride, y_row_stride, y_batch_stride, w_batch_stride   in elements
+//   norm_weight     NORM: bf16 [K], the norm's weight; unread by NORM 0
+//   norm_out        NORM 2: X_DT [n_tokens, K], the norm's result; unwritten otherwise
+//   eps             NORM: added to the mean square
 #include "weight_dot.cuh"
 
 namespace kp {
 
 // One warp's share of the W_LAYOUT 0 path: partial sums acc[r][t] (this lane's) of rows
 // row[0..RPW) over its k-slice, for tokens t < nt. VEC: 16-byte weight (and x) loads.
-template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, bool VEC, bool XVEC>
+// NORM 1 (x read as rms_norm(x, g)): each x value is multiplied by its norm weight g[k] before the
+// dot products, and its square is added into ss[t] (this lane's share of the token's sum of
+// squares; the caller scales the row's sums by 1 / sqrt(mean + eps), kp::rms_inverse). XVEC
+// covers g's 16-byte loads too.
+template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, bool VEC, bool XVEC, int NORM = 0>
 __device__ __forceinline__ void matmul_rows(const unsigned short* const (&wrow)[RPW], const void* x, int x_row_stride, int nt,
-                                            int slice, float (&acc)[RPW][TOK_TILE]) {
+                                            int slice, float (&acc)[RPW][TOK_TILE], const void* g, float (&ss)[TOK_TILE]) {
   const int lane = threadIdx.x % 32;
   if constexpr (VEC) {
     constexpr int CH = K / 8;            // 16-byte chunks per row
@@ -94,11 +108,20 @@ __device__ __forceinline__ void matmul_rows(const unsigned short* const (&wrow)[
           float wf[RPW][8];
 #pragma unroll
           for (int r = 0; r < RPW; ++r) unpack8_bf16(wv[r][u], wf[r]);
+          float gv[8];
+          if constexpr (NORM != 0) load8_x<BF16, XVEC>(g, 8 * c, gv);
 #pragma unroll
           for (int t = 0; t < TOK_TILE; ++t) {
             if (t < nt) {
               float xv[8];
               load8_x<X_DT, XVEC>(x, static_cast<i64>(t) * x_row_stride + 8 * c, xv);
+              if constexpr (NORM != 0) {
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                  ss[t] = fmaf(xv[j], xv[j], ss[t]);
+                  xv[j] *= gv[j];
+                }
+              }
 #pragma unroll
               for (int r = 0; r < RPW; ++r) {
                 float s = acc[r][t];
@@ -116,10 +139,15 @@ __device__ __forceinline__ void matmul_rows(const unsigned short* const (&wrow)[
       float wf[RPW];
 #pragma unroll
       for (int r = 0; r < RPW; ++r) wf[r] = load<BF16>(wrow[r], k);
+      const float gk = NORM != 0 ? load<BF16>(g, k) : 1.f;
 #pragma unroll
       for (int t = 0; t < TOK_TILE; ++t) {
         if (t < nt) {
-          const float xv = load<X_DT>(x, static_cast<i64>(t) * x_row_stride + k);
+          float xv = load<X_DT>(x, static_cast<i64>(t) * x_row_stride + k);
+          if constexpr (NORM != 0) {
+            ss[t] = fmaf(xv, xv, ss[t]);
+            xv *= gk;
+          }
 #pragma unroll
           for (int r = 0; r < RPW; ++r) acc[r][t] = fmaf(wf[r], xv, acc[r][t]);
         }
@@ -213,31 +241,68 @@ __device__ __forceinline__ void matmul_rows_mma(const unsigned short* wb, int n0
 
 // A warp's share of the CUDA-core W_LAYOUT 0 path, summed over its lanes: row r's partial sum of
 // token t over the warp's k-slice into out[r * TOK_TILE + t] (lane 0 writes). wvec / xvec: 16-byte
-// weight / x loads (uniform per launch). kp::matmul_siblings streams its rows through it too.
-template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL>
+// weight / x (and g) loads (uniform per launch). NORM 1: x is scaled by the norm weight g and
+// the warp's share of each token's sum of squares goes to ss_out[t] (lane 0 writes).
+// kp::matmul_siblings streams its rows through it too.
+template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int NORM = 0>
 __device__ __forceinline__ void matmul_rows_to_partial(const unsigned short* const (&wrow)[RPW], const void* xb, int x_row_stride,
-                                                       int nt, int slice, bool wvec, bool xvec, float* out) {
-  float acc[RPW][TOK_TILE];
+                                                       int nt, int slice, bool wvec, bool xvec, float* out, const void* g = nullptr,
+                                                       float* ss_out = nullptr) {
+  float acc[RPW][TOK_TILE], ss[TOK_TILE];
 #pragma unroll
-  for (int r = 0; r < RPW; ++r)
+  for (int t = 0; t < TOK_TILE; ++t) {
+    ss[t] = 0.f;
 #pragma unroll
-    for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = 0.f;
+    for (int r = 0; r < RPW; ++r) acc[r][t] = 0.f;
+  }
   if (wvec && xvec) {
-    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wrow, xb, x_row_stride, nt, slice, acc);
+    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true, NORM>(wrow, xb, x_row_stride, nt, slice, acc, g, ss);
   } else if (wvec) {
-    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wrow, xb, x_row_stride, nt, slice, acc);
+    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false, NORM>(wrow, xb, x_row_stride, nt, slice, acc, g, ss);
   } else {
-    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wrow, xb, x_row_stride, nt, slice, acc);
+    matmul_rows<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false, NORM>(wrow, xb, x_row_stride, nt, slice, acc, g, ss);
   }
 #pragma unroll
   for (int r = 0; r < RPW; ++r)
 #pragma unroll
     for (int t = 0; t < TOK_TILE; ++t) acc[r][t] = warp_sum(acc[r][t]);
+  if constexpr (NORM != 0) {
+#pragma unroll
+    for (int t = 0; t < TOK_TILE; ++t) ss[t] = warp_sum(ss[t]);
+  }
   if (threadIdx.x % 32 == 0) {
 #pragma unroll
     for (int r = 0; r < RPW; ++r)
 #pragma unroll
       for (int t = 0; t < TOK_TILE; ++t) out[r * TOK_TILE + t] = acc[r][t];
+    if constexpr (NORM != 0) {
+#pragma unroll
+      for (int t = 0; t < TOK_TILE; ++t) ss_out[t] = ss[t];
+    }
+  }
+}
+
+// NORM: 1 / sqrt(mean square + eps) of token t, from the sums of squares its KSPLIT warps of one
+// row group wrote (ss[warp][t], slices in order; each group's slices cover all of K once) --
+// the factor kernels_templates/rms_norm.cuh scales a row by.
+template <int K, int KSPLIT, int WARPS, int TOK_TILE>
+__device__ __forceinline__ float rms_inverse(const float (&ss)[WARPS][TOK_TILE], int group, int t, float eps) {
+  float sum = 0.f;
+#pragma unroll
+  for (int q = 0; q < KSPLIT; ++q) sum += ss[group * KSPLIT + q][t];
+  return 1.f / sqrtf(sum / static_cast<float>(K) + eps);
+}
+
+// NORM 2: the norm's result rows y = g * (x * inv) of the block's tokens, written in X_DT by the
+// blocks of row block 0 (blockIdx.y == 0) for the op's other readers.
+template <int K, int X_DT, int KSPLIT, int WARPS, int TOK_TILE>
+__device__ __forceinline__ void rms_norm_store(const void* xb, int x_row_stride, const void* g, const float (&ss)[WARPS][TOK_TILE], int nt,
+                                               float eps, void* norm_out, i64 out_row0) {
+  if (blockIdx.y != 0) return;
+  for (int t = 0; t < nt; ++t) {
+    const float inv = rms_inverse<K, KSPLIT, WARPS, TOK_TILE>(ss, 0, t, eps);
+    for (int k = threadIdx.x; k < K; k += 32 * WARPS)
+      store<X_DT>(norm_out, (out_row0 + t) * K + k, load<BF16>(g, k) * (load<X_DT>(xb, static_cast<i64>(t) * x_row_stride + k) * inv));
   }
 }
 
@@ -249,9 +314,10 @@ __device__ __forceinline__ void matmul_rows_to_partial(const unsigned short* con
 // 1-token step took 1.548 against 1.406 ms with 64 KiB a block, bench/RESULTS.md 2026-12-04).
 // W_LAYOUT 0: block y's rows, contiguous; 1: batch b's [K, N], asked for by its first column
 // block. Lane l of warp 0 issues the 4 KiB pieces l, l + 32, ...
-template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int MMA,
-          int PREFETCH>
-__device__ void matmul_prefetch(const void*, const void* w, void*, const void*, int, int, int, int, int, int w_batch_stride) {
+template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL,
+          int MMA, int PREFETCH>
+__device__ void matmul_prefetch(const void*, const void* w, void*, const void*, int, int, int, int, int, int w_batch_stride, const void*,
+                                void*, float) {
   if constexpr (PREFETCH > 0) {
     if (blockIdx.x != 0 || threadIdx.x >= 32) return;
     const unsigned short* wb = static_cast<const unsigned short*>(w) + static_cast<i64>(blockIdx.z) * w_batch_stride;
@@ -279,12 +345,14 @@ __device__ void matmul_prefetch(const void*, const void* w, void*, const void*, 
   }
 }
 
-template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int MMA,
-          int PREFETCH>
+template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL,
+          int MMA, int PREFETCH>
 __device__ void matmul(const void* x, const void* w, void* y, const void* residual, int n_tokens, int x_row_stride,
-                       int x_batch_stride, int y_row_stride, int y_batch_stride, int w_batch_stride) {
+                       int x_batch_stride, int y_row_stride, int y_batch_stride, int w_batch_stride, const void* norm_weight,
+                       void* norm_out, float eps) {
   static_assert(WARPS % KSPLIT == 0, "KSPLIT must divide WARPS");
   static_assert(W_LAYOUT == 0 || MMA == 0, "W_LAYOUT 1 streams on the CUDA cores");
+  static_assert(NORM == 0 || (W_LAYOUT == 0 && MMA == 0), "NORM: the CUDA-core [N, K] stream");
   static_assert(MMA == 0 || (RPW % 8 == 0 && TOK_TILE % 16 == 0 && K % 8 == 0), "MMA tiles: rows by 8, tokens by 16");
   const int b = blockIdx.z;
   const int t0 = blockIdx.x * TOK_TILE;
@@ -303,10 +371,12 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
     // 1 too: the stores then need no accumulator registers, which keeps the ACC epilogue from
     // spilling).
     __shared__ float partial[WARPS][RPW * TOK_TILE];
+    __shared__ float sum_sq[NORM != 0 ? WARPS : 1][TOK_TILE];  // NORM: each warp's share of a token's sum of squares
     // Uniform per launch: whole weights are 16-byte aligned rows when K % 8 == 0 (a sliced view
-    // may not be); x vector loads need x and its row stride aligned too.
+    // may not be); x vector loads need x and its row stride aligned too (and NORM's g).
     const bool wvec = K % 8 == 0 && (reinterpret_cast<unsigned long long>(wb) & 15u) == 0;
-    const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (X_DT == F32 ? 4 : 8) == 0;
+    const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (X_DT == F32 ? 4 : 8) == 0 &&
+                      (NORM == 0 || (reinterpret_cast<unsigned long long>(norm_weight) & 15u) == 0);
     if constexpr (MMA != 0) {
       float c[TOK_TILE / 16][RPW / 8][4];
 #pragma unroll
@@ -334,7 +404,8 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
       const unsigned short* wrow[RPW];
 #pragma unroll
       for (int r = 0; r < RPW; ++r) wrow[r] = wb + static_cast<i64>(min(n0 + r, N - 1)) * K;
-      matmul_rows_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp]);
+      matmul_rows_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
+                                                                         norm_weight, sum_sq[NORM != 0 ? warp : 0]);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < GROUPS * RPW * TOK_TILE; i += 32 * WARPS) {
@@ -344,10 +415,12 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
         float s = 0.f;
 #pragma unroll
         for (int q = 0; q < KSPLIT; ++q) s += partial[g * KSPLIT + q][r * TOK_TILE + t];
+        if constexpr (NORM != 0) s *= rms_inverse<K, KSPLIT, WARPS, TOK_TILE>(sum_sq, g, t, eps);
         const i64 o = yb + static_cast<i64>(t) * y_row_stride + n;
         store<Y_DT>(y, o, ACC ? load<Y_DT>(residual, o) + s : s);
       }
     }
+    if constexpr (NORM == 2) rms_norm_store<K, X_DT, KSPLIT, WARPS, TOK_TILE>(xb, x_row_stride, norm_weight, sum_sq, nt, eps, norm_out, t0);
   } else {
     constexpr int GROUPS = WARPS / KSPLIT;         // column groups per block
     constexpr int COLS = 256 * RPW;                // columns per group (RPW chunks of 8 per lane)

@@ -20,10 +20,16 @@
 // MLP's gate and up alone) is a plain sibling into y. N and RPW are even so a pair never
 // straddles two warps' rows.
 //
+// NORM 1 / 2: x is read as rms_norm(x, norm_weight, eps), the norm folded in as kp::matmul's NORM
+// does it (the layer norm before q_a + kv_a, or before a router and its shared expert: no norm
+// launch); 2 also writes the norm's result to norm_out for its other readers (a MoE layer's
+// routed experts).
+//
 // Template parameters:
 //   K            reduction dim, shared
 //   N, N2, N3    rows of W, W2, W3 (N3 0: two siblings; GLU 1: N may be 0, N2 == N3)
 //   GLU          1: W2, W3 a gate and up pair whose SwiGLU goes to y2 (above)
+//   NORM         0: x as is; 1: rms_norm(x); 2: rms_norm(x), its rows written to norm_out (kp::matmul's)
 //   X_DT, Y_DT   element types of x and of every y
 //   WARPS, TOK_TILE, RPW, KSPLIT, UNROLL   as kp::matmul's (its CUDA-core path)
 // Launch (compiler/codegen/families/matmul_siblings.cc):
@@ -35,6 +41,7 @@
 //   y, y2, y3       Y_DT; row t at t * y_row_stride, t * y2_row_stride, t * y3_row_stride
 //   n_tokens        tokens (rows of x) in this step
 //   x_row_stride, y_row_stride, y2_row_stride, y3_row_stride   in elements
+//   norm_weight, norm_out, eps                                  NORM (kp::matmul's)
 #include "matmul.cuh"
 
 namespace kp {
@@ -52,10 +59,12 @@ __device__ __forceinline__ const unsigned short* sibling_row(const void* w, cons
   return static_cast<const unsigned short*>(w3) + static_cast<i64>(n - N - N2) * K;
 }
 
-template <int K, int N, int N2, int N3, int GLU, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL>
+template <int K, int N, int N2, int N3, int GLU, int NORM, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL>
 __device__ void matmul_siblings(const void* x, const void* w, const void* w2, const void* w3, void* y, void* y2, void* y3,
-                                int n_tokens, int x_row_stride, int y_row_stride, int y2_row_stride, int y3_row_stride) {
+                                int n_tokens, int x_row_stride, int y_row_stride, int y2_row_stride, int y3_row_stride,
+                                const void* norm_weight, void* norm_out, float eps) {
   static_assert(WARPS % KSPLIT == 0, "KSPLIT must divide WARPS");
+  static_assert(NORM >= 0 && NORM <= 2, "NORM 0, 1 or 2");
   static_assert(GLU == 0 ? N > 0 && N2 > 0 && N3 >= 0 : N >= 0 && N2 > 0 && N3 == N2, "two or three siblings; GLU: a gate and up pair");
   static_assert(GLU == 0 || (N % 2 == 0 && RPW % 2 == 0), "GLU: a gate and up pair within one warp's rows");
   constexpr int GROUPS = WARPS / KSPLIT;
@@ -68,14 +77,17 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
   const int group = warp / KSPLIT, slice = warp % KSPLIT;
   const int n0 = (blockIdx.y * GROUPS + group) * RPW;
   __shared__ float partial[WARPS][RPW * TOK_TILE];
+  __shared__ float sum_sq[NORM != 0 ? WARPS : 1][TOK_TILE];  // NORM: each warp's share of a token's sum of squares
   // Uniform per launch: whole weights are 16-byte aligned rows when K % 8 == 0.
   const bool wvec = K % 8 == 0 && ((reinterpret_cast<unsigned long long>(w) | reinterpret_cast<unsigned long long>(w2) |
                                     (N3 > 0 ? reinterpret_cast<unsigned long long>(w3) : 0ull)) & 15u) == 0;
-  const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (X_DT == F32 ? 4 : 8) == 0;
+  const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (X_DT == F32 ? 4 : 8) == 0 &&
+                    (NORM == 0 || (reinterpret_cast<unsigned long long>(norm_weight) & 15u) == 0);
   const unsigned short* wrow[RPW];
 #pragma unroll
   for (int r = 0; r < RPW; ++r) wrow[r] = sibling_row<K, N, N2, N3, GLU>(w, w2, w3, n0 + r);
-  matmul_rows_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp]);
+  matmul_rows_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
+                                                                       norm_weight, sum_sq[NORM != 0 ? warp : 0]);
   __syncthreads();
   for (int i = threadIdx.x; i < GROUPS * RPW * TOK_TILE; i += 32 * WARPS) {
     const int g = i / (RPW * TOK_TILE), r = i / TOK_TILE % RPW, t = i % TOK_TILE;
@@ -85,11 +97,17 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
     float s = 0.f;
 #pragma unroll
     for (int q = 0; q < KSPLIT; ++q) s += partial[g * KSPLIT + q][r * TOK_TILE + t];
+    float inv = 1.f;
+    if constexpr (NORM != 0) {
+      inv = rms_inverse<K, KSPLIT, WARPS, TOK_TILE>(sum_sq, g, t, eps);
+      s *= inv;
+    }
     const i64 row = t0 + t;
     if (GLU == 1 && n >= N) {  // gate row r, its up row r + 1 (the same warps' partials)
       float u = 0.f;
 #pragma unroll
       for (int q = 0; q < KSPLIT; ++q) u += partial[g * KSPLIT + q][(r + 1) * TOK_TILE + t];
+      if constexpr (NORM != 0) u *= inv;
       if constexpr (Y_DT == BF16) {  // rounded as the unfused chain stores them: the same result
         s = bf16_to_f32(f32_to_bf16(s));
         u = bf16_to_f32(f32_to_bf16(u));
@@ -103,6 +121,7 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
       store<Y_DT>(y3, row * y3_row_stride + (n - N - N2), s);
     }
   }
+  if constexpr (NORM == 2) rms_norm_store<K, X_DT, KSPLIT, WARPS, TOK_TILE>(xb, x_row_stride, norm_weight, sum_sq, nt, eps, norm_out, t0);
 }
 
 }  // namespace kp

@@ -80,18 +80,26 @@ std::vector<LaunchTraffic> launch_traffic(const plan::Plan& plan, const plan::Bu
     LaunchTraffic t;
     const double n_tokens = static_cast<double>(i32_arg(k, l, "n_tokens", bucket.tokens));
     bool weights_done = false, activations_done = false;
+    // A fused norm (NORM 1 / 2): its bf16 weight, and with 2 the norm's result rows written.
+    const auto norm_bytes = [&](double K, double& weight_bytes, double& activation_bytes) {
+      const int64_t norm = constant(k, "NORM");
+      if (norm > 0) weight_bytes += K * 2.0;
+      if (norm == 2) activation_bytes += n_tokens * K * elem_bytes(constant(k, "X_DT"));
+    };
     if (k.family == "matmul" || k.family == "matmul_int4") {
       const double K = static_cast<double>(constant(k, "K")), N = static_cast<double>(constant(k, "N"));
       const double batch = static_cast<double>(l.grid[2]);
       t.weight_bytes = k.family == "matmul" ? batch * K * N * 2.0 : N * K / 2.0 + N * (K / 32.0) * 2.0;
       t.activation_bytes = batch * n_tokens *
                            (K * elem_bytes(constant(k, "X_DT")) + N * elem_bytes(constant(k, "Y_DT")) * (constant(k, "ACC") ? 2.0 : 1.0));
+      if (k.family == "matmul") norm_bytes(K, t.weight_bytes, t.activation_bytes);
       weights_done = activations_done = true;
     } else if (k.family == "matmul_siblings") {  // each sibling's weight once, x once, each y
       const double K = static_cast<double>(constant(k, "K"));
       const double N = static_cast<double>(constant(k, "N") + constant(k, "N2") + constant(k, "N3"));
       t.weight_bytes = K * N * 2.0;
       t.activation_bytes = n_tokens * (K * elem_bytes(constant(k, "X_DT")) + N * elem_bytes(constant(k, "Y_DT")));
+      norm_bytes(K, t.weight_bytes, t.activation_bytes);
       weights_done = activations_done = true;
     } else if (k.family == "embedding") {
       const double H = static_cast<double>(constant(k, "H"));

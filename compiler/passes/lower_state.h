@@ -16,6 +16,7 @@
 #include "compiler/codegen/kernel_instance.h"
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowered_plan.h"
+#include "compiler/passes/norm_matmuls.h"
 #include "compiler/passes/rope_append.h"
 #include "compiler/passes/sibling_matmuls.h"
 #include "ir/ir.h"
@@ -72,6 +73,7 @@ struct LowerState {
   EpilogueFusions epilogue;
   SiblingMatmuls siblings;  // matmuls of the same activations one launch computes (sibling_matmuls.h)
   RopeAppendFusions rope_append;  // an MLA layer's norm and ropes its kv_append's launch does (rope_append.h)
+  NormMatmuls norm_matmuls;       // norms their first matmul reader's launch computes (norm_matmuls.h)
   // A result no kernel writes: only a fused add, or a kv_append's fused launch, read it.
   bool unstored(const ir::Value* v) const { return epilogue.unstored.count(v) || rope_append.unstored.count(v); }
 

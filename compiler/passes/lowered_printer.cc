@@ -64,6 +64,11 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
   if (glu != s.siblings.glu_of.end()) add("fused = the swiglu of the siblings of " + ir::value_ref(fn, glu->second->result()));
   auto fused = s.epilogue.fused_adds.find(&op);
   if (fused != s.epilogue.fused_adds.end()) add("fused = the epilogue of " + ir::value_ref(fn, fused->second->result()));
+  auto norm = s.norm_matmuls.consumers.find(&op);
+  if (norm != s.norm_matmuls.consumers.end())
+    add("norm = " + ir::value_ref(fn, norm->second.norm->result()) + (norm->second.store ? " (stored)" : ""));
+  auto norm_of = s.norm_matmuls.absorbed.find(&op);
+  if (norm_of != s.norm_matmuls.absorbed.end()) add("fused = into the matmul of " + ir::value_ref(fn, norm_of->second->result()));
   auto absorbed = s.rope_append.absorbed.find(&op);
   if (absorbed != s.rope_append.absorbed.end())
     add("fused = into the kv_append of " + ir::value_ref(fn, absorbed->second->result()));

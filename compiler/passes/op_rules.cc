@@ -71,6 +71,8 @@ LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 // by its token count.
 // `acc`: the epilogue adds a residual (ACC 1). `base`: the index of the op's first instance here
 // (dense_matmul_instances of them: a sibling group records each member's after the fused ones).
+// `norm` 1 / 2: the CUDA-core instances read rms_norm(x) from x stored as `norm_x` (the
+// templates' NORM, norm_matmuls.h); the tensor-core ones read the norm's stored result as x_t.
 int64_t dense_matmul_mma_min(const RuleContext& ctx, int64_t k, int64_t n) { return k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0; }
 size_t dense_matmul_instances(const RuleContext& ctx, int64_t k, int64_t n) { return dense_matmul_mma_min(ctx, k, n) > 0 ? 5 : 3; }
 // Whether a step of `rows` tokens takes a CUDA-core instance (below the tensor-core threshold).
@@ -79,11 +81,12 @@ bool dense_matmul_on_cuda_cores(const RuleContext& ctx, int64_t k, int64_t n, in
   return mma_min <= 0 || rows < std::max<int64_t>(mma_min, 16);
 }
 KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t, bool acc = false,
-                                   size_t base = 0) {
+                                   size_t base = 0, int64_t norm = 0, ElemType norm_x = kF32) {
   const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
-  const KernelSource one = instance(ctx, base, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 0, 1); });
-  const KernelSource two = instance(ctx, base + 1, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 0, 2); });
-  const KernelSource eight = instance(ctx, base + 2, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch); });
+  const ElemType cc_x = norm ? norm_x : x_t;
+  const KernelSource one = instance(ctx, base, [&] { return matmul_kernel(k, n, cc_x, y_t, false, acc, ctx.arch, 0, 1, 0, norm); });
+  const KernelSource two = instance(ctx, base + 1, [&] { return matmul_kernel(k, n, cc_x, y_t, false, acc, ctx.arch, 0, 2, 0, norm); });
+  const KernelSource eight = instance(ctx, base + 2, [&] { return matmul_kernel(k, n, cc_x, y_t, false, acc, ctx.arch, 0, 0, 0, norm); });
   const KernelSource cuda_cores = rows <= 1 ? one : rows <= 8 ? two : eight;
   if (mma_min <= 0) return cuda_cores;
   const KernelSource mma16 = instance(ctx, base + 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 16); });
@@ -92,6 +95,37 @@ KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64
                                                : matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 64);
   });
   return rows < std::max<int64_t>(mma_min, 16) ? cuda_cores : rows < 64 ? mma16 : mma64;
+}
+
+// An rms_norm op's launch, its kernel the op's instance `index` (its own rule: 0; the rule of a
+// matmul whose launch computes it elsewhere, norm_matmuls.h: after the matmul's own).
+void launch_rms_norm(const ir::Op& op, RuleContext& ctx, size_t index) {
+  const View& in = ctx.view(op.operand(0));
+  const View& out = ctx.view(op.result());
+  const Rows x = rows_of(ctx, op, in);
+  const View& w = bf16_weight(ctx, op, op.operand(1));
+  const KernelSource k = instance(ctx, index, [&] { return rms_norm_kernel(x.width, elem(in), elem(out), ctx.arch); });
+  launch(ctx, k, x.rows,
+         rms_norm::Args{.x = ctx.ptr(in), .weight = ctx.ptr(w), .y = ctx.ptr(out), .n_rows = x.rows, .x_stride = x.stride,
+                        .y_stride = x.width, .eps = op.attrs().get_float("eps")});
+}
+
+// What a launch that computes ctx.norm reads (norm_matmuls.h): the norm's input rows and weight.
+struct NormInput {
+  const View* x = nullptr;
+  Rows rows;
+  const View* weight = nullptr;
+  int64_t mode = 0;  // the templates' NORM: 0 none, 1 the norm, 2 the norm with its result stored
+  float eps = 0.f;
+};
+NormInput norm_input(const RuleContext& ctx) {
+  if (!ctx.norm) return {};
+  const ir::Op& norm = *ctx.norm->norm;
+  NormInput in{&ctx.view(norm.operand(0)), {}, &bf16_weight(ctx, norm, norm.operand(1)), ctx.norm->store ? 2 : 1,
+               static_cast<float>(norm.attrs().get_float("eps"))};
+  in.rows = rows_of(ctx, norm, *in.x);
+  if (in.weight->shape.back() != in.rows.width) throw Error("codegen: rms_norm weight width (" + ctx.where(norm) + ")");
+  return in;
 }
 
 // A swiglu op's launch, its kernel the op's instance `index` (its own rule: 0; a sibling group's
@@ -114,7 +148,9 @@ void launch_swiglu(const ir::Op& op, RuleContext& ctx, size_t index) {
 // takes the tensor cores: there every member launches its own (and, with ctx.glu, the swiglu
 // of the last two after them: the last instance). With ctx.glu the fused launch writes the
 // swiglu's result instead of the last two siblings' (GLU 1: W2, W3 the gate and up; a group of
-// two passes no plain sibling, N 0).
+// two passes no plain sibling, N 0). With ctx.norm the fused launch reads the norm's input and
+// computes it (NORM 1 / 2); where the members launch one by one the norm launches first (its
+// instance after the members', before the swiglu's).
 void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   auto P = [&](const View& v) { return ctx.ptr(v); };
   std::vector<const ir::Op*> members = {&op};
@@ -134,7 +170,10 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   const size_t second = glu ? members.size() - 2 : 1, last = glu ? second + 1 : third;
   const int64_t na = glu && members.size() == 2 ? 0 : w[0]->shape[0], nb = w[second]->shape[0],
                 nc = glu || members.size() > 2 ? w[last]->shape[0] : 0;
-  auto fused = [&](int64_t tokens) { return matmul_siblings_kernel(x.width, na, nb, nc, x_t, y_t, ctx.arch, tokens, glu); };
+  const NormInput norm = norm_input(ctx);
+  auto fused = [&](int64_t tokens) {
+    return matmul_siblings_kernel(x.width, na, nb, nc, norm.mode ? elem(*norm.x) : x_t, y_t, ctx.arch, tokens, glu, norm.mode);
+  };
   const KernelSource one = instance(ctx, 0, [&] { return fused(1); });
   const KernelSource two = instance(ctx, 1, [&] { return fused(2); });
   const KernelSource eight = instance(ctx, 2, [&] { return fused(0); });
@@ -150,19 +189,25 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   if (together) {
     const KernelSource& k = x.rows <= 1 ? one : x.rows <= 8 ? two : eight;
     const View& y2 = glu ? ctx.view(ctx.glu->result()) : *y[second];  // GLU: the swiglu's result
+    const View& x_in = norm.mode ? *norm.x : ctx.view(op.operand(0));
     launch(ctx, k, x.rows,
-           matmul_siblings::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[0]), .w2 = P(*w[second]), .w3 = P(*w[last]),
-                                 .y = P(*y[0]), .y2 = P(y2), .y3 = P(*y[last]), .n_tokens = x.rows, .x_row_stride = x.stride,
-                                 .y_row_stride = na, .y2_row_stride = nb, .y3_row_stride = nc});
+           matmul_siblings::Args{.x = P(x_in), .w = P(*w[0]), .w2 = P(*w[second]), .w3 = P(*w[last]), .y = P(*y[0]), .y2 = P(y2),
+                                 .y3 = P(*y[last]), .n_tokens = x.rows, .x_row_stride = norm.mode ? norm.rows.stride : x.stride,
+                                 .y_row_stride = na, .y2_row_stride = nb, .y3_row_stride = nc,
+                                 .norm_weight = P(norm.mode ? *norm.weight : *w[0]), .norm_out = P(ctx.view(op.operand(0))),
+                                 .eps = norm.eps});
     return;
   }
+  size_t next = base;
+  if (ctx.norm) launch_rms_norm(*ctx.norm->norm, ctx, next++);
   for (size_t i = 0; i < members.size(); ++i) {
     const int64_t n = w[i]->shape[0];
     launch(ctx, own[i], x.rows,
            matmul::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[i]), .y = P(*y[i]), .residual = P(*y[i]), .n_tokens = x.rows,
-                        .x_row_stride = x.stride, .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0});
+                        .x_row_stride = x.stride, .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0,
+                        .norm_weight = P(*w[i]), .norm_out = P(*y[i]), .eps = 0.f});
   }
-  if (glu) launch_swiglu(*ctx.glu, ctx, base);
+  if (glu) launch_swiglu(*ctx.glu, ctx, next);
 }
 
 // The kernel arguments of a rope op's attributes over `dim` rotated columns.
@@ -217,6 +262,8 @@ void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContex
   if (fused != fusions.epilogue.producers.end()) ctx.epilogue = &fused->second;
   auto later = fusions.siblings.later.find(&op);
   if (later != fusions.siblings.later.end()) ctx.siblings = &later->second;
+  auto norm = fusions.norm_matmuls.consumers.find(&op);
+  if (norm != fusions.norm_matmuls.consumers.end()) ctx.norm = &norm->second;
   auto glu = fusions.siblings.glu.find(&op);
   if (glu != fusions.siblings.glu.end()) ctx.glu = glu->second;
   auto append = fusions.rope_append.appends.find(&op);
@@ -328,15 +375,9 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
              embedding::Args{.ids = P(operand(0)), .table = P(table), .out = P(out), .n_tokens = out.shape[0], .vocab = table.shape[0]});
       return;
     }
-    case OpKind::RmsNorm: {
-      const Rows x = rows_of(ctx, op, operand(0));
-      const View& w = bf16_weight(ctx, op, op.operand(1));
-      const KernelSource k = instance(ctx, 0, [&] { return rms_norm_kernel(x.width, elem(operand(0)), elem(result()), arch); });
-      launch(ctx, k, x.rows,
-             rms_norm::Args{.x = P(operand(0)), .weight = P(w), .y = P(result()), .n_rows = x.rows, .x_stride = x.stride,
-                            .y_stride = x.width, .eps = op.attrs().get_float("eps")});
+    case OpKind::RmsNorm:
+      launch_rms_norm(op, ctx, 0);
       return;
-    }
     case OpKind::Matmul:
     case OpKind::LmHead: {
       if (ctx.siblings) {
@@ -350,10 +391,18 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       // With an epilogue add the kernel writes the add's result: residual + x W^T.
       const View& y = ctx.epilogue ? ctx.view(ctx.epilogue->out) : result();
       const View& residual = ctx.epilogue ? ctx.view(ctx.epilogue->residual) : y;
-      const KernelSource k = dense_matmul_instance(ctx, x.width, n, x.rows, elem(operand(0)), elem(y), ctx.epilogue != nullptr);
+      // With a norm (norm_matmuls.h) the CUDA-core steps read its input and compute it; the
+      // tensor-core steps launch it first and read its result.
+      const NormInput norm = norm_input(ctx);
+      const KernelSource k = dense_matmul_instance(ctx, x.width, n, x.rows, elem(operand(0)), elem(y), ctx.epilogue != nullptr, 0,
+                                                   norm.mode, norm.mode ? elem(*norm.x) : kF32);
+      const bool fused = norm.mode && dense_matmul_on_cuda_cores(ctx, x.width, n, x.rows);
+      if (norm.mode && !fused) launch_rms_norm(*ctx.norm->norm, ctx, dense_matmul_instances(ctx, x.width, n));
       launch(ctx, k, x.rows,
-             matmul::Args{.x = P(operand(0)), .w = P(w), .y = P(y), .residual = P(residual), .n_tokens = x.rows, .x_row_stride = x.stride,
-                          .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0});
+             matmul::Args{.x = P(fused ? *norm.x : operand(0)), .w = P(w), .y = P(y), .residual = P(residual), .n_tokens = x.rows,
+                          .x_row_stride = fused ? norm.rows.stride : x.stride, .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0,
+                          .w_batch_stride = 0, .norm_weight = P(fused ? *norm.weight : w), .norm_out = P(operand(0)),
+                          .eps = fused ? norm.eps : 0.f});
       return;
     }
     case OpKind::MatmulInt4: {
@@ -383,7 +432,8 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
                                 : dense_matmul_instance(ctx, kdim, n, x.shape[0], elem(x), elem(result()));
       launch(ctx, k, x.shape[0],
              matmul::Args{.x = P(x), .w = P(w), .y = P(result()), .residual = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
-                          .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n, .w_batch_stride = w.strides[0]},
+                          .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n, .w_batch_stride = w.strides[0],
+                          .norm_weight = P(w), .norm_out = P(result()), .eps = 0.f},
              heads);
       return;
     }

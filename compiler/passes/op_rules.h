@@ -13,6 +13,7 @@
 #include "compiler/codegen/families/family.h"
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowering_views.h"
+#include "compiler/passes/norm_matmuls.h"
 #include "compiler/passes/rope_append.h"
 #include "compiler/passes/sibling_matmuls.h"
 #include "schemas/plan_model.h"
@@ -45,6 +46,9 @@ struct RuleContext {
   const ir::Op* glu = nullptr;
   // Set (a kv_append): the norm and ropes its launch does too (rope_append.h).
   const RopeAppend* rope_append = nullptr;
+  // Set (a matmul, a sibling group's first): the norm of its activations its launch computes
+  // where it runs on the CUDA cores, and launches before it elsewhere (norm_matmuls.h).
+  const NormMatmul* norm = nullptr;
   // Pointer arguments for a view / for the op's scratch buffer.
   std::function<plan::LaunchArg(const View&)> ptr;
   std::function<plan::LaunchArg(const ir::Op&)> scratch;
@@ -59,15 +63,18 @@ struct LoweringFusions {
   const EpilogueFusions& epilogue;
   const SiblingMatmuls& siblings;
   const RopeAppendFusions& rope_append;
-  // Whether `op` launches nothing of its own: a fused add, a later sibling or their swiglu, an op a kv_append absorbs.
+  const NormMatmuls& norm_matmuls;
+  // Whether `op` launches nothing of its own: a fused add, a later sibling or their swiglu, an op
+  // a kv_append absorbs, a norm its matmul's rule launches.
   bool absorbed(const ir::Op& op) const {
-    return epilogue.fused_adds.count(&op) || siblings.first.count(&op) || siblings.glu_of.count(&op) || rope_append.absorbed.count(&op);
+    return epilogue.fused_adds.count(&op) || siblings.first.count(&op) || siblings.glu_of.count(&op) || rope_append.absorbed.count(&op) ||
+           norm_matmuls.absorbed.count(&op);
   }
 };
 
 // Points ctx at what select-kernels' fusions recorded for `op` (its epilogue add, its later
-// sibling matmuls, the ops its kv_append absorbs): select-kernels and emit-plan lower an op the
-// same way.
+// sibling matmuls, the ops its kv_append absorbs, the norm it reads): select-kernels and
+// emit-plan lower an op the same way.
 void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContext& ctx);
 
 // Appends the op's launches to ctx.launches (nothing for weights, views, concat, output).

@@ -2,7 +2,8 @@
 // plan's arch) implement each op of the programs lowered to launches. The home of fusions: a
 // pattern that one kernel serves (an epilogue add, a norm before a quantised matmul) is matched
 // here and recorded on the ops it covers (epilogue_adds.h: residual adds; sibling_matmuls.h:
-// matmuls of the same activations; rope_append.h: an MLA layer's norm and ropes in its kv_append).
+// matmuls of the same activations; rope_append.h: an MLA layer's norm and ropes in its kv_append;
+// norm_matmuls.h: a norm in the launch of the matmul that first reads it).
 #include "compiler/passes/lower_state.h"
 #include "compiler/passes/op_rules.h"
 #include "ir/support/error.h"
@@ -14,13 +15,15 @@ void select_kernels(LowerState& s) {
   s.epilogue = {};
   s.siblings = {};
   s.rope_append = {};
+  s.norm_matmuls = {};
   for (const ir::Function* fn : s.programs) {
     // Instances depend on widths, not on the token count: choose them at the largest bucket.
     const std::map<const ir::Value*, View> views = compute_views(*fn, s.max_tokens, s.options.max_context, s.draft_rows, &s.stored_dtypes);
     if (epilogue_adds_enabled()) find_epilogue_adds(*fn, views, s.epilogue);
     if (sibling_matmuls_enabled()) find_sibling_matmuls(*fn, views, s.epilogue, s.siblings);
     if (rope_append_fusion_enabled()) find_rope_append_fusions(*fn, views, s.rope_append);
-    const LoweringFusions fusions{s.epilogue, s.siblings, s.rope_append};
+    if (norm_matmuls_enabled()) find_norm_matmuls(*fn, views, s.siblings, s.norm_matmuls);
+    const LoweringFusions fusions{s.epilogue, s.siblings, s.rope_append, s.norm_matmuls};
     const std::vector<ir::Op*> ops = fn->ops();
     for (size_t n = 0; n < ops.size(); ++n) {
       if (fusions.absorbed(*ops[n])) continue;  // the producer, first sibling or kv_append launches it

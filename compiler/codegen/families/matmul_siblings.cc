@@ -13,6 +13,8 @@ void check(const ParamValues& p) {
   else
     require(p.at("N") >= 0 && p.at("N") % 2 == 0 && p.at("N2") > 0 && p.at("N3") == p.at("N2") && p.at("RPW") % 2 == 0, "matmul_siblings",
             "GLU 1 takes a gate and up pair of equal rows (N2 == N3), an even N and an even RPW (a pair within one warp's rows)");
+  require(p.at("NORM") >= 0 && p.at("NORM") <= 2, "matmul_siblings",
+          "NORM must be 0 (x as is), 1 (rms_norm(x)) or 2 (rms_norm(x), its rows stored)");
   const int64_t warps = p.at("WARPS"), ksplit = p.at("KSPLIT");
   require(p.at("RPW") >= 1 && ksplit >= 1 && p.at("UNROLL") >= 1 && p.at("TOK_TILE") >= 1, "matmul_siblings",
           "RPW, KSPLIT, UNROLL and TOK_TILE must be positive");
@@ -40,7 +42,7 @@ const Family& family() {
       .name = "matmul_siblings",
       .header = "matmul_siblings.cuh",
       .function = "kp::matmul_siblings",
-      .params = {dim_param("K", "k"), dim_param("N", "na"), dim_param("N2", "nb"), dim_param("N3", "nc"), dim_param("GLU", "glu"), dtype_param("X_DT", "x"),
+      .params = {dim_param("K", "k"), dim_param("N", "na"), dim_param("N2", "nb"), dim_param("N3", "nc"), dim_param("GLU", "glu"), dim_param("NORM", "norm"), dtype_param("X_DT", "x"),
                  dtype_param("Y_DT", "y"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"), tuning_param("RPW", "r"),
                  tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u")},
       .signature = signature_of<Args>(),
@@ -56,8 +58,9 @@ const Family& family() {
 namespace kplan::codegen {
 
 KernelSource matmul_siblings_kernel(int64_t k, int64_t n, int64_t n2, int64_t n3, ElemType x, ElemType y, std::string_view arch,
-                                    int64_t few_tokens, bool glu) {
-  ParamValues p = {{"K", k}, {"N", n}, {"N2", n2}, {"N3", n3}, {"GLU", glu ? 1 : 0}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}};
+                                    int64_t few_tokens, bool glu, int64_t norm) {
+  ParamValues p = {{"K", k},   {"N", n},       {"N2", n2}, {"N3", n3}, {"GLU", glu ? 1 : 0},
+                   {"NORM", norm}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}};
   if (few_tokens > 0) p["TOK_TILE"] = few_tokens;
   return instantiate(matmul_siblings::family(), p, arch);
 }

@@ -4,7 +4,7 @@
 // with the shared expert's gate and up, an MLP's gate and up).
 //
 // Template parameters (compile-time constants, template order):
-//   K, N, N2, N3, GLU, X_DT (dtype), Y_DT (dtype), WARPS, TOK_TILE, RPW, KSPLIT, UNROLL (the last five tuning)
+//   K, N, N2, N3, GLU, NORM, X_DT (dtype), Y_DT (dtype), WARPS, TOK_TILE, RPW, KSPLIT, UNROLL (the last five tuning)
 // See the template's doc block for their meaning and the launch geometry (families/matmul_siblings.cc).
 #include <cstdint>
 #include <string_view>
@@ -27,6 +27,9 @@ struct Args {
   KPLAN_I32(y_row_stride);   // elements
   KPLAN_I32(y2_row_stride);  // elements
   KPLAN_I32(y3_row_stride);  // elements
+  KPLAN_PTR(norm_weight);    // NORM: bf16 [K], x is read as rms_norm(x, norm_weight); NORM 0: unread
+  KPLAN_PTR(norm_out);       // NORM 2: X_DT [n_tokens, K], the norm's result rows; otherwise unwritten
+  KPLAN_F32(eps);            // NORM: the norm's eps
 };
 
 const Family& family();
@@ -38,8 +41,9 @@ namespace kplan::codegen {
 // The instance for K and the siblings' rows (n3 0: two), tuned as the dense matmul's CUDA-core
 // stream over n + n2 + n3 rows (heuristics' matmul_tiling); few_tokens 1 or 2: the 1-token or
 // 2..8-token instance (token tiles of that size), 0: tiles of 8. glu: n2 / n3 are a gate and up
-// pair whose SwiGLU the launch writes to y2 (the template's GLU 1; n may be 0).
+// pair whose SwiGLU the launch writes to y2 (the template's GLU 1; n may be 0). norm 1 / 2: x is
+// read as rms_norm(x) (2: the norm's result also written; the template's NORM).
 KernelSource matmul_siblings_kernel(int64_t k, int64_t n, int64_t n2, int64_t n3, ElemType x, ElemType y,
-                                    std::string_view arch = kDefaultArch, int64_t few_tokens = 0, bool glu = false);
+                                    std::string_view arch = kDefaultArch, int64_t few_tokens = 0, bool glu = false, int64_t norm = 0);
 
 }  // namespace kplan::codegen

@@ -38,12 +38,23 @@ inline void rms_norm(LaunchArgs& a) {
   a.scatter_rows("y", a.i32("y_stride"), a.dtype_param("Y_DT"), cpu::rms_norm(x, w.data, a.f32("eps")));
 }
 
+// NORM 1 / 2 (the matmul templates' fused norm): the launch's x rows are rms_norm(x, norm_weight),
+// and with NORM 2 those rows are written to norm_out in X_DT ([n_tokens, K], contiguous).
+inline Matrix matmul_activations(LaunchArgs& a, int64_t K, int64_t n, int64_t batch_offset) {
+  const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"), batch_offset);
+  if (a.param("NORM") == 0) return x;
+  const Matrix w = a.gather_rows("norm_weight", 1, K, K, DType::BF16);
+  Matrix normed = cpu::rms_norm(x, w.data, a.f32("eps"));
+  if (a.param("NORM") == 2) a.scatter_rows("norm_out", K, a.dtype_param("X_DT"), normed);
+  return normed;
+}
+
 // Batched over grid.z (the heads of head_matmul); W_LAYOUT 1 reads W[b] as [K, N].
 inline void matmul(LaunchArgs& a) {
   const int64_t K = a.param("K"), N = a.param("N"), n = a.i32("n_tokens"), batch = a.launch().grid[2];
   const bool kn = a.param("W_LAYOUT") == 1;
   for (int64_t b = 0; b < batch; ++b) {
-    const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"), b * a.i32("x_batch_stride"));
+    const Matrix x = matmul_activations(a, K, n, b * a.i32("x_batch_stride"));
     const int64_t wb = b * a.i32("w_batch_stride");
     const Matrix w = a.gather("w", kn ? Strided{N, K, 1, 1, 0, N, wb} : Strided{N, K, K, 1, 0, 1, wb}, DType::BF16);
     Matrix y = cpu::matmul(x, w);
@@ -55,10 +66,10 @@ inline void matmul(LaunchArgs& a) {
 
 // Each sibling's rows: y_i = x W_i^T (kernels_templates/matmul_siblings.cuh); GLU 1: y2 =
 // silu(x W2^T) * (x W3^T), gate and up rounded to Y_DT first, y3 unwritten, W (N may be 0) a
-// plain sibling.
+// plain sibling; NORM as matmul's.
 inline void matmul_siblings(LaunchArgs& a) {
   const int64_t K = a.param("K"), n = a.i32("n_tokens");
-  const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"));
+  const Matrix x = matmul_activations(a, K, n, 0);
   auto product = [&](const char* w, int64_t rows) { return cpu::matmul(x, a.gather(w, Strided{rows, K, K, 1, 0, 1, 0}, DType::BF16)); };
   if (a.param("GLU") == 1) {
     const int64_t N = a.param("N"), M = a.param("N2");

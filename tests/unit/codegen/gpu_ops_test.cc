@@ -396,7 +396,7 @@ TEST(GpuOps, MatmulTokenTilesOddWidthsAccumulate) {
     for (const KernelSource& k : kernels) {
       DevBuf d_x = gpu->upload_as(x, c.x_t), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->upload(y0);
       gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
-                                Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0)});
+                                Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0)});
       EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id;
     }
   }
@@ -426,7 +426,7 @@ TEST(GpuOps, MatmulSiblingsMatchTheCpuOpPerSibling) {
     const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.n2, c.n3, c.x_t, F32, gpu->arch(), c.tile);
     DevBuf d_x = gpu->upload_as(x, c.x_t);
     gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w[0]), Gpu::ptr(d_w[1]), Gpu::ptr(d_w[2]), Gpu::ptr(d_y[0]), Gpu::ptr(d_y[1]),
-                              Gpu::ptr(d_y[2]), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.n2), Gpu::i32(c.n3)});
+                              Gpu::ptr(d_y[2]), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.n2), Gpu::i32(c.n3), Gpu::null(), Gpu::null(), Gpu::f32(0)});
     for (int s = 0; s < 3; ++s) {
       if (rows[s] == 0) {
         for (float v : gpu->download<float>(d_y[s], want[s].size())) EXPECT_TRUE(std::isnan(v)) << k.id << ": an absent third written";
@@ -463,13 +463,84 @@ TEST(GpuOps, MatmulSiblingsGluMatchesTheCpuOps) {
     DevBuf d_y = gpu->upload(nan_bytes), d_y2 = gpu->upload(nan_bytes), d_y3 = gpu->upload(nan_bytes);
     const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.m, c.m, F32, c.y_t, gpu->arch(), c.tile, /*glu=*/true);
     gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_wg), Gpu::ptr(d_wu), Gpu::ptr(d_y), Gpu::ptr(d_y2), Gpu::ptr(d_y3),
-                              Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.m), Gpu::i32(c.m)});
+                              Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.m), Gpu::i32(c.m), Gpu::null(), Gpu::null(), Gpu::f32(0)});
     const double tol = c.y_t == BF16 ? 1e-2 : 1e-4;
     EXPECT_LT(relative_error(gpu->download_as(d_y2, want.size(), c.y_t), want), tol) << k.id << " swiglu";
     if (c.n > 0) {
       EXPECT_LT(relative_error(gpu->download_as(d_y, plain.size(), c.y_t), plain), tol) << k.id << " plain sibling";
     }
     for (uint8_t b : gpu->download<uint8_t>(d_y3, nan_bytes.size())) ASSERT_EQ(b, 0xff) << k.id << ": the up rows written";
+  }
+}
+
+// The fused RMSNorm (NORM 1 / 2, compiler/passes/norm_matmuls.h): y = rms_norm(x, g) W^T against
+// the CPU ops, for kp::matmul (q_b after q_a's norm: K 1536, bf16 x; lm_head-like K 7168 rows;
+// 1-, 2- and 8-token instances at 1, 5 and 11 tokens) and kp::matmul_siblings (q_a + kv_a after
+// the layer norm; a router beside its shared expert's GLU pair, NORM 2: the routed experts read
+// the norm's rows, checked too, written once in x's dtype).
+TEST(GpuOps, MatmulNormMatchesTheCpuOps) {
+  REQUIRE_GPU();
+  const float eps = 1e-6f;
+  auto normed = [&](const std::vector<float>& x, const std::vector<float>& g, int64_t tokens, int64_t k) {
+    std::vector<float> y(x.size());
+    for (int64_t t = 0; t < tokens; ++t) cpu::rms_norm_row(x.data() + t * k, k, g.data(), eps, y.data() + t * k);
+    return y;
+  };
+  auto product = [](const std::vector<float>& x, const std::vector<float>& w, int64_t tokens, int64_t n, int64_t k) {
+    std::vector<float> y(tokens * n);
+    for (int64_t t = 0; t < tokens; ++t) cpu::matvec(x.data() + t * k, w.data(), n, k, y.data() + t * n);
+    return y;
+  };
+  struct Case { int64_t k, n, tokens, tile, norm; ElemType x_t; };
+  for (const Case& c : {Case{1536, 12288, 1, 1, 1, BF16}, Case{1536, 12288, 5, 2, 2, BF16}, Case{7168, 4096, 1, 1, 1, F32},
+                        Case{7168, 4096, 11, 0, 2, F32}}) {
+    const std::vector<float> x = random_values(c.tokens * c.k, 51, 3.f, c.x_t == BF16);
+    std::vector<float> g = random_values(c.k, 52, 0.5f);
+    for (float& v : g) v = bf16_to_float(float_to_bf16(v + 1.f));
+    const std::vector<float> w = random_values(c.n * c.k, 53, 0.2f, true);
+    const std::vector<float> xn = normed(x, g, c.tokens, c.k);
+    DevBuf d_x = gpu->upload_as(x, c.x_t), d_g = gpu->upload(to_bf16_bits(g)), d_w = gpu->upload(to_bf16_bits(w));
+    DevBuf d_y = gpu->alloc(c.tokens * c.n * 4), d_out = gpu->upload(std::vector<uint8_t>(c.tokens * c.k * 4, 0xff));
+    const KernelSource k = matmul_kernel(c.k, c.n, c.x_t, F32, false, false, gpu->arch(), 0, c.tile, 0, c.norm);
+    gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
+                              Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0), Gpu::ptr(d_g), Gpu::ptr(d_out), Gpu::f32(eps)});
+    EXPECT_LT(relative_error(gpu->download<float>(d_y, c.tokens * c.n), product(xn, w, c.tokens, c.n, c.k)), 1e-4) << k.id;
+    if (c.norm == 2) {
+      EXPECT_LT(relative_error(gpu->download_as(d_out, c.tokens * c.k, c.x_t), xn), c.x_t == BF16 ? 1e-2 : 1e-5) << k.id << " norm rows";
+    } else {
+      for (uint8_t b : gpu->download<uint8_t>(d_out, c.tokens * c.k * 4)) ASSERT_EQ(b, 0xff) << k.id << ": NORM 1 wrote the norm's rows";
+    }
+  }
+  struct Siblings { int64_t k, n, n2, tokens, tile, norm; bool glu; };
+  for (const Siblings& c : {Siblings{7168, 1536, 576, 1, 1, 1, false}, Siblings{7168, 1536, 576, 5, 2, 1, false},
+                            Siblings{7168, 384, 2048, 1, 1, 2, true}, Siblings{7168, 384, 2048, 11, 0, 2, true}}) {
+    const std::vector<float> x = random_values(c.tokens * c.k, 61, 3.f);
+    std::vector<float> g = random_values(c.k, 62, 0.5f);
+    for (float& v : g) v = bf16_to_float(float_to_bf16(v + 1.f));
+    const std::vector<float> w = random_values(c.n * c.k, 63, 0.2f, true), w2 = random_values(c.n2 * c.k, 64, 0.2f, true),
+                             w3 = random_values(c.n2 * c.k, 65, 0.2f, true);
+    const std::vector<float> xn = normed(x, g, c.tokens, c.k);
+    DevBuf d_x = gpu->upload(x), d_g = gpu->upload(to_bf16_bits(g)), d_w = gpu->upload(to_bf16_bits(w)), d_w2 = gpu->upload(to_bf16_bits(w2)),
+           d_w3 = gpu->upload(to_bf16_bits(w3));
+    DevBuf d_y = gpu->alloc(c.tokens * c.n * 4), d_y2 = gpu->alloc(c.tokens * c.n2 * 4), d_y3 = gpu->alloc(c.tokens * c.n2 * 4);
+    DevBuf d_out = gpu->upload(std::vector<uint8_t>(c.tokens * c.k * 4, 0xff));
+    const int64_t n3 = c.glu ? c.n2 : 0;
+    const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.n2, n3, F32, F32, gpu->arch(), c.tile, c.glu, c.norm);
+    gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_w2), Gpu::ptr(d_w3), Gpu::ptr(d_y), Gpu::ptr(d_y2), Gpu::ptr(d_y3),
+                              Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.n2), Gpu::i32(std::max<int64_t>(n3, 1)),
+                              Gpu::ptr(d_g), Gpu::ptr(d_out), Gpu::f32(eps)});
+    EXPECT_LT(relative_error(gpu->download<float>(d_y, c.tokens * c.n), product(xn, w, c.tokens, c.n, c.k)), 1e-4) << k.id << " sibling 0";
+    std::vector<float> want2 = product(xn, w2, c.tokens, c.n2, c.k);
+    if (c.glu) {
+      const std::vector<float> up = product(xn, w3, c.tokens, c.n2, c.k);
+      for (size_t i = 0; i < want2.size(); ++i) want2[i] = want2[i] / (1.f + std::exp(-want2[i])) * up[i];
+    }
+    EXPECT_LT(relative_error(gpu->download<float>(d_y2, c.tokens * c.n2), want2), 1e-4) << k.id << (c.glu ? " swiglu" : " sibling 1");
+    if (c.norm == 2) {
+      EXPECT_LT(relative_error(gpu->download<float>(d_out, c.tokens * c.k), xn), 1e-5) << k.id << " norm rows";
+    } else {
+      for (uint8_t b : gpu->download<uint8_t>(d_out, c.tokens * c.k * 4)) ASSERT_EQ(b, 0xff) << k.id << ": NORM 1 wrote the norm's rows";
+    }
   }
 }
 
@@ -487,7 +558,7 @@ TEST(GpuOps, MatmulUnalignedViews) {
       DevBuf d_x = gpu->upload(x), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->alloc(T * N * 4);
       const KernelSource k = matmul_kernel(K, N, F32, F32, false, false, gpu->arch(), mma);
       gpu->launch(k, T, {Gpu::ptr(d_x, 4), Gpu::ptr(d_w, 2 * w_offset), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(x_stride), Gpu::i32(0),
-                         Gpu::i32(N), Gpu::i32(0), Gpu::i32(0)});
+                         Gpu::i32(N), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0)});
       EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id << " w offset " << w_offset;
     }
   }
@@ -509,7 +580,7 @@ TEST(GpuOps, MatmulAtLmHeadWidth) {
   const KernelSource k = matmul_kernel(K, N, F32, F32);
   auto args = [&](int64_t t) {
     return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(K), Gpu::i32(0),
-                                 Gpu::i32(N), Gpu::i32(0), Gpu::i32(0)};
+                                 Gpu::i32(N), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0)};
   };
   for (const int64_t t : {int64_t{1}, int64_t{3}}) {
     gpu->launch(k, t, args(t));
@@ -587,7 +658,7 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
     DevBuf d_x = gpu->upload(x), d_w = gpu->upload(w_bits), d_y = gpu->alloc(T * sh.n * 4);
     auto args = [&](int64_t t) {
       return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(sh.k), Gpu::i32(0),
-                                   Gpu::i32(sh.n), Gpu::i32(0), Gpu::i32(0)};
+                                   Gpu::i32(sh.n), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0)};
     };
     const KernelSource chosen = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch());
     const KernelSource chosen16 = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch(), 16);
@@ -597,7 +668,7 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
     std::vector<KernelSource> variants = {chosen, chosen16, chosen64};
     for (const Tiling& tl : tilings) {
       const ParamValues p = {{"K", sh.k},         {"N", sh.n},          {"X_DT", 0},         {"Y_DT", 0},
-                             {"W_LAYOUT", 0},     {"ACC", 0},           {"WARPS", tl.warps}, {"TOK_TILE", tl.tok_tile},
+                             {"W_LAYOUT", 0},     {"ACC", 0},           {"NORM", 0},         {"WARPS", tl.warps}, {"TOK_TILE", tl.tok_tile},
                              {"RPW", tl.rpw},     {"KSPLIT", tl.ksplit}, {"UNROLL", tl.unroll}, {"MMA", tl.mma}};
       const KernelSource v = instantiate(matmul::family(), p, gpu->arch());
       if (v.id == chosen.id || v.id == chosen16.id || v.id == chosen64.id) continue;
@@ -644,10 +715,10 @@ TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
     const int64_t w_batch = (d.nope + d.v) * d.kv_lora;
     const KernelSource uk = matmul_kernel(d.nope, d.kv_lora, F32, F32, /*weight_kn=*/true);
     gpu->launch(uk, T, {Gpu::ptr(d_q), Gpu::ptr(d_kvb), Gpu::ptr(d_qlat), Gpu::ptr(d_qlat), Gpu::i32(T), Gpu::i32(d.heads * qw), Gpu::i32(qw),
-                        Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch)}, d.heads);
+                        Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch), Gpu::null(), Gpu::null(), Gpu::f32(0)}, d.heads);
     const KernelSource uv = matmul_kernel(d.kv_lora, d.v, F32, F32);
     gpu->launch(uv, T, {Gpu::ptr(d_olat), Gpu::ptr(d_kvb, d.nope * d.kv_lora * 2), Gpu::ptr(d_v), Gpu::ptr(d_v), Gpu::i32(T),
-                        Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(d.heads * d.v), Gpu::i32(d.v), Gpu::i32(w_batch)},
+                        Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(d.heads * d.v), Gpu::i32(d.v), Gpu::i32(w_batch), Gpu::null(), Gpu::null(), Gpu::f32(0)},
                 d.heads);
     Matrix q_nope(T, d.heads * d.nope);
     for (int64_t t = 0; t < T; ++t)
@@ -659,7 +730,7 @@ TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
                              cpu::mla_expand_value(matrix(T, d.heads * d.kv_lora, o_lat), kvb, d).data), 1e-4) << uv.id;
     if (d.heads == 64) {
       const double ms = gpu->time_ms(uk, 1, {Gpu::ptr(d_q), Gpu::ptr(d_kvb), Gpu::ptr(d_qlat), Gpu::ptr(d_qlat), Gpu::i32(1), Gpu::i32(d.heads * qw), Gpu::i32(qw),
-                                            Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch)},
+                                            Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch), Gpu::null(), Gpu::null(), Gpu::f32(0)},
                                      100, d.heads);
       const double bytes = 2.0 * d.heads * d.nope * d.kv_lora;
       std::printf("[ figures  ] W_UK K2.6 %s: 1 token, %.1f MB: %.2f us, %.0f GB/s\n", uk.id.c_str(), bytes / 1e6, 1e3 * ms, bytes / (ms * 1e-3) / 1e9);

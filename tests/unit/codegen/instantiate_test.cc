@@ -54,11 +54,11 @@ TEST(CodegenInstantiate, GeneratedSourceIsOneWrapperAroundOneInstance) {
 }
 
 TEST(CodegenInstantiate, TuningParametersCanBeGiven) {
-  const KernelSource a = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}});
-  const KernelSource b = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0},
+  const KernelSource a = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0}});
+  const KernelSource b = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0},
                                                 {"WARPS", 8}, {"TOK_TILE", 2}, {"RPW", 2}, {"KSPLIT", 4}, {"UNROLL", 3}});
   EXPECT_NE(a.id, b.id);
-  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_w8_tt2_r2_ks4_u3_mma0_pf0");
+  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_norm0_w8_tt2_r2_ks4_u3_mma0_pf0");
   EXPECT_EQ(b.block_threads, 256);
 }
 
@@ -155,20 +155,29 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
     }
     return std::string("no error");
   };
-  ParamValues p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"WARPS", 4}, {"KSPLIT", 3}};
+  ParamValues p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0}, {"WARPS", 4}, {"KSPLIT", 3}};
   EXPECT_NE(message(p).find("KSPLIT (3) must divide WARPS (4)"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"RPW", 2}, {"TOK_TILE", 8}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"NORM", 0}, {"RPW", 2}, {"TOK_TILE", 8}};
   EXPECT_NE(message(p).find("W_LAYOUT 1: RPW * 8 * TOK_TILE accumulators above 64 would spill"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"WARPS", 16}, {"KSPLIT", 8}, {"RPW", 2}, {"TOK_TILE", 2}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"NORM", 0}, {"WARPS", 16}, {"KSPLIT", 8}, {"RPW", 2}, {"TOK_TILE", 2}};
   EXPECT_NE(message(p).find("exceed 48 KiB"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"RPW", 16}, {"TOK_TILE", 8}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0}, {"RPW", 16}, {"TOK_TILE", 8}};
   EXPECT_NE(message(p).find("would spill"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"MMA", 1}, {"RPW", 12}, {"TOK_TILE", 16}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0}, {"MMA", 1}, {"RPW", 12}, {"TOK_TILE", 16}};
   EXPECT_NE(message(p).find("MMA tiles take RPW a multiple of 8"), std::string::npos) << message(p);
-  p = {{"K", 60}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"MMA", 1}, {"TOK_TILE", 16}};
+  p = {{"K", 60}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0}, {"MMA", 1}, {"TOK_TILE", 16}};
   EXPECT_NE(message(p).find("MMA needs K a multiple of 8"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"MMA", 1}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"NORM", 0}, {"MMA", 1}};
   EXPECT_NE(message(p).find("W_LAYOUT 1 takes"), std::string::npos) << message(p);
+  // The fused norm: 0..2, on the CUDA-core [N, K] stream only.
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 3}};
+  EXPECT_NE(message(p).find("NORM must be 0 (x as is), 1 (rms_norm(x)) or 2"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 1}, {"MMA", 1}, {"RPW", 8}, {"TOK_TILE", 16}};
+  EXPECT_NE(message(p).find("NORM takes W_LAYOUT 0 and MMA 0"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"NORM", 2}};
+  EXPECT_NE(message(p).find("NORM takes W_LAYOUT 0 and MMA 0"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 1}, {"NORM", 2}};
+  EXPECT_EQ(message(p), "no error");
 }
 
 TEST(CodegenInstantiate, BadParametersAreClearErrors) {
@@ -199,10 +208,14 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
   EXPECT_NE(message([] { matmul_siblings_kernel(256, 7, 16, 16, ElemType::F32, ElemType::F32, "sm_90", 1, true); }).find(glu_rule),
             std::string::npos);
   EXPECT_NE(message([] {
-              instantiate("matmul_siblings", {{"K", 256}, {"N", 8}, {"N2", 16}, {"N3", 16}, {"GLU", 1}, {"X_DT", 0}, {"Y_DT", 0}, {"RPW", 3}});
+              instantiate("matmul_siblings", {{"K", 256}, {"N", 8}, {"N2", 16}, {"N3", 16}, {"GLU", 1}, {"NORM", 0}, {"X_DT", 0}, {"Y_DT", 0}, {"RPW", 3}});
             }).find(glu_rule),
             std::string::npos);
   EXPECT_EQ(message([] { matmul_siblings_kernel(256, 0, 16, 16, ElemType::F32, ElemType::F32, "sm_90", 1, true); }), "no error");
+  EXPECT_NE(message([] { matmul_siblings_kernel(256, 8, 16, 0, ElemType::F32, ElemType::F32, "sm_90", 1, false, 3); })
+                .find("NORM must be 0 (x as is), 1 (rms_norm(x)) or 2"),
+            std::string::npos);
+  EXPECT_EQ(message([] { matmul_siblings_kernel(256, 8, 16, 16, ElemType::F32, ElemType::F32, "sm_90", 1, true, 2); }), "no error");
   // The grouped experts' tensor-core path: INT4 only, m-tile rows, NT 1..16, shared memory
   // (gate/up at K2.6's H: NT 7 staged rows + 8 warps' transposition buffers fit, NT 8 does not).
   auto gate_up = [](int64_t wf, int64_t rows, int64_t nt) {

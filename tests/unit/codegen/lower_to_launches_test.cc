@@ -93,9 +93,10 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
   EXPECT_EQ(lp.step_inputs.size(), static_cast<size_t>(plan::kStepInputKinds));
   for (const plan::Bucket& b : lp.buckets) {
     EXPECT_EQ(b.program, "target");
-    // 4 layers: embedding, then per layer at least norm, q path, kv path, rope x2, append, 2 head
-    // matmuls, attention, o_proj, add, norm, mlp; then final norm + lm_head.
-    EXPECT_GT(b.launches.size(), 4u * 15);
+    // 4 layers: embedding, then per layer at least q_a + kv_a (the layer norm in their launch),
+    // q_b (q_a's norm in its launch), the rope-append, 2 head matmuls, attention, o_proj (the add
+    // in its epilogue), the MLP; then lm_head (the final norm in its launch).
+    EXPECT_GT(b.launches.size(), 4u * 9);
     ASSERT_EQ(b.outputs.size(), 3u);  // logits, hidden.1, next_tokens (in IR output order)
     const plan::StepOutput& logits = b.outputs[0];
     const plan::StepOutput& hidden = b.outputs[1];
@@ -115,11 +116,17 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
     // matmuls, which take their tensor-core instance from 16 tokens on (tiles of 16 below 64), and
     // the sibling matmuls' token tiles.
     // A sibling launch of the 1-token bucket is its 2 or 3 matmuls' own launches where one takes
-    // the tensor cores (GLU 1: then their swiglu's).
+    // the tensor cores (GLU 1: then their swiglu's), after the norm it computed (NORM > 0); a
+    // matmul that computed a norm launches that norm first there.
     size_t i = 0;
     for (const plan::Launch& l1 : lp.buckets[0].launches) {
       ASSERT_LT(i, b.launches.size());
       const codegen::KernelSource& k1 = lp.kernels[l1.kernel];
+      if ((k1.family == "matmul" || k1.family == "matmul_siblings") && codegen::kernel_param(k1, "NORM") > 0 && b.tokens >= 16) {
+        EXPECT_EQ(lp.kernels[b.launches[i].kernel].family, "rms_norm") << k1.id << ": its norm at " << b.tokens << " tokens";
+        ++i;
+        ASSERT_LT(i, b.launches.size());
+      }
       const codegen::KernelSource& k = lp.kernels[b.launches[i].kernel];
       if (k1.family == "matmul_siblings" && k.family == "matmul") {
         EXPECT_GE(b.tokens, 16) << k1.id << " split at " << b.tokens << " tokens";
@@ -141,9 +148,11 @@ TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
           EXPECT_EQ(codegen::kernel_param(k, "TOK_TILE"), 16) << k.id;
         }
         EXPECT_EQ(codegen::kernel_param(k, "K"), codegen::kernel_param(k1, "K"));
+        EXPECT_EQ(codegen::kernel_param(k, "NORM"), b.tokens >= 16 ? 0 : codegen::kernel_param(k1, "NORM")) << k.id;
       } else if (k.family == "matmul_siblings") {  // on the CUDA cores: token tiles of 1, 2, 8
         EXPECT_EQ(codegen::kernel_param(k, "TOK_TILE"), b.tokens == 1 ? 1 : b.tokens <= 8 ? 2 : 8) << k.id;
         EXPECT_EQ(codegen::kernel_param(k, "N2"), codegen::kernel_param(k1, "N2"));
+        EXPECT_EQ(codegen::kernel_param(k, "NORM"), codegen::kernel_param(k1, "NORM")) << k.id;
       } else {
         EXPECT_EQ(b.launches[i].kernel, l1.kernel) << k.id;
       }

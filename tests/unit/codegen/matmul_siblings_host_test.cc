@@ -61,9 +61,9 @@ void check(int T, uint64_t seed) {
   constexpr int GROUPS = WARPS / KSPLIT, ROWS = N + N2 + N3;
   const unsigned row_blocks = (ROWS + RPW * GROUPS - 1) / (RPW * GROUPS);
   cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
-    kp::matmul_siblings<K, N, N2, N3, GLU, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2>(
+    kp::matmul_siblings<K, N, N2, N3, GLU, 0, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2>(
         x.data(), wb[0].data(), wb[1].data(), wb[2].data(), y[0].data(), y[1].data(), y[2].data(), T, K, std::max(N, 1), N2,
-        std::max(N3, 1));
+        std::max(N3, 1), nullptr, nullptr, 0.f);
   });
   const std::string what = "GLU " + std::to_string(GLU) + " N " + std::to_string(N) + " tokens " + std::to_string(T);
   if (N > 0) {

@@ -53,15 +53,20 @@ TEST(LaunchTraffic, MatmulsReadTheirWeightOnceAndTheStepSumsToPlanTraffic) {
     EXPECT_GT(t[i].bytes(), 0) << k.id;
     if (k.family != "matmul") continue;
     ++matmuls;
-    EXPECT_EQ(t[i].weight_bytes, 2.0 * l.grid[2] * constant(k, "K") * constant(k, "N")) << k.id;
+    // A fused norm (NORM 1 / 2, norm_matmuls.h) reads its bf16 weight too; 2 writes its rows.
+    const double norm_weight = constant(k, "NORM") > 0 ? 2.0 * constant(k, "K") : 0.0;
+    EXPECT_EQ(t[i].weight_bytes, 2.0 * l.grid[2] * constant(k, "K") * constant(k, "N") + norm_weight) << k.id;
     const auto bytes = [](int64_t dt) { return dt == 0 ? 4.0 : 2.0; };  // f32 / bf16 (activations stored as bf16 by default)
     // x, y and (ACC 1: a residual add in the epilogue) the residual row.
     const double y_rows = 1 + constant(k, "ACC");
+    const double norm_rows = constant(k, "NORM") == 2 ? constant(k, "K") * bytes(constant(k, "X_DT")) : 0.0;
     EXPECT_EQ(t[i].activation_bytes,
-              l.grid[2] * (constant(k, "K") * bytes(constant(k, "X_DT")) + y_rows * constant(k, "N") * bytes(constant(k, "Y_DT"))))
-        << k.id << ": x, y (and the residual) of 1 token";
-    for (const plan::LaunchArg& a : l.args)
-      if (a.kind == plan::ArgKind::Weight) matmul_bytes_of_weight[a.index] += t[i].weight_bytes;
+              l.grid[2] * (constant(k, "K") * bytes(constant(k, "X_DT")) + y_rows * constant(k, "N") * bytes(constant(k, "Y_DT"))) +
+                  norm_rows)
+        << k.id << ": x, y (and the residual, the norm's rows) of 1 token";
+    for (size_t a = 0; a < l.args.size(); ++a)
+      if (l.args[a].kind == plan::ArgKind::Weight && k.param_names.at(a) == "w")
+        matmul_bytes_of_weight[l.args[a].index] += t[i].weight_bytes - norm_weight;
   }
   EXPECT_GT(matmuls, 10);
   // kv_b_proj is read by two head_matmuls (W_UK, W_UV): together exactly the weight.

@@ -1,0 +1,60 @@
+#include "compiler/passes/norm_matmuls.h"
+
+#include <set>
+
+#include "compiler/codegen/heuristics/heuristics.h"
+#include "compiler/passes/program_order.h"
+
+namespace kplan::passes {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+using ir::Value;
+
+const View* view_of(const std::map<const Value*, View>& views, const Value* v) {
+  auto it = views.find(v);
+  return it == views.end() ? nullptr : &it->second;
+}
+
+// A matmul whose launch can read rms_norm(x) in place of x: activations `x` as rows, a whole
+// [N, K] bf16 weight (not a view: the templates' 16-byte row stream).
+bool reads_as_activations(const Op& op, const Value* x, const std::map<const Value*, View>& views) {
+  if ((op.kind() != OpKind::Matmul && op.kind() != OpKind::LmHead) || op.num_operands() < 2 || op.operand(0) != x) return false;
+  const View* w = view_of(views, op.operand(1));
+  const bool weight = w && w->root && w->root->defining_op() && w->root->defining_op()->kind() == OpKind::Weight;
+  return weight && w->dtype == DType::BF16 && is_contiguous(*w) && w->shape.size() == 2;
+}
+
+}  // namespace
+
+void find_norm_matmuls(const ir::Function& fn, const std::map<const Value*, View>& views, const SiblingMatmuls& siblings,
+                       NormMatmuls& out) {
+  const ProgramOrder order(fn);
+  for (const Op* norm : fn.ops()) {
+    if (norm->kind() != OpKind::RmsNorm || norm->num_operands() != 2) continue;
+    const View* x = view_of(views, norm->operand(0));
+    const View* w = view_of(views, norm->operand(1));
+    const View* y = view_of(views, norm->result());
+    if (!x || !x->root || !as_rows(*x) || (x->dtype != DType::F32 && x->dtype != DType::BF16)) continue;
+    if (!w || w->dtype != DType::BF16 || !is_contiguous(*w) || w->shape.size() != 1 || w->shape[0] != x->shape.back()) continue;
+    if (!y || !is_contiguous(*y) || y->shape.size() != 2) continue;
+    auto readers = order.readers.find(norm->result());
+    if (readers == order.readers.end() || readers->second.empty()) continue;
+    const Op* first = readers->second.front();  // readers are in program order
+    if (siblings.first.count(first) || !reads_as_activations(*first, norm->result(), views)) continue;
+    // The launch's own members; any other reader needs the norm's result stored.
+    std::set<const Op*> members = {first};
+    auto later = siblings.later.find(first);
+    if (later != siblings.later.end()) members.insert(later->second.begin(), later->second.end());
+    bool others = false;
+    for (const Op* r : readers->second) others = others || !members.count(r);
+    if (others && y->dtype != x->dtype) continue;
+    out.consumers[first] = {norm, others};
+    out.absorbed[norm] = first;
+  }
+}
+
+bool norm_matmuls_enabled() { return codegen::compile_switch("KPLAN_FUSE_NORM", true); }
+
+}  // namespace kplan::passes
