@@ -40,11 +40,14 @@ __device__ void moe_router(const void* logits, const void* bias, void* topk_ids,
   if (t >= n_tokens) return;
   const float* row = static_cast<const float*>(logits) + static_cast<i64>(t) * E;
   const float* b = static_cast<const float*>(bias);
-  float choice[EPL];
+  // Each lane keeps its experts' scores: the chosen ones' weights come from a shuffle, not from
+  // a global load of the logit after each pick (8 dependent L2 round trips at K2.6's top-8).
+  float choice[EPL], score[EPL];
 #pragma unroll
   for (int i = 0; i < EPL; ++i) {
     const int e = lane + 32 * i;
-    choice[i] = e < E ? sigmoid(row[e]) + b[e] : 0.f;
+    score[i] = e < E ? sigmoid(row[e]) : 0.f;
+    choice[i] = e < E ? score[i] + b[e] : 0.f;
     if (e < E) choice_smem[warp][e] = choice[i];
   }
   __syncwarp();
@@ -97,9 +100,13 @@ __device__ void moe_router(const void* logits, const void* bias, void* topk_ids,
       }
     }
     warp_argmax(v, e_best);
+    float mine = 0.f;  // the owner lane's score of e_best
+#pragma unroll
+    for (int i = 0; i < EPL; ++i)
+      if (lane + 32 * i == e_best) mine = score[i];
     if (e_best % 32 == lane) taken |= 1u << (e_best / 32);
     ids[k] = e_best;
-    w[k] = sigmoid(row[e_best]);
+    w[k] = __shfl_sync(0xffffffffu, mine, e_best % 32);
     sum += w[k];
   }
   if (lane == 0) {
