@@ -1,7 +1,7 @@
 #pragma once
 // Dense matmul with bf16 weights, f32 accumulation, for the small token counts of decode and
 // tree verify (and prefill chunks, by tiling tokens):
-//   y[b, t, n] = (ACC ? residual[b, t, n] : 0) + sum_k x[b, t, k] * W[b](n, k)
+//   y[b, t, n] = (ACC ? residual[b, t, n] : 0) + (ROUTED ? sum_r routed[t * ROUTED + r, n] : 0) + sum_k x[b, t, k] * W[b](n, k)
 // W_LAYOUT 0: W[b] is bf16 [N, K] row-major (nn.Linear's weight): the bandwidth path below.
 // W_LAYOUT 1: W[b] is bf16 [K, N] row-major (e.g. absorbed MLA W_UK per head): a column stream.
 // Batches (heads of OPS head_matmul) sit w_batch_stride elements apart in W; with W_LAYOUT 1 a
@@ -45,6 +45,11 @@
 //   Y_DT      element type of y
 //   W_LAYOUT  0 = [N, K], 1 = [K, N]
 //   ACC       1: add residual (a fused residual add: compiler/passes/epilogue_adds.h); 0: overwrite y
+//   ROUTED    > 0 (with ACC 1, W_LAYOUT 0, one batch): a MoE layer's combine in its shared expert's
+//             down projection: the routed experts' ROUTED per-pair rows of each token
+//             (moe_grouped_down's partial rows, routing weights applied) are summed in pair order
+//             and added to the product before the residual, y = residual + (routed + x W^T), the
+//             order of the IR's two adds; no moe_combine launch. 0: none
 //   NORM      1: x is read as rms_norm(x, norm_weight, eps) (a fused norm: compiler/passes/norm_matmuls.h):
 //             each x value is scaled by its norm weight as it is loaded, the warps of a row group
 //             add up each token's sum of squares over their k-slices (which cover K once) beside
@@ -76,6 +81,7 @@
 //   norm_weight     NORM: bf16 [K], the norm's weight; unread by NORM 0
 //   norm_out        NORM 2: X_DT [n_tokens, K], the norm's result; unwritten otherwise
 //   eps             NORM: added to the mean square
+//   routed          ROUTED: f32 [n_tokens * ROUTED, N], pair (t, r) at row t * ROUTED + r; unread by 0
 #include "weight_dot.cuh"
 
 namespace kp {
@@ -314,10 +320,10 @@ __device__ __forceinline__ void rms_norm_store(const void* xb, int x_row_stride,
 // 1-token step took 1.548 against 1.406 ms with 64 KiB a block, bench/RESULTS.md 2026-12-04).
 // W_LAYOUT 0: block y's rows, contiguous; 1: batch b's [K, N], asked for by its first column
 // block. Lane l of warp 0 issues the 4 KiB pieces l, l + 32, ...
-template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL,
-          int MMA, int PREFETCH>
+template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int ROUTED, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT,
+          int UNROLL, int MMA, int PREFETCH>
 __device__ void matmul_prefetch(const void*, const void* w, void*, const void*, int, int, int, int, int, int w_batch_stride, const void*,
-                                void*, float) {
+                                void*, float, const void*) {
   if constexpr (PREFETCH > 0) {
     if (blockIdx.x != 0 || threadIdx.x >= 32) return;
     const unsigned short* wb = static_cast<const unsigned short*>(w) + static_cast<i64>(blockIdx.z) * w_batch_stride;
@@ -345,14 +351,15 @@ __device__ void matmul_prefetch(const void*, const void* w, void*, const void*, 
   }
 }
 
-template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL,
-          int MMA, int PREFETCH>
+template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int ROUTED, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT,
+          int UNROLL, int MMA, int PREFETCH>
 __device__ void matmul(const void* x, const void* w, void* y, const void* residual, int n_tokens, int x_row_stride,
                        int x_batch_stride, int y_row_stride, int y_batch_stride, int w_batch_stride, const void* norm_weight,
-                       void* norm_out, float eps) {
+                       void* norm_out, float eps, const void* routed) {
   static_assert(WARPS % KSPLIT == 0, "KSPLIT must divide WARPS");
   static_assert(W_LAYOUT == 0 || MMA == 0, "W_LAYOUT 1 streams on the CUDA cores");
   static_assert(NORM == 0 || (W_LAYOUT == 0 && MMA == 0), "NORM: the CUDA-core [N, K] stream");
+  static_assert(ROUTED == 0 || (W_LAYOUT == 0 && ACC == 1), "ROUTED: a residual add's [N, K] epilogue");
   static_assert(MMA == 0 || (RPW % 8 == 0 && TOK_TILE % 16 == 0 && K % 8 == 0), "MMA tiles: rows by 8, tokens by 16");
   const int b = blockIdx.z;
   const int t0 = blockIdx.x * TOK_TILE;
@@ -416,6 +423,13 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
 #pragma unroll
         for (int q = 0; q < KSPLIT; ++q) s += partial[g * KSPLIT + q][r * TOK_TILE + t];
         if constexpr (NORM != 0) s *= rms_inverse<K, KSPLIT, WARPS, TOK_TILE>(sum_sq, g, t, eps);
+        if constexpr (ROUTED > 0) {  // the MoE combine: the pairs' rows in order, then the shared expert's
+          const float* pr = static_cast<const float*>(routed) + static_cast<i64>(t0 + t) * ROUTED * N + n;
+          float sum = 0.f;
+#pragma unroll
+          for (int r = 0; r < ROUTED; ++r) sum += pr[static_cast<i64>(r) * N];
+          s = sum + s;
+        }
         const i64 o = yb + static_cast<i64>(t) * y_row_stride + n;
         store<Y_DT>(y, o, ACC ? load<Y_DT>(residual, o) + s : s);
       }

@@ -57,12 +57,17 @@ __device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
 // The residual of f32 v after rounding to bf16: v == hi + lo up to 2^-16 of |v|.
 __device__ __forceinline__ float bf16_residual(float v) { return v - bf16_to_f32(f32_to_bf16(v)); }
 
-// d += a * b on the tensor cores: A 16x16 bf16 (row), B 16x8 bf16 (col), D 16x8 f32 (sm_80+).
+// d += a * b on the tensor cores: A 16x16 bf16 (row), B 16x8 bf16 (col), D 16x8 f32 (sm_80+); on
+// the host shim (CPU tests) its emulation of the same fragments (tests/unit/codegen/cuda_host_shim.h).
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#ifdef KP_HOST_SHIM
+  ::kplan::cuda_host::mma_m16n8k16_bf16(d, a, b0, b1);
+#else
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
                "{%0, %1, %2, %3};"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 // bf16 weight row. When K % 8 == 0 and the row is 16-byte aligned (always, for whole weights;

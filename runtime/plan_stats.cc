@@ -92,7 +92,10 @@ std::vector<LaunchTraffic> launch_traffic(const plan::Plan& plan, const plan::Bu
       t.weight_bytes = k.family == "matmul" ? batch * K * N * 2.0 : N * K / 2.0 + N * (K / 32.0) * 2.0;
       t.activation_bytes = batch * n_tokens *
                            (K * elem_bytes(constant(k, "X_DT")) + N * elem_bytes(constant(k, "Y_DT")) * (constant(k, "ACC") ? 2.0 : 1.0));
-      if (k.family == "matmul") norm_bytes(K, t.weight_bytes, t.activation_bytes);
+      if (k.family == "matmul") {
+        norm_bytes(K, t.weight_bytes, t.activation_bytes);
+        t.activation_bytes += n_tokens * static_cast<double>(constant(k, "ROUTED")) * N * 4.0;  // a MoE combine's f32 pair rows
+      }
       weights_done = activations_done = true;
     } else if (k.family == "matmul_siblings") {  // each sibling's weight once, x once, each y
       const double K = static_cast<double>(constant(k, "K"));

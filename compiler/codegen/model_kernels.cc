@@ -34,8 +34,13 @@ std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const Stora
     k.add(matmul_kernel(hidden, heads * (dn + dr), a, a));
   }
   k.add(matmul_kernel(hidden, lora + dr, a, a));
-  // q_a (or q) and kv_a in one launch (compiler/passes/sibling_matmuls.h), a 1-token step's.
+  // q_a (or q) and kv_a in one launch (compiler/passes/sibling_matmuls.h), a 1-token step's, with
+  // the layer norm in it (compiler/passes/norm_matmuls.h: NORM 1 reads the residual stream); q_b
+  // with q_a's norm.
   k.add(matmul_siblings_kernel(hidden, c.q_lora_rank ? *c.q_lora_rank : heads * (dn + dr), lora + dr, 0, a, a, kDefaultArch, 1));
+  k.add(matmul_siblings_kernel(hidden, c.q_lora_rank ? *c.q_lora_rank : heads * (dn + dr), lora + dr, 0, kF32, a, kDefaultArch, 1, false,
+                               /*norm=*/1));
+  if (c.q_lora_rank) k.add(matmul_kernel(*c.q_lora_rank, heads * (dn + dr), a, a, false, false, kDefaultArch, 0, 1, 0, /*norm=*/1));
   k.add(rms_norm_kernel(lora, a, a));
   k.add(rope_kernel(dr, heads, true, a, a));
   k.add(rope_kernel(dr, 1, true, a, a));
@@ -67,18 +72,24 @@ std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const Stora
       swiglu_mlp(c.moe_intermediate_size * c.n_shared_experts);
       // The router beside the shared expert's gate and up, their swiglu in the launch (GLU 1).
       const int64_t shared = c.moe_intermediate_size * c.n_shared_experts;
-      if (c.n_routed_experts % 2 == 0)
+      if (c.n_routed_experts % 2 == 0) {
         k.add(matmul_siblings_kernel(hidden, c.n_routed_experts, shared, shared, a, a, kDefaultArch, 1, /*glu=*/true));
+        // With the layer's norm in it, stored for the routed experts (NORM 2).
+        k.add(matmul_siblings_kernel(hidden, c.n_routed_experts, shared, shared, kF32, a, kDefaultArch, 1, /*glu=*/true, /*norm=*/2));
+      }
+      // The shared expert's down projection doing the MoE combine (epilogue_adds.h: ROUTED).
+      k.add(matmul_kernel(shared, hidden, a, a, false, /*accumulate=*/true, kDefaultArch, 0, 1, 0, 0, c.num_experts_per_tok));
     }
     const bool int4 = c.quant.enabled;
     const int64_t inter = c.moe_intermediate_size, experts = c.n_routed_experts, top_k = c.num_experts_per_tok;
     k.add(moe_grouped_gate_up_kernel(hidden, inter, experts, top_k, int4, a));
     k.add(moe_grouped_down_kernel(hidden, inter, experts, top_k, int4));
-    k.add(moe_combine_kernel(hidden, top_k, a, /*accumulate=*/true));
+    k.add(moe_combine_kernel(hidden, top_k, a, /*accumulate=*/true));  // a MoE layer without a shared expert
   }
   k.add(add_kernel(hidden, a, a, a));
-  // lm_head, then greedy selection.
+  // lm_head (with the final norm in its launch, a 1-token step's), then greedy selection.
   k.add(matmul_kernel(hidden, c.vocab_size, a, kF32));
+  k.add(matmul_kernel(hidden, c.vocab_size, kF32, kF32, false, false, kDefaultArch, 0, 1, 0, /*norm=*/1));
   k.add(argmax_kernel(c.vocab_size, kF32));
   return k.list;
 }

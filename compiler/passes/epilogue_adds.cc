@@ -62,11 +62,19 @@ class Finder {
     const Value* h = other_operand(*outer, inner->result());
     const Value* out = outer->result();
     if (!same_rows(h, out) || !same_rows(out, out)) return;
+    out_.fused_adds[inner] = down;
+    out_.unstored.insert({routed, shared, inner->result()});
+    // The combine in the down projection's epilogue: its rows are the routed sum's (f32, [T, H]).
+    auto r = views_.find(routed), d = views_.find(down->result());
+    if (combine_in_shared_enabled() && r != views_.end() && d != views_.end() && r->second.shape == d->second.shape) {
+      out_.producers[down] = {h, out, &moe};
+      out_.combined_by[&moe] = down;
+      out_.fused_adds[outer] = down;
+      return;
+    }
     out_.producers[&moe] = {h, out};
     out_.producers[down] = {out, out};
-    out_.fused_adds[inner] = down;
     out_.fused_adds[outer] = &moe;
-    out_.unstored.insert({routed, shared, inner->result()});
   }
 
   const std::map<const Value*, View>& views_;
@@ -81,5 +89,7 @@ void find_epilogue_adds(const ir::Function& fn, const std::map<const Value*, Vie
 }
 
 bool epilogue_adds_enabled() { return codegen::compile_switch("KPLAN_FUSE_ADDS", true); }
+
+bool combine_in_shared_enabled() { return codegen::compile_switch("KPLAN_FUSE_COMBINE", true); }
 
 }  // namespace kplan::passes

@@ -1,6 +1,7 @@
 #include "compiler/passes/op_rules.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "compiler/codegen/families/all.h"
 #include "compiler/codegen/heuristics/heuristics.h"
@@ -69,10 +70,8 @@ LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 // tensor cores (4, for 4096+ rows where the arch measured it: tiles of 16 tokens, 32 rows a warp,
 // heuristics' matmul_wide_long_steps). All are chosen once, at select-kernels; each bucket picks
 // by its token count.
-// `acc`: the epilogue adds a residual (ACC 1). `base`: the index of the op's first instance here
-// (dense_matmul_instances of them: a sibling group records each member's after the fused ones).
-// `norm` 1 / 2: the CUDA-core instances read rms_norm(x) from x stored as `norm_x` (the
-// templates' NORM, norm_matmuls.h); the tensor-core ones read the norm's stored result as x_t.
+// `base`: the index of the op's first instance here (dense_matmul_instances of them: a sibling
+// group records each member's after the fused ones). `f`: what the instances fuse (below).
 int64_t dense_matmul_mma_min(const RuleContext& ctx, int64_t k, int64_t n) { return k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0; }
 size_t dense_matmul_instances(const RuleContext& ctx, int64_t k, int64_t n) { return dense_matmul_mma_min(ctx, k, n) > 0 ? 5 : 3; }
 // Whether a step of `rows` tokens takes a CUDA-core instance (below the tensor-core threshold).
@@ -80,21 +79,37 @@ bool dense_matmul_on_cuda_cores(const RuleContext& ctx, int64_t k, int64_t n, in
   const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
   return mma_min <= 0 || rows < std::max<int64_t>(mma_min, 16);
 }
-KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t, bool acc = false,
-                                   size_t base = 0, int64_t norm = 0, ElemType norm_x = kF32) {
+struct MatmulFusions {
+  bool acc = false;        // the epilogue adds a residual (ACC 1)
+  int64_t routed = 0;      // and a MoE's per-pair rows, that many a token (ROUTED: its combine)
+  int64_t norm = 0;        // 1 / 2: the CUDA-core instances read rms_norm(x) from x stored as norm_x (NORM,
+  ElemType norm_x = kF32;  // norm_matmuls.h); the tensor-core ones read the norm's stored result as x_t
+};
+KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t,
+                                   const MatmulFusions& f = {}, size_t base = 0) {
   const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
-  const ElemType cc_x = norm ? norm_x : x_t;
-  const KernelSource one = instance(ctx, base, [&] { return matmul_kernel(k, n, cc_x, y_t, false, acc, ctx.arch, 0, 1, 0, norm); });
-  const KernelSource two = instance(ctx, base + 1, [&] { return matmul_kernel(k, n, cc_x, y_t, false, acc, ctx.arch, 0, 2, 0, norm); });
-  const KernelSource eight = instance(ctx, base + 2, [&] { return matmul_kernel(k, n, cc_x, y_t, false, acc, ctx.arch, 0, 0, 0, norm); });
+  const ElemType cc_x = f.norm ? f.norm_x : x_t;
+  auto cc = [&](int64_t few) { return matmul_kernel(k, n, cc_x, y_t, false, f.acc, ctx.arch, 0, few, 0, f.norm, f.routed); };
+  const KernelSource one = instance(ctx, base, [&] { return cc(1); });
+  const KernelSource two = instance(ctx, base + 1, [&] { return cc(2); });
+  const KernelSource eight = instance(ctx, base + 2, [&] { return cc(0); });
   const KernelSource cuda_cores = rows <= 1 ? one : rows <= 8 ? two : eight;
   if (mma_min <= 0) return cuda_cores;
-  const KernelSource mma16 = instance(ctx, base + 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 16); });
+  const KernelSource mma16 = instance(ctx, base + 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 16, 0, 0, 0, f.routed); });
   const KernelSource mma64 = instance(ctx, base + 4, [&] {
-    return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 16, 0, 32)
-                                               : matmul_kernel(k, n, x_t, y_t, false, acc, ctx.arch, 64);
+    return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 16, 0, 32, 0, f.routed)
+                                               : matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 64, 0, 0, 0, f.routed);
   });
   return rows < std::max<int64_t>(mma_min, 16) ? cuda_cores : rows < 64 ? mma16 : mma64;
+}
+
+// A MoE op's experts per token, and where its down kernel leaves the per-pair rows: its scratch
+// holds h [T * top_k, inter] f32, then the rows [T * top_k, hidden] f32 (scratch_bytes).
+int64_t moe_top_k(const ir::Op& moe) { return moe.operand(2)->type().shape.at(1).constant; }
+LaunchArg moe_partial_rows(RuleContext& ctx, const ir::Op& moe, int64_t rows) {
+  LaunchArg partial = ctx.scratch(moe);
+  partial.offset += 4 * static_cast<uint64_t>(rows * moe_top_k(moe) * moe.operand(3)->type().shape.at(1).constant);
+  return partial;
 }
 
 // An rms_norm op's launch, its kernel the op's instance `index` (its own rule: 0; the rule of a
@@ -183,7 +198,7 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   for (size_t i = 0; i < members.size(); ++i) {
     const int64_t n = w[i]->shape[0];
     together = together && dense_matmul_on_cuda_cores(ctx, x.width, n, x.rows);
-    own.push_back(dense_matmul_instance(ctx, x.width, n, x.rows, x_t, y_t, false, base));
+    own.push_back(dense_matmul_instance(ctx, x.width, n, x.rows, x_t, y_t, {}, base));
     base += dense_matmul_instances(ctx, x.width, n);
   }
   if (together) {
@@ -205,7 +220,7 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
     launch(ctx, own[i], x.rows,
            matmul::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[i]), .y = P(*y[i]), .residual = P(*y[i]), .n_tokens = x.rows,
                         .x_row_stride = x.stride, .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0,
-                        .norm_weight = P(*w[i]), .norm_out = P(*y[i]), .eps = 0.f});
+                        .norm_weight = P(*w[i]), .norm_out = P(*y[i]), .eps = 0.f, .routed = P(*w[i])});
   }
   if (glu) launch_swiglu(*ctx.glu, ctx, next);
 }
@@ -260,6 +275,8 @@ void lower_rope_append(const ir::Op& op, RuleContext& ctx) {
 void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContext& ctx) {
   auto fused = fusions.epilogue.producers.find(&op);
   if (fused != fusions.epilogue.producers.end()) ctx.epilogue = &fused->second;
+  auto combined = fusions.epilogue.combined_by.find(&op);
+  if (combined != fusions.epilogue.combined_by.end()) ctx.combined_by = combined->second;
   auto later = fusions.siblings.later.find(&op);
   if (later != fusions.siblings.later.end()) ctx.siblings = &later->second;
   auto norm = fusions.norm_matmuls.consumers.find(&op);
@@ -394,15 +411,19 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       // With a norm (norm_matmuls.h) the CUDA-core steps read its input and compute it; the
       // tensor-core steps launch it first and read its result.
       const NormInput norm = norm_input(ctx);
-      const KernelSource k = dense_matmul_instance(ctx, x.width, n, x.rows, elem(operand(0)), elem(y), ctx.epilogue != nullptr, 0,
-                                                   norm.mode, norm.mode ? elem(*norm.x) : kF32);
+      // With the MoE combine in the epilogue (epilogue_adds.h) it sums the MoE's per-pair rows too.
+      const ir::Op* moe = ctx.epilogue ? ctx.epilogue->routed : nullptr;
+      const int64_t routed = moe ? moe_top_k(*moe) : 0;
+      const KernelSource k = dense_matmul_instance(
+          ctx, x.width, n, x.rows, elem(operand(0)), elem(y),
+          {.acc = ctx.epilogue != nullptr, .routed = routed, .norm = norm.mode, .norm_x = norm.mode ? elem(*norm.x) : kF32});
       const bool fused = norm.mode && dense_matmul_on_cuda_cores(ctx, x.width, n, x.rows);
       if (norm.mode && !fused) launch_rms_norm(*ctx.norm->norm, ctx, dense_matmul_instances(ctx, x.width, n));
       launch(ctx, k, x.rows,
              matmul::Args{.x = P(fused ? *norm.x : operand(0)), .w = P(w), .y = P(y), .residual = P(residual), .n_tokens = x.rows,
                           .x_row_stride = fused ? norm.rows.stride : x.stride, .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0,
                           .w_batch_stride = 0, .norm_weight = P(fused ? *norm.weight : w), .norm_out = P(operand(0)),
-                          .eps = fused ? norm.eps : 0.f});
+                          .eps = fused ? norm.eps : 0.f, .routed = moe ? moe_partial_rows(ctx, *moe, x.rows) : P(w)});
       return;
     }
     case OpKind::MatmulInt4: {
@@ -433,7 +454,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       launch(ctx, k, x.shape[0],
              matmul::Args{.x = P(x), .w = P(w), .y = P(result()), .residual = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
                           .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n, .w_batch_stride = w.strides[0],
-                          .norm_weight = P(w), .norm_out = P(result()), .eps = 0.f},
+                          .norm_weight = P(w), .norm_out = P(result()), .eps = 0.f, .routed = P(w)},
              heads);
       return;
     }
@@ -595,22 +616,25 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       // Grouped by expert (kernels_templates/moe_grouped.cuh): each chosen expert is read once per
       // step. Scratch: h [T * top_k, inter] f32, then the per-pair partial rows [T * top_k, hidden].
       const LaunchArg h = ctx.scratch(op);
-      LaunchArg partial = h;
-      partial.offset += 4 * static_cast<uint64_t>(x.rows * top_k * inter);
-      // Instances 0 and 1 serve the small steps; 3 and 4 (INT4, from heuristics'
-      // moe_wide_min_tokens on) the many-token tuning: each bucket picks by its token count.
+      const LaunchArg partial = moe_partial_rows(ctx, op, x.rows);
+      // Instances 0 and 1 serve the small steps, then the combine's (2; none where the shared
+      // expert's down projection does the combine, ctx.combined_by); the next two (INT4, from
+      // heuristics' moe_wide_min_tokens on) the many-token tuning: each bucket picks by its token count.
       KernelSource k0 = instance(ctx, 0, [&] { return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch); });
       KernelSource k1 = instance(ctx, 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch); });
       // With an epilogue add the combine writes the add's result: residual + the routed sum.
       const View& out = ctx.epilogue ? ctx.view(ctx.epilogue->out) : result();
       const View& residual = ctx.epilogue ? ctx.view(ctx.epilogue->residual) : out;
-      const KernelSource k2 = instance(ctx, 2, [&] { return moe_combine_kernel(x.width, top_k, elem(out), ctx.epilogue != nullptr, arch); });
+      size_t next = 2;
+      std::optional<KernelSource> k2;
+      if (!ctx.combined_by)
+        k2 = instance(ctx, next++, [&] { return moe_combine_kernel(x.width, top_k, elem(out), ctx.epilogue != nullptr, arch); });
       const int64_t wide_min = int4 ? moe_wide_min_tokens(arch) : 0;
       if (wide_min > 0 && ctx.tokens >= wide_min) {
-        const KernelSource w0 = instance(ctx, 3, [&] {
+        const KernelSource w0 = instance(ctx, next, [&] {
           return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, moe_wide_tuning(arch, false));
         });
-        const KernelSource w1 = instance(ctx, 4, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch, moe_wide_tuning(arch, true)); });
+        const KernelSource w1 = instance(ctx, next + 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch, moe_wide_tuning(arch, true)); });
         if (x.rows >= wide_min) k0 = w0, k1 = w1;
       }
       launch(ctx, k0, x.rows,
@@ -619,8 +643,9 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       launch(ctx, k1, x.rows,
              moe_grouped_down::Args{.h = h, .topk_ids = P(ids), .topk_weights = P(w), .w_down = P(down), .w_down_scale = P(down_s),
                                     .partial = partial, .n_tokens = x.rows});
-      launch(ctx, k2, x.rows,
-             moe_combine::Args{.partial = partial, .out = P(out), .residual = P(residual), .n_tokens = x.rows, .out_row_stride = x.width});
+      if (k2)
+        launch(ctx, *k2, x.rows,
+               moe_combine::Args{.partial = partial, .out = P(out), .residual = P(residual), .n_tokens = x.rows, .out_row_stride = x.width});
       return;
     }
     case OpKind::Argmax: {

@@ -38,8 +38,11 @@ struct RuleContext {
   // the instances the rule makes are appended to `chosen`.
   const std::vector<codegen::KernelSource>* selected = nullptr;
   std::vector<codegen::KernelSource> chosen;
-  // Set: the op's kernel also does this residual add in its epilogue (matmul, moe experts).
+  // Set: the op's kernel also does this residual add in its epilogue (matmul, moe experts; a
+  // matmul's may sum a MoE's per-pair rows too, EpilogueAdd::routed).
   const EpilogueAdd* epilogue = nullptr;
+  // Set (a MoE): the shared down projection whose epilogue does its combine (no combine launch).
+  const ir::Op* combined_by = nullptr;
   // Set (a matmul): the later sibling matmuls its launch computes too (sibling_matmuls.h).
   const std::vector<const ir::Op*>* siblings = nullptr;
   // Set (a sibling group's first matmul): the swiglu of its last two siblings, computed too.

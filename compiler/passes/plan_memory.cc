@@ -147,6 +147,9 @@ class MemoryPlanner {
       }
       return slot;
     };
+    // A MoE whose combine its shared down projection does (epilogue_adds.h) leaves its per-pair
+    // rows in its scratch for that launch: the slot is freed there, not at the MoE.
+    std::map<const ir::Op*, uint32_t> scratch_read_later;
     for (size_t i = 0; i < ops.size(); ++i) {
       const ir::Op& op = *ops[i];
       if (op.kind() == OpKind::KvAppend || op.kind() == OpKind::KvCompact) {
@@ -172,7 +175,15 @@ class MemoryPlanner {
       if (glu != s_.siblings.glu.end()) place(glu->second->result());
       if (owns_result_storage(fn, op))
         for (size_t r = 0; r < op.num_results(); ++r) place(op.result(r));
-      if (scratch) free.insert(s_.scratch.at(&op));
+      if (scratch) {
+        auto down = s_.epilogue.combined_by.find(&op);
+        if (down != s_.epilogue.combined_by.end())
+          scratch_read_later[down->second] = s_.scratch.at(&op);
+        else
+          free.insert(s_.scratch.at(&op));
+      }
+      auto rows = scratch_read_later.find(&op);
+      if (rows != scratch_read_later.end()) free.insert(rows->second);
       for (const auto& [root, last] : last_use) {
         if (last != static_cast<int64_t>(i) || kept.count(root)) continue;
         auto it = s_.storage.find(root);

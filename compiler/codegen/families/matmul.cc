@@ -19,6 +19,9 @@ void check(const ParamValues& p) {
   const int64_t norm = p.at("NORM");
   require(norm >= 0 && norm <= 2, "matmul", "NORM must be 0 (x as is), 1 (rms_norm(x)) or 2 (rms_norm(x), its rows stored)");
   require(norm == 0 || (p.at("W_LAYOUT") == 0 && mma == 0), "matmul", "NORM takes W_LAYOUT 0 and MMA 0 (the CUDA-core [N, K] stream)");
+  const int64_t routed = p.at("ROUTED");
+  require(routed <= 64, "matmul", "ROUTED (a MoE layer's pairs per token) must be at most 64");
+  require(routed == 0 || (p.at("ACC") == 1 && p.at("W_LAYOUT") == 0), "matmul", "ROUTED takes ACC 1 and W_LAYOUT 0 (a residual add's epilogue)");
   require(p.at("PREFETCH") >= 0 && p.at("PREFETCH") <= 1 << 20, "matmul", "PREFETCH (KiB of W asked for before the wait) must be in 0..1048576");
   if (mma == 1) {
     require(rpw % 8 == 0 && tok % 16 == 0 && tok <= 64, "matmul", "MMA tiles take RPW a multiple of 8 and TOK_TILE 16, 32, 48 or 64");
@@ -52,7 +55,7 @@ const Family& family() {
       .header = "matmul.cuh",
       .function = "kp::matmul",
       .prologue = "kp::matmul_prefetch",
-      .params = {dim_param("K", "k"), dim_param("N", "n"), dtype_param("X_DT", "x"), dtype_param("Y_DT", "y"), dim_param("W_LAYOUT", "wl"), dim_param("ACC", "acc"), dim_param("NORM", "norm"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"),
+      .params = {dim_param("K", "k"), dim_param("N", "n"), dtype_param("X_DT", "x"), dtype_param("Y_DT", "y"), dim_param("W_LAYOUT", "wl"), dim_param("ACC", "acc"), dim_param("ROUTED", "rt"), dim_param("NORM", "norm"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"),
                  tuning_param("RPW", "r"), tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u"), tuning_param("MMA", "mma"),
                  tuning_param("PREFETCH", "pf")},
       .signature = signature_of<Args>(),
@@ -68,9 +71,10 @@ const Family& family() {
 namespace kplan::codegen {
 
 KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn, bool accumulate,
-                           std::string_view arch, int64_t mma_tokens, int64_t few_tokens, int64_t mma_rows, int64_t norm) {
+                           std::string_view arch, int64_t mma_tokens, int64_t few_tokens, int64_t mma_rows, int64_t norm,
+                           int64_t routed) {
   ParamValues p = {{"K", k}, {"N", n}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}, {"W_LAYOUT", weight_kn ? 1 : 0},
-                   {"ACC", accumulate ? 1 : 0}, {"NORM", norm}};
+                   {"ACC", accumulate ? 1 : 0}, {"ROUTED", routed}, {"NORM", norm}};
   if (mma_tokens > 0) {
     p["MMA"] = 1;
     p["TOK_TILE"] = mma_tokens;

@@ -3,7 +3,7 @@
 // Dense matmul with bf16 weights, batched over heads (W_LAYOUT 0: [N, K]; 1: [K, N]).
 //
 // Template parameters (compile-time constants, template order):
-//   K, N, X_DT (dtype), Y_DT (dtype), W_LAYOUT, ACC, NORM, WARPS, TOK_TILE, RPW, KSPLIT, UNROLL, MMA, PREFETCH (the last
+//   K, N, X_DT (dtype), Y_DT (dtype), W_LAYOUT, ACC, ROUTED, NORM, WARPS, TOK_TILE, RPW, KSPLIT, UNROLL, MMA, PREFETCH (the last
 //   seven tuning)
 // See the template's doc block for their meaning and the launch geometry (families/matmul.cc).
 #include <cstdint>
@@ -28,6 +28,7 @@ struct Args {
   KPLAN_PTR(norm_weight);     // NORM: bf16 [K], x is read as rms_norm(x, norm_weight); NORM 0: unread
   KPLAN_PTR(norm_out);        // NORM 2: X_DT [n_tokens, K], the norm's result rows; otherwise unwritten
   KPLAN_F32(eps);             // NORM: the norm's eps
+  KPLAN_PTR(routed);          // ROUTED: f32 [n_tokens * ROUTED, N], a MoE layer's per-pair rows; otherwise unread
 };
 
 const Family& family();
@@ -42,9 +43,11 @@ namespace kplan::codegen {
 // steps, token tiles of that size (fewer accumulators: more resident warps, K split finer).
 // mma_rows > 0 (with mma_tokens): that many rows a warp and no K split (the wide instance of long
 // steps, heuristics' matmul_wide_long_steps). norm 1 / 2: x is read as rms_norm(x) (2: the norm's
-// result also written; the template's NORM), CUDA-core [N, K] instances only.
+// result also written; the template's NORM), CUDA-core [N, K] instances only. routed > 0 (with
+// accumulate): the epilogue also sums that many per-pair rows of a MoE layer (the template's
+// ROUTED: the MoE combine in the shared expert's down projection).
 KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn = false, bool accumulate = false,
                            std::string_view arch = kDefaultArch, int64_t mma_tokens = 0, int64_t few_tokens = 0,
-                           int64_t mma_rows = 0, int64_t norm = 0);
+                           int64_t mma_rows = 0, int64_t norm = 0, int64_t routed = 0);
 
 }  // namespace kplan::codegen

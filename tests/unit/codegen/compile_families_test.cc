@@ -153,6 +153,21 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
   sources.push_back(matmul_kernel(c.hidden_size, c.vocab_size, ElemType::BF16, ElemType::F32, false, false, kDefaultArch, 16));
   sources.push_back(matmul_kernel(c.hidden_size, c.kv_lora_rank + c.qk_rope_head_dim, ElemType::F32, ElemType::F32, false, true,
                                   kDefaultArch, 16));
+  // The fusions of the dense templates at K2.6 width: q_a + kv_a with the layer norm (NORM 1, f32
+  // residual in, bf16 out), the router beside the shared GLU with the norm stored (NORM 2), q_b
+  // and lm_head with theirs at 2..8 tokens, the shared down projection doing the MoE combine
+  // (ROUTED 8) on the CUDA cores and the tensor cores.
+  sources.push_back(matmul_siblings_kernel(c.hidden_size, *c.q_lora_rank, c.kv_lora_rank + c.qk_rope_head_dim, 0, ElemType::F32,
+                                           ElemType::BF16, kDefaultArch, 1, false, 1));
+  sources.push_back(matmul_siblings_kernel(c.hidden_size, c.n_routed_experts, c.moe_intermediate_size, c.moe_intermediate_size,
+                                           ElemType::F32, ElemType::F32, kDefaultArch, 2, true, 2));
+  sources.push_back(matmul_kernel(*c.q_lora_rank, c.num_attention_heads * (c.qk_nope_head_dim + c.qk_rope_head_dim), ElemType::BF16,
+                                  ElemType::BF16, false, false, kDefaultArch, 0, 2, 0, 1));
+  sources.push_back(matmul_kernel(c.hidden_size, c.vocab_size, ElemType::F32, ElemType::F32, false, false, kDefaultArch, 0, 1, 0, 1));
+  sources.push_back(matmul_kernel(c.moe_intermediate_size, c.hidden_size, ElemType::BF16, ElemType::F32, false, true, kDefaultArch, 0, 1,
+                                  0, 0, c.num_experts_per_tok));
+  sources.push_back(matmul_kernel(c.moe_intermediate_size, c.hidden_size, ElemType::BF16, ElemType::F32, false, true, kDefaultArch, 16, 0,
+                                  0, 0, c.num_experts_per_tok));
   // A device round at the K2.6 drafter's block (16, mask 163838) and the largest verify bucket.
   sources.push_back(round_draft_inputs_kernel(16, 163838));
   sources.push_back(round_tree_kernel(128, 127, 15, 128));

@@ -58,6 +58,14 @@ inline void matmul(LaunchArgs& a) {
     const int64_t wb = b * a.i32("w_batch_stride");
     const Matrix w = a.gather("w", kn ? Strided{N, K, 1, 1, 0, N, wb} : Strided{N, K, K, 1, 0, 1, wb}, DType::BF16);
     Matrix y = cpu::matmul(x, w);
+    if (const int64_t routed = a.param("ROUTED"); routed > 0) {  // the MoE combine: the pairs' rows summed, then x W^T
+      const Matrix pairs = a.gather_rows("routed", n * routed, N, N, DType::F32);
+      Matrix sum(n, N);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t r = 0; r < routed; ++r)
+          for (int64_t j = 0; j < N; ++j) sum.row(t)[j] += pairs.row(t * routed + r)[j];
+      y = cpu::add(sum, y);
+    }
     if (a.param("ACC") != 0)  // the fused residual add: residual (may be y itself) + x W^T
       y = cpu::add(a.gather_rows("residual", n, N, a.i32("y_row_stride"), a.dtype_param("Y_DT"), b * a.i32("y_batch_stride")), y);
     a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), y, false, b * a.i32("y_batch_stride"));

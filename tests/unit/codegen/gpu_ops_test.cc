@@ -396,7 +396,7 @@ TEST(GpuOps, MatmulTokenTilesOddWidthsAccumulate) {
     for (const KernelSource& k : kernels) {
       DevBuf d_x = gpu->upload_as(x, c.x_t), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->upload(y0);
       gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
-                                Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0)});
+                                Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()});
       EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id;
     }
   }
@@ -503,7 +503,7 @@ TEST(GpuOps, MatmulNormMatchesTheCpuOps) {
     DevBuf d_y = gpu->alloc(c.tokens * c.n * 4), d_out = gpu->upload(std::vector<uint8_t>(c.tokens * c.k * 4, 0xff));
     const KernelSource k = matmul_kernel(c.k, c.n, c.x_t, F32, false, false, gpu->arch(), 0, c.tile, 0, c.norm);
     gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
-                              Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0), Gpu::ptr(d_g), Gpu::ptr(d_out), Gpu::f32(eps)});
+                              Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0), Gpu::ptr(d_g), Gpu::ptr(d_out), Gpu::f32(eps), Gpu::null()});
     EXPECT_LT(relative_error(gpu->download<float>(d_y, c.tokens * c.n), product(xn, w, c.tokens, c.n, c.k)), 1e-4) << k.id;
     if (c.norm == 2) {
       EXPECT_LT(relative_error(gpu->download_as(d_out, c.tokens * c.k, c.x_t), xn), c.x_t == BF16 ? 1e-2 : 1e-5) << k.id << " norm rows";
@@ -544,6 +544,32 @@ TEST(GpuOps, MatmulNormMatchesTheCpuOps) {
   }
 }
 
+// A MoE layer's combine in its shared expert's down projection (ROUTED, epilogue_adds.h): y =
+// residual + (the token's 8 pair rows summed + x W^T) at K2.6's shared down (K 2048, N 7168), in
+// place as the plan runs it, on the CUDA cores (1 and 5 tokens) and the tensor cores (17, 64).
+TEST(GpuOps, MatmulCombineSumsTheRoutedPairs) {
+  REQUIRE_GPU();
+  const int64_t K = 2048, N = 7168, R = 8;
+  struct Case { int64_t tokens, tile, mma; };
+  for (const Case& c : {Case{1, 1, 0}, Case{5, 2, 0}, Case{17, 0, 16}, Case{64, 0, 64}}) {
+    const std::vector<float> x = random_values(c.tokens * K, 71), residual = random_values(c.tokens * N, 72);
+    const std::vector<float> w = random_values(N * K, 73, 0.2f, true), pairs = random_values(c.tokens * R * N, 74);
+    std::vector<float> want(c.tokens * N);
+    for (int64_t t = 0; t < c.tokens; ++t) cpu::matvec(x.data() + t * K, w.data(), N, K, want.data() + t * N);
+    for (int64_t t = 0; t < c.tokens; ++t)
+      for (int64_t n = 0; n < N; ++n) {
+        float sum = 0.f;
+        for (int64_t r = 0; r < R; ++r) sum += pairs[(t * R + r) * N + n];
+        want[t * N + n] = residual[t * N + n] + (sum + want[t * N + n]);
+      }
+    DevBuf d_x = gpu->upload(x), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->upload(residual), d_p = gpu->upload(pairs);
+    const KernelSource k = matmul_kernel(K, N, F32, F32, false, true, gpu->arch(), c.mma, c.tile, 0, 0, R);
+    gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(K), Gpu::i32(0),
+                              Gpu::i32(N), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::ptr(d_p)});
+    EXPECT_LT(relative_error(gpu->download<float>(d_y, c.tokens * N), want), 1e-4) << k.id << " at " << c.tokens << " tokens";
+  }
+}
+
 // The weight stream's other entry paths: x rows that are not 16-byte aligned (scalar x loads)
 // and a weight view that is not (the scalar weight path), each at 9 tokens (two token tiles).
 TEST(GpuOps, MatmulUnalignedViews) {
@@ -558,7 +584,7 @@ TEST(GpuOps, MatmulUnalignedViews) {
       DevBuf d_x = gpu->upload(x), d_w = gpu->upload(to_bf16_bits(w)), d_y = gpu->alloc(T * N * 4);
       const KernelSource k = matmul_kernel(K, N, F32, F32, false, false, gpu->arch(), mma);
       gpu->launch(k, T, {Gpu::ptr(d_x, 4), Gpu::ptr(d_w, 2 * w_offset), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(x_stride), Gpu::i32(0),
-                         Gpu::i32(N), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0)});
+                         Gpu::i32(N), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()});
       EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << k.id << " w offset " << w_offset;
     }
   }
@@ -580,7 +606,7 @@ TEST(GpuOps, MatmulAtLmHeadWidth) {
   const KernelSource k = matmul_kernel(K, N, F32, F32);
   auto args = [&](int64_t t) {
     return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(K), Gpu::i32(0),
-                                 Gpu::i32(N), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0)};
+                                 Gpu::i32(N), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()};
   };
   for (const int64_t t : {int64_t{1}, int64_t{3}}) {
     gpu->launch(k, t, args(t));
@@ -658,7 +684,7 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
     DevBuf d_x = gpu->upload(x), d_w = gpu->upload(w_bits), d_y = gpu->alloc(T * sh.n * 4);
     auto args = [&](int64_t t) {
       return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(sh.k), Gpu::i32(0),
-                                   Gpu::i32(sh.n), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0)};
+                                   Gpu::i32(sh.n), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()};
     };
     const KernelSource chosen = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch());
     const KernelSource chosen16 = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch(), 16);
@@ -668,7 +694,7 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
     std::vector<KernelSource> variants = {chosen, chosen16, chosen64};
     for (const Tiling& tl : tilings) {
       const ParamValues p = {{"K", sh.k},         {"N", sh.n},          {"X_DT", 0},         {"Y_DT", 0},
-                             {"W_LAYOUT", 0},     {"ACC", 0},           {"NORM", 0},         {"WARPS", tl.warps}, {"TOK_TILE", tl.tok_tile},
+                             {"W_LAYOUT", 0},     {"ACC", 0},           {"ROUTED", 0},       {"NORM", 0},         {"WARPS", tl.warps}, {"TOK_TILE", tl.tok_tile},
                              {"RPW", tl.rpw},     {"KSPLIT", tl.ksplit}, {"UNROLL", tl.unroll}, {"MMA", tl.mma}};
       const KernelSource v = instantiate(matmul::family(), p, gpu->arch());
       if (v.id == chosen.id || v.id == chosen16.id || v.id == chosen64.id) continue;
@@ -715,10 +741,10 @@ TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
     const int64_t w_batch = (d.nope + d.v) * d.kv_lora;
     const KernelSource uk = matmul_kernel(d.nope, d.kv_lora, F32, F32, /*weight_kn=*/true);
     gpu->launch(uk, T, {Gpu::ptr(d_q), Gpu::ptr(d_kvb), Gpu::ptr(d_qlat), Gpu::ptr(d_qlat), Gpu::i32(T), Gpu::i32(d.heads * qw), Gpu::i32(qw),
-                        Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch), Gpu::null(), Gpu::null(), Gpu::f32(0)}, d.heads);
+                        Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()}, d.heads);
     const KernelSource uv = matmul_kernel(d.kv_lora, d.v, F32, F32);
     gpu->launch(uv, T, {Gpu::ptr(d_olat), Gpu::ptr(d_kvb, d.nope * d.kv_lora * 2), Gpu::ptr(d_v), Gpu::ptr(d_v), Gpu::i32(T),
-                        Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(d.heads * d.v), Gpu::i32(d.v), Gpu::i32(w_batch), Gpu::null(), Gpu::null(), Gpu::f32(0)},
+                        Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(d.heads * d.v), Gpu::i32(d.v), Gpu::i32(w_batch), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()},
                 d.heads);
     Matrix q_nope(T, d.heads * d.nope);
     for (int64_t t = 0; t < T; ++t)
@@ -730,7 +756,7 @@ TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
                              cpu::mla_expand_value(matrix(T, d.heads * d.kv_lora, o_lat), kvb, d).data), 1e-4) << uv.id;
     if (d.heads == 64) {
       const double ms = gpu->time_ms(uk, 1, {Gpu::ptr(d_q), Gpu::ptr(d_kvb), Gpu::ptr(d_qlat), Gpu::ptr(d_qlat), Gpu::i32(1), Gpu::i32(d.heads * qw), Gpu::i32(qw),
-                                            Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch), Gpu::null(), Gpu::null(), Gpu::f32(0)},
+                                            Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()},
                                      100, d.heads);
       const double bytes = 2.0 * d.heads * d.nope * d.kv_lora;
       std::printf("[ figures  ] W_UK K2.6 %s: 1 token, %.1f MB: %.2f us, %.0f GB/s\n", uk.id.c_str(), bytes / 1e6, 1e3 * ms, bytes / (ms * 1e-3) / 1e9);

@@ -54,11 +54,11 @@ TEST(CodegenInstantiate, GeneratedSourceIsOneWrapperAroundOneInstance) {
 }
 
 TEST(CodegenInstantiate, TuningParametersCanBeGiven) {
-  const KernelSource a = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0}});
-  const KernelSource b = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0},
+  const KernelSource a = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 0}});
+  const KernelSource b = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 0},
                                                 {"WARPS", 8}, {"TOK_TILE", 2}, {"RPW", 2}, {"KSPLIT", 4}, {"UNROLL", 3}});
   EXPECT_NE(a.id, b.id);
-  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_norm0_w8_tt2_r2_ks4_u3_mma0_pf0");
+  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_rt0_norm0_w8_tt2_r2_ks4_u3_mma0_pf0");
   EXPECT_EQ(b.block_threads, 256);
 }
 
@@ -155,28 +155,35 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
     }
     return std::string("no error");
   };
-  ParamValues p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0}, {"WARPS", 4}, {"KSPLIT", 3}};
+  ParamValues p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 0}, {"WARPS", 4}, {"KSPLIT", 3}};
   EXPECT_NE(message(p).find("KSPLIT (3) must divide WARPS (4)"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"NORM", 0}, {"RPW", 2}, {"TOK_TILE", 8}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 0}, {"RPW", 2}, {"TOK_TILE", 8}};
   EXPECT_NE(message(p).find("W_LAYOUT 1: RPW * 8 * TOK_TILE accumulators above 64 would spill"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"NORM", 0}, {"WARPS", 16}, {"KSPLIT", 8}, {"RPW", 2}, {"TOK_TILE", 2}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 0}, {"WARPS", 16}, {"KSPLIT", 8}, {"RPW", 2}, {"TOK_TILE", 2}};
   EXPECT_NE(message(p).find("exceed 48 KiB"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0}, {"RPW", 16}, {"TOK_TILE", 8}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 0}, {"RPW", 16}, {"TOK_TILE", 8}};
   EXPECT_NE(message(p).find("would spill"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0}, {"MMA", 1}, {"RPW", 12}, {"TOK_TILE", 16}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 0}, {"MMA", 1}, {"RPW", 12}, {"TOK_TILE", 16}};
   EXPECT_NE(message(p).find("MMA tiles take RPW a multiple of 8"), std::string::npos) << message(p);
-  p = {{"K", 60}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 0}, {"MMA", 1}, {"TOK_TILE", 16}};
+  p = {{"K", 60}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 0}, {"MMA", 1}, {"TOK_TILE", 16}};
   EXPECT_NE(message(p).find("MMA needs K a multiple of 8"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"NORM", 0}, {"MMA", 1}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 0}, {"MMA", 1}};
   EXPECT_NE(message(p).find("W_LAYOUT 1 takes"), std::string::npos) << message(p);
   // The fused norm: 0..2, on the CUDA-core [N, K] stream only.
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 3}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 3}};
   EXPECT_NE(message(p).find("NORM must be 0 (x as is), 1 (rms_norm(x)) or 2"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"NORM", 1}, {"MMA", 1}, {"RPW", 8}, {"TOK_TILE", 16}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 1}, {"MMA", 1}, {"RPW", 8}, {"TOK_TILE", 16}};
   EXPECT_NE(message(p).find("NORM takes W_LAYOUT 0 and MMA 0"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"NORM", 2}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 1}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 2}};
   EXPECT_NE(message(p).find("NORM takes W_LAYOUT 0 and MMA 0"), std::string::npos) << message(p);
-  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 1}, {"NORM", 2}};
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 1}, {"ROUTED", 0}, {"NORM", 2}};
+  EXPECT_EQ(message(p), "no error");
+  // The MoE combine in a residual add's epilogue: ACC 1, [N, K], at most 64 pairs a token.
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"ROUTED", 8}, {"NORM", 0}};
+  EXPECT_NE(message(p).find("ROUTED takes ACC 1 and W_LAYOUT 0"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 1}, {"ROUTED", 65}, {"NORM", 0}};
+  EXPECT_NE(message(p).find("ROUTED (a MoE layer's pairs per token) must be at most 64"), std::string::npos) << message(p);
+  p = {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 1}, {"ROUTED", 8}, {"NORM", 0}, {"MMA", 1}, {"RPW", 8}, {"TOK_TILE", 16}};
   EXPECT_EQ(message(p), "no error");
 }
 

@@ -59,11 +59,12 @@ TEST(LaunchTraffic, MatmulsReadTheirWeightOnceAndTheStepSumsToPlanTraffic) {
     const auto bytes = [](int64_t dt) { return dt == 0 ? 4.0 : 2.0; };  // f32 / bf16 (activations stored as bf16 by default)
     // x, y and (ACC 1: a residual add in the epilogue) the residual row.
     const double y_rows = 1 + constant(k, "ACC");
-    const double norm_rows = constant(k, "NORM") == 2 ? constant(k, "K") * bytes(constant(k, "X_DT")) : 0.0;
+    const double norm_rows = (constant(k, "NORM") == 2 ? constant(k, "K") * bytes(constant(k, "X_DT")) : 0.0) +
+                             constant(k, "ROUTED") * constant(k, "N") * 4.0;  // a MoE combine's f32 pair rows
     EXPECT_EQ(t[i].activation_bytes,
               l.grid[2] * (constant(k, "K") * bytes(constant(k, "X_DT")) + y_rows * constant(k, "N") * bytes(constant(k, "Y_DT"))) +
                   norm_rows)
-        << k.id << ": x, y (and the residual, the norm's rows) of 1 token";
+        << k.id << ": x, y (and the residual, the norm's rows, the routed pairs' rows) of 1 token";
     for (size_t a = 0; a < l.args.size(); ++a)
       if (l.args[a].kind == plan::ArgKind::Weight && k.param_names.at(a) == "w")
         matmul_bytes_of_weight[l.args[a].index] += t[i].weight_bytes - norm_weight;

@@ -1,10 +1,14 @@
-// The fused RMSNorm of the dense matmul templates (NORM 1 / 2 of kernels_templates/matmul.cuh and
-// matmul_siblings.cuh) run on the host (cuda_host_shim.h: a thread per CUDA thread), so CI checks
-// the launch that replaces a norm launch without a GPU: y = rms_norm(x, g) W^T against the CPU's,
-// with the norm's sum of squares split over K-slices and row groups, token tiles of 1, 2 and 8
-// (ragged), f32 and bf16 x, x rows that are not 16-byte aligned (the scalar path), the residual
-// epilogue beside it, and NORM 2's stored rows (written once, by row block 0). The device runs
-// the same source through NVRTC (gpu_ops_test.cc's GpuOps.MatmulNorm*).
+// What the dense matmul templates fuse (kernels_templates/matmul.cuh, matmul_siblings.cuh), run on
+// the host (cuda_host_shim.h: a thread per CUDA thread), so CI checks the launches that replace a
+// norm's or a MoE combine's without a GPU:
+//   - NORM 1 / 2: y = rms_norm(x, g) W^T against the CPU's, with the norm's sum of squares split
+//     over K-slices and row groups, token tiles of 1, 2 and 8 (ragged), f32 and bf16 x, x rows that
+//     are not 16-byte aligned (the scalar path), the residual epilogue beside it, and NORM 2's
+//     stored rows (written once, by row block 0);
+//   - ROUTED: y = residual + (sum of a token's per-pair rows + x W^T), the MoE combine in the
+//     shared expert's down projection, on the CUDA cores and the tensor cores.
+// The device runs the same source through NVRTC (gpu_ops_test.cc's GpuOps.MatmulNorm*,
+// GpuOps.MatmulCombine*).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -93,8 +97,8 @@ void check_matmul(int T, int stride, uint64_t seed) {
   constexpr int GROUPS = WARPS / KSPLIT;
   const unsigned row_blocks = (N + RPW * GROUPS - 1) / (RPW * GROUPS);
   cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
-    kp::matmul<K, N, X_DT, kp::F32, 0, ACC, NORM, WARPS, TOK_TILE, RPW, KSPLIT, 2, 0, 0>(x, wb.data(), y.data(), y.data(), T, stride, 0, N, 0,
-                                                                                       0, in.g_bits.data(), norm_out, kEps);
+    kp::matmul<K, N, X_DT, kp::F32, 0, ACC, 0, NORM, WARPS, TOK_TILE, RPW, KSPLIT, 2, 0, 0>(
+        x, wb.data(), y.data(), y.data(), T, stride, 0, N, 0, 0, in.g_bits.data(), norm_out, kEps, nullptr);
   });
   const std::vector<float> normed = rms_norm(in.x, in.g, T, K, stride);
   std::vector<float> want = matmul(normed, w, T, N, K);
@@ -179,6 +183,40 @@ TEST(MatmulNormOnHost, SiblingsReadTheNormOfX) {
   check_siblings<128, 6, 9, 9, 1, 2, 4, 2, 2, 2>(5, 12);
   check_siblings<96, 0, 22, 22, 1, 1, 2, 8, 2, 1>(9, 13);
   check_siblings<64, 4, 6, 6, 1, 2, 4, 1, 2, 4>(2, 14);
+}
+
+// kp::matmul with ROUTED: y = residual + (sum_r routed[t * ROUTED + r] + x W^T), in place (y is the
+// residual, as the plan runs it), MMA 0 or 1 (the epilogue both paths share).
+template <int K, int N, int ROUTED, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA>
+void check_combine(int T, uint64_t seed) {
+  const std::vector<float> x = testing_util::xorshift_uniform(static_cast<size_t>(T) * K, seed);
+  const std::vector<float> w = rounded_bf16(testing_util::xorshift_uniform(static_cast<size_t>(N) * K, seed + 1, 0.2f));
+  const std::vector<uint16_t> wb = bits(w);
+  const std::vector<float> residual = testing_util::xorshift_uniform(static_cast<size_t>(T) * N, seed + 2);
+  const std::vector<float> routed = testing_util::xorshift_uniform(static_cast<size_t>(T) * ROUTED * N, seed + 3);
+  std::vector<float> y = residual;
+  constexpr int GROUPS = WARPS / KSPLIT;
+  const unsigned row_blocks = (N + RPW * GROUPS - 1) / (RPW * GROUPS);
+  cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
+    kp::matmul<K, N, kp::F32, kp::F32, 0, 1, ROUTED, 0, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0>(
+        x.data(), wb.data(), y.data(), y.data(), T, K, 0, N, 0, 0, nullptr, nullptr, 0.f, routed.data());
+  });
+  const std::vector<float> product = matmul(x, w, T, N, K);
+  std::vector<float> want(product.size());
+  for (int t = 0; t < T; ++t)
+    for (int n = 0; n < N; ++n) {
+      float sum = 0.f;  // the combine's order: the pairs in order, then the shared expert, then h
+      for (int r = 0; r < ROUTED; ++r) sum += routed[(static_cast<size_t>(t) * ROUTED + r) * N + n];
+      want[t * N + n] = residual[t * N + n] + (sum + product[t * N + n]);
+    }
+  EXPECT_LT(relative_error(y, want), 1e-5) << "ROUTED " << ROUTED << " MMA " << MMA << " tokens " << T;
+}
+
+// A token's 8 pairs (K2.6's top-8) or 2, token tiles of 1, 2 and 16 (the tensor cores, ragged).
+TEST(MatmulCombineOnHost, SharedDownSumsTheRoutedPairs) {
+  check_combine<128, 24, 8, 4, 1, 4, 4, 0>(1, 21);
+  check_combine<128, 24, 2, 4, 2, 2, 2, 0>(5, 22);
+  check_combine<128, 32, 8, 4, 16, 8, 4, 1>(17, 23);
 }
 
 }  // namespace
