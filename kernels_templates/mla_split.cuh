@@ -17,8 +17,15 @@
 // every head re-reads the whole latent cache (1 token over 4,096 keys: 0.39 ms on an H200, the
 // cache once would take ~9 us). Here the cache is read once per (token, split, head group) and the
 // splits spread one token's keys over the SMs. Exact f32 math on the CUDA cores (FMAs), as the CPU
-// op (runtime/cpu/mla_attention.h) to 1e-4 relative. The next step (not built): the score and
-// value products on the tensor cores (bf16 mma over the staged tile: q [heads x C+R] x kv^T).
+// op (runtime/cpu/mla_attention.h) to 1e-4 relative.
+// MMA 1 (a bf16 cache): the same partials from the tensor cores. A block takes 16 heads of token t
+// (one m-tile: the heads are the MMA's M) and a tile of KT keys staged as bf16; its warps first
+// score the tile (S = q [16 x C+R] . kv^T, mma.sync m16n8k16, an 8-key n-tile a warp), then each
+// warp keeps the online softmax of all 16 rows and the C / WARPS output columns it owns
+// (acc += P . kv[:, 0:C]). 64 heads over one cache row are ~120 FLOP a byte: the CUDA cores bind
+// the MMA 0 path long before HBM does. f32 queries and the probabilities enter as bf16 hi + lo
+// (two MMAs each: products exact, values kept to 2^-16 of themselves), so the result stays
+// within f32 summation-order differences of the CPU op, as the dense matmul's tensor-core path.
 //
 // Key ranges: token t's candidate keys are n_keys(t) = L + t + 1 (causal) or L + n_tokens (tree);
 // split i of n_splits takes [i * per, min((i + 1) * per, n_keys(t))), per = ceil(n_keys(t) /
@@ -34,10 +41,14 @@
 //   C       kv_lora_rank (latent width)
 //   R       qk_rope_head_dim
 //   Q_DT    element type of q_latent and q_rope;  KV_DT  of the cache
-//   WARPS   heads per block (one warp each); grid.z = ceil(HEADS / WARPS) head groups
-//   KT      keys per staged tile (1..32; a warp's visibility bits are one ballot)
-// Launch: grid (n_splits, n_tokens, ceil(HEADS / WARPS)), block (32 * WARPS), dynamic shared
-// memory KT * (C + R) * 4 bytes.
+//   WARPS   MMA 0: heads per block (one warp each); grid.z = ceil(HEADS / WARPS) head groups.
+//           MMA 1: warps per block, each owning C / WARPS output columns of the block's 16 heads
+//   KT      keys per staged tile (1..32; a warp's visibility bits are one ballot; MMA 1: 16 or 32)
+//   MMA     0: CUDA cores; 1: tensor cores (KV_DT bf16, HEADS % 16 == 0, (C + R) % 16 == 0,
+//           C % (8 * WARPS) == 0); grid.z = HEADS / 16
+// Launch: grid (n_splits, n_tokens, head groups), block (32 * WARPS), dynamic shared memory
+// mla_split_smem_bytes (MMA 0: KT * (C + R) * 4 bytes; MMA 1: the bf16 tile, the queries' hi and
+// lo rows and the tile's f32 scores, families/mla_split.cc).
 // Arguments:
 //   q_latent      Q_DT; (t, h) row at t * q_latent_row_stride + h * C
 //   q_rope        Q_DT; (t, h) row at t * q_rope_row_stride + h * q_rope_head_stride
@@ -55,7 +66,7 @@
 //   workspace     f32 [n_tokens, HEADS, n_splits, C + 2] (mla_split_partial's)
 //   out           O_DT; (t, h) row at t * out_row_stride + h * C
 //   n_tokens, n_splits, out_row_stride
-#include "common.cuh"
+#include "weight_dot.cuh"  // mma_bf16_16816, pack_bf16x2, bf16_residual
 
 namespace kp {
 
@@ -98,12 +109,199 @@ __device__ __forceinline__ void stage_cache_tile(const void* kv_cache, int base,
   }
 }
 
-template <int HEADS, int C, int R, int Q_DT, int KV_DT, int WARPS, int KT>
+// Bits k < nk of keys base + k that token t sees (the same for every head, lane k decides).
+__device__ __forceinline__ unsigned mla_visible_keys(int base, int nk, int past, int t, const unsigned* mask, int mask_words) {
+  const int lane = threadIdx.x % 32;
+  bool vis = false;
+  if (lane < nk) {
+    const int s = base + lane;
+    if (s < past) {
+      vis = true;
+    } else {
+      const int j = s - past;
+      vis = mask == nullptr ? j <= t : ((mask[static_cast<i64>(t) * mask_words + j / 32] >> (j % 32)) & 1u) != 0;
+    }
+  }
+  return __ballot_sync(0xffffffffu, vis);
+}
+
+// ---- MMA 1: the tensor-core partial (see the doc block) ----
+
+// Elements a staged bf16 row holds past its C + R, so the 8 rows an MMA fragment reads start in
+// different banks (a row of 576 elements is 288 words, every row in one bank otherwise).
+constexpr int kMlaMmaPad = 8;
+
+// The 32-bit word (two bf16) at element e of a staged row (e even).
+__device__ __forceinline__ unsigned mla_word(const unsigned short* row, int e) { return *reinterpret_cast<const unsigned*>(row + e); }
+
+template <int HEADS, int C, int R, int Q_DT, int WARPS, int KT>
+__device__ void mla_split_partial_mma(const void* q_latent, const void* q_rope, const void* kv_cache, const void* cache_len,
+                                      const void* tree_mask, void* workspace, int n_tokens, int n_splits, int q_latent_row_stride,
+                                      int q_rope_row_stride, int q_rope_head_stride, int mask_words, float softmax_scale) {
+  constexpr int D = C + R, DP = D + kMlaMmaPad;
+  constexpr int HG = 16;             // heads a block: one m-tile
+  constexpr int CW = C / WARPS;      // output columns a warp owns
+  constexpr int NTO = CW / 8;        // their n-tiles
+  constexpr int NTS = KT / 8;        // the tile's key n-tiles (scores)
+  constexpr bool QLO = Q_DT == F32;  // f32 queries: a lo row beside the hi one
+  static_assert(HEADS % HG == 0 && D % 16 == 0 && C % (8 * WARPS) == 0 && (KT == 16 || KT == 32), "MMA 1 shapes");
+  const int split = blockIdx.x, t = blockIdx.y, h0 = blockIdx.z * HG;
+  if (t >= n_tokens || split >= n_splits) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int past = max(static_cast<const int*>(cache_len)[0], 0);
+  const unsigned* mask = static_cast<const unsigned*>(tree_mask);
+  unsigned short* kt = static_cast<unsigned short*>(dynamic_smem());  // [KT][DP] the staged keys
+  unsigned short* qh = kt + KT * DP;                                 // [HG][DP] queries (hi)
+  unsigned short* ql = qh + HG * DP;                                 // [HG][DP] their lo parts (QLO)
+  float* st = reinterpret_cast<float*>(ql + (QLO ? HG * DP : 0));    // [HG][KT + 1] the tile's scaled scores
+
+  const int n_keys = mask == nullptr ? past + t + 1 : past + n_tokens;
+  const int per = (n_keys + n_splits - 1) / n_splits;
+  const int begin = min(split * per, n_keys), end = min(begin + per, n_keys);
+
+  // The block's 16 query rows [q_latent | q_rope] as bf16 (hi, and lo = the f32 residual).
+  for (int e = threadIdx.x; e < HG * D; e += 32 * WARPS) {
+    const int r = e / D, d = e - r * D, h = h0 + r;
+    const float v = d < C ? load<Q_DT>(q_latent, static_cast<i64>(t) * q_latent_row_stride + static_cast<i64>(h) * C + d)
+                          : load<Q_DT>(q_rope, static_cast<i64>(t) * q_rope_row_stride + static_cast<i64>(h) * q_rope_head_stride + d - C);
+    const unsigned short hi = f32_to_bf16(v);
+    qh[r * DP + d] = hi;
+    if constexpr (QLO) ql[r * DP + d] = f32_to_bf16(v - bf16_to_f32(hi));
+  }
+
+  // Rows g and g + 8 of the m-tile: running max, sum, and this warp's output columns.
+  float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f}, o[NTO][4];
+#pragma unroll
+  for (int j = 0; j < NTO; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+
+  for (int base = begin; base < end; base += KT) {
+    const int nk = min(KT, end - base);
+    __syncthreads();  // the previous tile's keys and scores have been read
+    // Stage the tile: 16-byte pieces of each key row, rows past nk as zeros (their scores are masked).
+    constexpr int PIECES = D / 8;
+    for (int e = threadIdx.x; e < KT * PIECES; e += 32 * WARPS) {
+      const int k = e / PIECES, p = e - k * PIECES;
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      if (k < nk) v = *static_cast<const uint4*>(offset<BF16>(kv_cache, static_cast<i64>(base + k) * D + 8 * p));
+      *reinterpret_cast<uint4*>(kt + k * DP + 8 * p) = v;
+    }
+    const unsigned visible = mla_visible_keys(base, nk, past, t, mask, mask_words);
+    __syncthreads();
+    if (visible == 0u) continue;  // uniform: no head of this token sees a key of the tile
+    // Scores: warp w takes key n-tiles w, w + WARPS, ...: S[16 x 8] over the D dims, 16 a k-step.
+    for (int j = warp; j < NTS; j += WARPS) {
+      float c[4] = {0.f, 0.f, 0.f, 0.f};
+      const unsigned short* krow = kt + (8 * j + g) * DP;
+#pragma unroll 4
+      for (int k0 = 0; k0 < D; k0 += 16) {
+        const unsigned b0 = mla_word(krow, k0 + 2 * q), b1 = mla_word(krow, k0 + 2 * q + 8);
+        const unsigned a[4] = {mla_word(qh + g * DP, k0 + 2 * q), mla_word(qh + (g + 8) * DP, k0 + 2 * q),
+                               mla_word(qh + g * DP, k0 + 2 * q + 8), mla_word(qh + (g + 8) * DP, k0 + 2 * q + 8)};
+        mma_bf16_16816(c, a, b0, b1);
+        if constexpr (QLO) {
+          const unsigned al[4] = {mla_word(ql + g * DP, k0 + 2 * q), mla_word(ql + (g + 8) * DP, k0 + 2 * q),
+                                  mla_word(ql + g * DP, k0 + 2 * q + 8), mla_word(ql + (g + 8) * DP, k0 + 2 * q + 8)};
+          mma_bf16_16816(c, al, b0, b1);
+        }
+      }
+      // c: rows g (keys 8j + 2q, + 1), g + 8 (the same keys); a hidden key's score is -inf.
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = 8 * j + 2 * q + (e & 1), row = g + (e >= 2 ? 8 : 0);
+        st[row * (KT + 1) + key] = ((visible >> key) & 1u) ? c[e] * softmax_scale : neg_inf();
+      }
+    }
+    __syncthreads();
+    // Online softmax of rows g, g + 8 (every warp alike: the same values in the same order). A
+    // lane holds keys 16 ks + 2q + {0, 1, 8, 9} of each k-step ks: its P fragment's columns.
+    float p[2][KT / 16][4], rmax[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int ks = 0; ks < KT / 16; ++ks)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          p[r][ks][e] = st[(g + 8 * r) * (KT + 1) + 16 * ks + 2 * q + (e & 1) + (e >= 2 ? 8 : 0)];
+          rmax[r] = fmaxf(rmax[r], p[r][ks][e]);
+        }
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(0xffffffffu, rmax[r], 1));
+      rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(0xffffffffu, rmax[r], 2));
+      const float m_new = fmaxf(m[r], rmax[r]);  // finite: the tile holds a visible key
+      corr[r] = expf(m[r] - m_new);              // 0 while m = -inf
+      float sum = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < KT / 16; ++ks)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          p[r][ks][e] = expf(p[r][ks][e] - m_new);  // 0 for a hidden key
+          sum += p[r][ks][e];
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l[r] = l[r] * corr[r] + sum;
+      m[r] = m_new;
+    }
+#pragma unroll
+    for (int j = 0; j < NTO; ++j) {
+      o[j][0] *= corr[0];
+      o[j][1] *= corr[0];
+      o[j][2] *= corr[1];
+      o[j][3] *= corr[1];
+    }
+    // acc += P . V over the tile's keys (V = the staged rows' first C columns, this warp's).
+#pragma unroll
+    for (int ks = 0; ks < KT / 16; ++ks) {
+      const unsigned hi[4] = {pack_bf16x2(p[0][ks][0], p[0][ks][1]), pack_bf16x2(p[1][ks][0], p[1][ks][1]),
+                              pack_bf16x2(p[0][ks][2], p[0][ks][3]), pack_bf16x2(p[1][ks][2], p[1][ks][3])};
+      const unsigned lo[4] = {pack_bf16x2(bf16_residual(p[0][ks][0]), bf16_residual(p[0][ks][1])),
+                              pack_bf16x2(bf16_residual(p[1][ks][0]), bf16_residual(p[1][ks][1])),
+                              pack_bf16x2(bf16_residual(p[0][ks][2]), bf16_residual(p[0][ks][3])),
+                              pack_bf16x2(bf16_residual(p[1][ks][2]), bf16_residual(p[1][ks][3]))};
+      const unsigned short* v0 = kt + (16 * ks + 2 * q) * DP;  // keys 2q, 2q + 1, 2q + 8, 2q + 9 of the k-step
+#pragma unroll
+      for (int j = 0; j < NTO; ++j) {
+        const int col = warp * CW + 8 * j + g;
+        const unsigned b0 = v0[col] | (static_cast<unsigned>(v0[DP + col]) << 16);
+        const unsigned b1 = v0[8 * DP + col] | (static_cast<unsigned>(v0[9 * DP + col]) << 16);
+        mma_bf16_16816(o[j], hi, b0, b1);
+        mma_bf16_16816(o[j], lo, b0, b1);
+      }
+    }
+  }
+
+  // The partials of rows g, g + 8: (m, l) once per row, then this warp's columns.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float* w = static_cast<float*>(workspace) + ((static_cast<i64>(t) * HEADS + h0 + g + 8 * r) * n_splits + split) * (C + 2);
+    if (warp == 0 && q == 0) {
+      w[0] = m[r];
+      w[1] = l[r];
+    }
+#pragma unroll
+    for (int j = 0; j < NTO; ++j) {
+      const int col = warp * CW + 8 * j + 2 * q;
+      w[2 + col] = o[j][2 * r];
+      w[3 + col] = o[j][2 * r + 1];
+    }
+  }
+}
+
+template <int HEADS, int C, int R, int Q_DT, int KV_DT, int WARPS, int KT, int MMA>
 __device__ void mla_split_partial(const void* q_latent, const void* q_rope, const void* kv_cache,
                                   const void* cache_len, const void* tree_mask, void* workspace,
                                   int n_tokens, int n_splits, int q_latent_row_stride, int q_rope_row_stride,
                                   int q_rope_head_stride, int mask_words, float softmax_scale) {
   static_assert(KT >= 1 && KT <= 32, "KT keys per tile: 1..32");
+  if constexpr (MMA == 1) {
+    static_assert(KV_DT == BF16, "MMA 1 reads a bf16 cache");
+    mla_split_partial_mma<HEADS, C, R, Q_DT, WARPS, KT>(q_latent, q_rope, kv_cache, cache_len, tree_mask, workspace, n_tokens, n_splits,
+                                                        q_latent_row_stride, q_rope_row_stride, q_rope_head_stride, mask_words,
+                                                        softmax_scale);
+    return;
+  }
   constexpr int D = C + R;
   constexpr int CPL = (C + 31) / 32;  // latent elements per lane
   constexpr int RPL = (R + 31) / 32;  // rope elements per lane
@@ -146,18 +344,7 @@ __device__ void mla_split_partial(const void* q_latent, const void* q_rope, cons
     const int nk = min(KT, end - base);
     __syncthreads();  // the previous tile has been read
     stage_cache_tile<D, KV_DT, KT, 32 * WARPS>(kv_cache, base, nk, tile);
-    // Lane k: is key base + k visible to token t?
-    bool vis = false;
-    if (lane < nk) {
-      const int s = base + lane;
-      if (s < past) {
-        vis = true;
-      } else {
-        const int j = s - past;
-        vis = mask == nullptr ? j <= t : ((mask[static_cast<i64>(t) * mask_words + j / 32] >> (j % 32)) & 1u) != 0;
-      }
-    }
-    const unsigned visible = __ballot_sync(0xffffffffu, vis);
+    const unsigned visible = mla_visible_keys(base, nk, past, t, mask, mask_words);
     __syncthreads();
     if (!active) continue;
     for (int k0 = 0; k0 < nk; k0 += KG) {

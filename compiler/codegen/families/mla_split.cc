@@ -6,11 +6,19 @@
 
 namespace kplan::codegen {
 
-int64_t mla_split_smem_bytes(int64_t kv_lora, int64_t rope, int64_t keys_per_tile) { return keys_per_tile * (kv_lora + rope) * 4; }
+int64_t mla_split_smem_bytes(int64_t kv_lora, int64_t rope, int64_t keys_per_tile, bool mma, bool f32_queries) {
+  if (!mma) return keys_per_tile * (kv_lora + rope) * 4;
+  const int64_t row = 2 * (kv_lora + rope + 8);  // a padded bf16 row (kMlaMmaPad)
+  return keys_per_tile * row + 16 * row * (f32_queries ? 2 : 1) + 16 * (keys_per_tile + 1) * 4;
+}
+
+int64_t mla_split_heads_per_block(const KernelSource& partial) {
+  return kernel_param(partial, "MMA") == 1 ? 16 : kernel_param(partial, "WARPS");
+}
 
 int64_t mla_split_count(const KernelSource& partial, int64_t max_context, int64_t n_tokens, std::string_view arch) {
   const int64_t tokens = std::max<int64_t>(n_tokens, 1);
-  const int64_t groups = ceil_div(kernel_param(partial, "HEADS"), kernel_param(partial, "WARPS"));
+  const int64_t groups = ceil_div(kernel_param(partial, "HEADS"), mla_split_heads_per_block(partial));
   const int64_t by_keys = ceil_div(std::max<int64_t>(max_context, 0) + tokens, mla_split_min_keys(arch));
   const int64_t by_grid = std::max<int64_t>(1, mla_split_blocks(arch) / (tokens * groups));
   const int64_t splits = std::clamp<int64_t>(by_keys, 1, by_grid);
@@ -30,16 +38,25 @@ namespace {
 void check(const ParamValues& p) {
   require(p.at("KT") >= 1 && p.at("KT") <= 32, "mla_split_partial", "KT (keys per tile) must be 1..32");
   require(p.at("WARPS") >= 1 && p.at("WARPS") <= 32, "mla_split_partial", "WARPS (heads per block) must be 1..32");
-  require(mla_split_smem_bytes(p.at("C"), p.at("R"), p.at("KT")) <= 224 * 1024, "mla_split_partial",
-          "KT staged rows of C + R f32 exceed 224 KiB of shared memory");
+  const int64_t mma = p.at("MMA");
+  require(mma == 0 || mma == 1, "mla_split_partial", "MMA must be 0 (CUDA cores) or 1 (tensor cores)");
+  if (mma == 1) {
+    require(p.at("KV_DT") == 1, "mla_split_partial", "MMA 1 reads a bf16 cache (KV_DT bf16)");
+    require(p.at("HEADS") % 16 == 0 && (p.at("C") + p.at("R")) % 16 == 0, "mla_split_partial",
+            "MMA 1 takes heads in m-tiles of 16 and C + R a multiple of 16");
+    require(p.at("C") % (8 * p.at("WARPS")) == 0, "mla_split_partial", "MMA 1 splits C over WARPS warps in n-tiles of 8");
+    require(p.at("KT") == 16 || p.at("KT") == 32, "mla_split_partial", "MMA 1 takes KT 16 or 32 (k-steps of 16 keys)");
+  }
+  require(mla_split_smem_bytes(p.at("C"), p.at("R"), p.at("KT"), mma == 1, p.at("Q_DT") == 0) <= 224 * 1024, "mla_split_partial",
+          "the staged rows exceed 224 KiB of shared memory");
 }
 
-// grid (n_splits = the launch's batch, tokens, head groups of WARPS heads), the staged tile in
-// dynamic shared memory.
+// grid (n_splits = the launch's batch, tokens, head groups), the staged tile in dynamic shared memory.
 LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
   LaunchDims d = block_of(k);
-  d.grid = {static_cast<uint32_t>(s.batch), static_cast<uint32_t>(s.rows), ceil_div(kernel_param(k, "HEADS"), kernel_param(k, "WARPS"))};
-  d.smem_bytes = static_cast<uint32_t>(mla_split_smem_bytes(kernel_param(k, "C"), kernel_param(k, "R"), kernel_param(k, "KT")));
+  d.grid = {static_cast<uint32_t>(s.batch), static_cast<uint32_t>(s.rows), ceil_div(kernel_param(k, "HEADS"), mla_split_heads_per_block(k))};
+  d.smem_bytes = static_cast<uint32_t>(mla_split_smem_bytes(kernel_param(k, "C"), kernel_param(k, "R"), kernel_param(k, "KT"),
+                                                            kernel_param(k, "MMA") == 1, kernel_param(k, "Q_DT") == 0));
   return d;
 }
 
@@ -51,7 +68,7 @@ const Family& family() {
       .header = "mla_split.cuh",
       .function = "kp::mla_split_partial",
       .params = {dim_param("HEADS", "h"), dim_param("C", "c"), dim_param("R", "r"), dtype_param("Q_DT", "q"), dtype_param("KV_DT", "kv"),
-                 tuning_param("WARPS", "w"), tuning_param("KT", "kt")},
+                 tuning_param("WARPS", "w"), tuning_param("KT", "kt"), tuning_param("MMA", "mma")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

@@ -6,7 +6,7 @@
 // mla_attention; the op rule (compiler/passes/op_rules.cc) lowers mla_attention to this pair.
 //
 // Template parameters (compile-time constants, template order):
-//   mla_split_partial: HEADS, C, R, Q_DT (dtype), KV_DT (dtype), WARPS (tuning), KT (tuning)
+//   mla_split_partial: HEADS, C, R, Q_DT (dtype), KV_DT (dtype), WARPS (tuning), KT (tuning), MMA (tuning)
 //   mla_split_combine: HEADS, C, O_DT (dtype), THREADS (tuning)
 // See the template's doc block for their meaning and the launch geometry (families/mla_split.cc).
 #include <cstdint>
@@ -72,7 +72,12 @@ int64_t mla_split_count(const KernelSource& partial, int64_t max_context, int64_
 // HEADS * (C + 2) f32.
 uint64_t mla_split_workspace_bytes(const KernelSource& partial, int64_t max_context, int64_t max_tokens, std::string_view arch);
 
-// Dynamic shared memory of a partial: its KT staged rows of C + R f32.
-int64_t mla_split_smem_bytes(int64_t kv_lora, int64_t rope, int64_t keys_per_tile);
+// Dynamic shared memory of a partial: MMA 0, its KT staged rows of C + R f32; MMA 1, the KT rows
+// and the 16 query rows as bf16 (padded by 8 elements; f32 queries a lo row too) and the tile's
+// 16 x (KT + 1) f32 scores.
+int64_t mla_split_smem_bytes(int64_t kv_lora, int64_t rope, int64_t keys_per_tile, bool mma = false, bool f32_queries = false);
+
+// Heads a partial's block takes: WARPS (one warp a head), or 16 for MMA 1 (one m-tile).
+int64_t mla_split_heads_per_block(const KernelSource& partial);
 
 }  // namespace kplan::codegen

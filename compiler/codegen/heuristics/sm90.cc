@@ -26,8 +26,15 @@ const TuningTable& sm90_tuning() {
       // Split-context MLA (kernels_templates/mla_split.cuh): 8 heads a block (one warp each, 256
       // threads; fewer heads, that many warps), tiles of 32 keys (72 KiB of f32 staged rows at
       // K2.6's C + R = 576), so two blocks fit an SM's 228 KiB and its 64 K registers (ptxas: 128 a
-      // thread at K2.6 width, no spills). The combine: a thread a column.
-      {"mla_split_partial", [](ParamValues& p) { set(p, "WARPS", std::min<int64_t>(8, p.at("HEADS"))); set(p, "KT", 32); }},
+      // thread at K2.6 width, no spills). The combine: a thread a column. MMA 1 (the tensor-core
+      // partial: 16 heads a block, 4 warps of C / 4 output columns each) is opt-in until measured
+      // (KPLAN_TUNE=mla_split_partial:MMA=1).
+      {"mla_split_partial",
+       [](ParamValues& p) {
+         set(p, "MMA", 0);
+         set(p, "WARPS", p.at("MMA") == 1 ? 4 : std::min<int64_t>(8, p.at("HEADS")));
+         set(p, "KT", 32);
+       }},
       {"mla_split_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C"))); }},
       {"gqa_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},
       {"kv_append", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},

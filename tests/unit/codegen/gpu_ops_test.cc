@@ -877,8 +877,11 @@ TEST(GpuOps, MlaAttentionCausalAndTreeOverCommittedCache) {
 struct MlaSplitPair {
   KernelSource partial, combine;
   int64_t heads = 0, C = 0, R = 0;
-  MlaSplitPair(const cpu::MlaDims& d, ElemType kv_t, const std::string& arch)
-      : partial(mla_split_partial_kernel(d.heads, d.kv_lora, d.rope, ElemType::F32, kv_t, arch)),
+  // mma: the tensor-core partial (MMA 1, a bf16 cache, heads by 16).
+  MlaSplitPair(const cpu::MlaDims& d, ElemType kv_t, const std::string& arch, bool mma = false)
+      : partial(mma ? instantiate(mla_split_partial::family(),
+                                  {{"HEADS", d.heads}, {"C", d.kv_lora}, {"R", d.rope}, {"Q_DT", 0}, {"KV_DT", dtype_code(kv_t)}, {"MMA", 1}}, arch)
+                    : mla_split_partial_kernel(d.heads, d.kv_lora, d.rope, ElemType::F32, kv_t, arch)),
         combine(mla_split_combine_kernel(d.heads, d.kv_lora, ElemType::F32, arch)), heads(d.heads), C(d.kv_lora), R(d.rope) {}
   size_t workspace_bytes(int64_t T, int64_t splits) const { return static_cast<size_t>(T * heads * splits * (C + 2) * 4); }
   // q rows dense ([T, heads * C] and [T, heads * R]), out [T, heads * C].
@@ -895,10 +898,13 @@ struct MlaSplitPair {
 
 TEST(GpuOps, MlaSplitMatchesTheCpuOp) {
   REQUIRE_GPU();
-  struct Case { cpu::MlaDims d; int64_t past, T, splits; bool tree; ElemType kv_t; };
+  struct Case { cpu::MlaDims d; int64_t past, T, splits; bool tree; ElemType kv_t; bool mma = false; };
   for (const Case& c : {Case{{4, 64, 32, 16, 32}, 37, 5, 3, false, F32}, Case{{4, 64, 32, 16, 32}, 11, 40, 6, true, F32},
                         Case{{6, 48, 24, 8, 20}, 0, 7, 4, false, F32}, Case{{6, 48, 24, 8, 20}, 20, 9, 1, true, BF16},
-                        Case{{10, 40, 0, 24, 0}, 0, 40, 12, true, BF16}, Case{{64, 512, 128, 64, 128}, 300, 3, 7, false, BF16}}) {
+                        Case{{10, 40, 0, 24, 0}, 0, 40, 12, true, BF16}, Case{{64, 512, 128, 64, 128}, 300, 3, 7, false, BF16},
+                        // The tensor-core partial (MMA 1): K2.6 width causal, 16 heads tree-masked over empty splits.
+                        Case{{64, 512, 128, 64, 128}, 300, 3, 7, false, BF16, true}, Case{{16, 64, 32, 16, 32}, 11, 40, 6, true, BF16, true},
+                        Case{{16, 64, 32, 16, 32}, 0, 9, 12, false, BF16, true}}) {
     const cpu::MlaDims& d = c.d;
     const int64_t D = d.kv_lora + d.rope, max_slots = c.past + c.T + 3;
     const std::vector<float> qlat = random_values(c.T * d.heads * d.kv_lora, 14);
@@ -906,7 +912,7 @@ TEST(GpuOps, MlaSplitMatchesTheCpuOp) {
     const std::vector<float> cache = random_values(max_slots * D, 16, 1.f, c.kv_t == BF16);
     const std::vector<uint32_t> mask = c.tree ? random_tree_mask(c.T, 17) : std::vector<uint32_t>();
     const std::vector<int32_t> len = {static_cast<int32_t>(c.past)};
-    const MlaSplitPair pair(d, c.kv_t, gpu->arch());
+    const MlaSplitPair pair(d, c.kv_t, gpu->arch(), c.mma);
     DevBuf d_ql = gpu->upload(qlat), d_qr = gpu->upload(qrope), d_cache = gpu->upload_as(cache, c.kv_t), d_len = gpu->upload(len);
     DevBuf d_mask = gpu->upload(c.tree ? mask : std::vector<uint32_t>{0}), d_out = gpu->alloc(c.T * d.heads * d.kv_lora * 4);
     DevBuf d_ws = gpu->alloc(pair.workspace_bytes(c.T, c.splits));
@@ -939,8 +945,8 @@ TEST(GpuOps, MlaSplitAtK26WidthFigures) {
     for (int64_t j = 0; j <= t; ++j) mask[t * words + j / 32] |= 1u << (j % 32);
   DevBuf d_ql = gpu->upload(qlat), d_qr = gpu->upload(qrope), d_mask = gpu->upload(mask), d_out = gpu->alloc(T * d.heads * d.kv_lora * 4);
   const float scale = 0.0723f;
-  for (const ElemType kv_t : {F32, BF16}) {
-    const MlaSplitPair pair(d, kv_t, gpu->arch());
+  for (const auto& [kv_t, mma] : {std::pair{F32, false}, std::pair{BF16, false}, std::pair{BF16, true}}) {
+    const MlaSplitPair pair(d, kv_t, gpu->arch(), mma);
     const KernelSource old = mla_attention_kernel(d.heads, d.kv_lora, d.rope, F32, kv_t, F32, gpu->arch());
     for (const int64_t past : {int64_t{4096}, int64_t{32768}}) {
       const std::vector<float> cache = random_values((past + T) * D, 43, 1.f, kv_t == BF16);
@@ -975,8 +981,8 @@ TEST(GpuOps, MlaSplitAtK26WidthFigures) {
                                            reps);
         const double bytes = elem * (past + t) * D, flop = 2.0 * t * d.heads * (past + t) * (D + d.kv_lora);
         const char* cache_t = kv_t == BF16 ? "bf16" : "f32";
-        std::printf("[ figures  ] mla_split pair K2.6 %s cache, %lld keys, %lld tokens (%lld splits): %.3f ms, %.2f TB/s over the cache, %.1f TFLOP/s\n",
-                    cache_t, static_cast<long long>(past), static_cast<long long>(t), static_cast<long long>(splits), split_ms,
+        std::printf("[ figures  ] mla_split pair%s K2.6 %s cache, %lld keys, %lld tokens (%lld splits): %.3f ms, %.2f TB/s over the cache, %.1f TFLOP/s\n",
+                    mma ? " (tensor cores)" : "", cache_t, static_cast<long long>(past), static_cast<long long>(t), static_cast<long long>(splits), split_ms,
                     bytes / (split_ms * 1e-3) / 1e12, flop / (split_ms * 1e-3) / 1e12);
         std::printf("[ figures  ] mla_attention  K2.6 %s cache, %lld keys, %lld tokens: %.3f ms, %.2f TB/s over the cache, %.1f TFLOP/s\n",
                     cache_t, static_cast<long long>(past), static_cast<long long>(t), old_ms, bytes / (old_ms * 1e-3) / 1e12,

@@ -3,8 +3,8 @@
 // mla_split_combine against the CPU op (cpu::mla_attention_absorbed), causal and tree-masked,
 // with no committed rows, an odd number of them and many splits, splits that see no visible key
 // (their m = -inf), f32 and bf16 caches, head groups with idle warps, and latent widths that are
-// not multiples of 32. The device runs the same source through NVRTC (gpu_ops_test.cc's
-// GpuOps.MlaSplit*).
+// not multiples of 32; the tensor-core partial (MMA 1) through the shim's mma.sync the same way.
+// The device runs the same source through NVRTC (gpu_ops_test.cc's GpuOps.MlaSplit*).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,12 +47,20 @@ struct Result {
 };
 
 // The pair over a cache of past + T rows (+3 unused), q rows padded (strides wider than the
-// heads), and the CPU op over the same values.
-template <int H, int C, int R, int KV_DT, int WARPS, int KT>
+// heads), and the CPU op over the same values. MMA 1: the tensor-core partial (16 heads a block);
+// Q_DT bf16: queries stored (and compared) as bf16.
+template <int H, int C, int R, int KV_DT, int WARPS, int KT, int MMA = 0, int Q_DT = kp::F32>
 Result run(int64_t past, int64_t T, int splits, bool tree, uint64_t seed) {
   constexpr int D = C + R;
   const int64_t ql_stride = H * C + 5, qr_stride = H * (R + 3), slots = past + T + 3, words = (T + 31) / 32;
-  const std::vector<float> ql = uniform(T * ql_stride, seed), qr = uniform(T * qr_stride, seed + 1);
+  std::vector<float> ql = uniform(T * ql_stride, seed), qr = uniform(T * qr_stride, seed + 1);
+  std::vector<uint16_t> ql_bf16, qr_bf16;
+  if (Q_DT == kp::BF16) {
+    for (float& v : ql) ql_bf16.push_back(float_to_bf16(v)), v = bf16_to_float(ql_bf16.back());
+    for (float& v : qr) qr_bf16.push_back(float_to_bf16(v)), v = bf16_to_float(qr_bf16.back());
+  }
+  const void* q_lat = Q_DT == kp::BF16 ? static_cast<const void*>(ql_bf16.data()) : ql.data();
+  const void* q_rot = Q_DT == kp::BF16 ? static_cast<const void*>(qr_bf16.data()) : qr.data();
   std::vector<float> cache = uniform(slots * D, seed + 2);
   std::vector<uint16_t> cache_bf16;
   if (KV_DT == kp::BF16)
@@ -68,10 +76,10 @@ Result run(int64_t past, int64_t T, int splits, bool tree, uint64_t seed) {
   cuda_host::launch(
       splits, T, 32 * WARPS,
       [&] {
-        kp::mla_split_partial<H, C, R, kp::F32, KV_DT, WARPS, KT>(ql.data(), qr.data(), kv, len.data(), tree ? mask.data() : nullptr,
-                                                                   ws.data(), T, splits, ql_stride, qr_stride, R + 3, words, scale);
+        kp::mla_split_partial<H, C, R, Q_DT, KV_DT, WARPS, KT, MMA>(q_lat, q_rot, kv, len.data(), tree ? mask.data() : nullptr, ws.data(),
+                                                                    T, splits, ql_stride, qr_stride, R + 3, words, scale);
       },
-      mla_split_smem_bytes(C, R, KT), (H + WARPS - 1) / WARPS);
+      mla_split_smem_bytes(C, R, KT, MMA == 1, Q_DT == kp::F32), MMA == 1 ? H / 16 : (H + WARPS - 1) / WARPS);
   Result res;
   for (int64_t p = 0; p < T * H * splits; ++p) res.empty_splits += std::isinf(ws[p * (C + 2)]) && ws[p * (C + 2)] < 0;
   cuda_host::launch(H, T, 64, [&] { kp::mla_split_combine<H, C, kp::F32, 64>(ws.data(), out.data(), T, splits, H * C); });
@@ -128,6 +136,22 @@ TEST(MlaSplitHost, Bf16CacheAndOddWidths) {
   EXPECT_LT(r.error, 1e-4);
 }
 
+// MMA 1 (the tensor-core partial): 16 heads a block over the bf16 cache, f32 queries as hi + lo
+// and the probabilities as hi + lo, so it stays within f32 summation order of the CPU op; causal
+// and tree-masked, splits with no visible key, tiles of 16 and 32 keys, 4 and 2 warps (each its
+// share of the output columns), two head groups, bf16 queries.
+TEST(MlaSplitHost, TensorCorePartialMatchesTheCpuOp) {
+  Result r = run<16, 64, 16, kp::BF16, 4, 32, 1>(37, 5, 3, false, 11);
+  EXPECT_LT(r.error, 1e-4);
+  r = run<16, 64, 16, kp::BF16, 4, 32, 1>(0, 7, 4, false, 12);
+  EXPECT_LT(r.error, 1e-4);
+  EXPECT_GT(r.empty_splits, 0) << "token 0's later splits have no key";
+  r = run<32, 64, 32, kp::BF16, 2, 16, 1>(11, 40, 6, true, 13);
+  EXPECT_LT(r.error, 1e-4);
+  r = run<16, 128, 32, kp::BF16, 4, 16, 1, kp::BF16>(70, 9, 2, true, 14);
+  EXPECT_LT(r.error, 1e-4);
+}
+
 TEST(MlaSplitHost, SplitCountFollowsTheContext) {
   // K2.6 width on sm_90 (132 SMs, 8 head groups of 8): 1 token over 1,000 rows takes 32 splits
   // of at least 32 keys (one tile); from 1,024 rows on the grid's 264 blocks cap it at 33; 64 tree
@@ -151,6 +175,39 @@ TEST(MlaSplitHost, SplitCountFollowsTheContext) {
   const KernelSource b = mla_split_partial_kernel(64, 512, 64, ElemType::F32, ElemType::BF16, "sm_120");
   EXPECT_EQ(launch_dims(b, 1, 1).smem_bytes, 16u * 576 * 4);
   EXPECT_EQ(mla_split_count(b, 32768, 1, "sm_120"), 47);
+  // MMA 1 (KPLAN_TUNE=mla_split_partial:MMA=1): 16 heads a block on 4 warps, so 4 head groups at
+  // K2.6 and twice the splits of 8 groups (66 at 32768 keys); the bf16 tile (32 rows of 584), the
+  // 16 query rows hi and lo and the 16 x 33 scores in shared memory.
+  const KernelSource m = instantiate(mla_split_partial::family(), {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 1}}, "sm_90");
+  EXPECT_EQ(m.id, "mla_split_partial_h64_c512_r64_qf32_kvbf16_w4_kt32_mma1");
+  const LaunchDims md = launch_dims(m, 3, 5);
+  EXPECT_EQ(md.grid, (std::array<uint32_t, 3>{5, 3, 4}));
+  EXPECT_EQ(md.block[0], 128u);
+  EXPECT_EQ(md.smem_bytes, 32u * 1168 + 2 * 16 * 1168 + 16 * 33 * 4);
+  EXPECT_EQ(mla_split_count(m, 32768, 1, "sm_90"), 66);
+}
+
+// MMA 1's shapes, refused by name: a cache in f32, heads not in m-tiles of 16, C not split evenly
+// over the warps' n-tiles, a KT not in k-steps of 16.
+TEST(MlaSplitHost, TensorCoreShapesAreClearErrors) {
+  auto message = [](ParamValues p) {
+    try {
+      instantiate(mla_split_partial::family(), p, "sm_90");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  ParamValues p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 0}, {"MMA", 1}};
+  EXPECT_NE(message(p).find("MMA 1 reads a bf16 cache"), std::string::npos) << message(p);
+  p = {{"HEADS", 24}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 1}};
+  EXPECT_NE(message(p).find("m-tiles of 16"), std::string::npos) << message(p);
+  p = {{"HEADS", 64}, {"C", 40}, {"R", 24}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 1}};
+  EXPECT_NE(message(p).find("n-tiles of 8"), std::string::npos) << message(p);
+  p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 1}, {"KT", 24}};
+  EXPECT_NE(message(p).find("KT 16 or 32"), std::string::npos) << message(p);
+  p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 2}};
+  EXPECT_NE(message(p).find("MMA must be 0"), std::string::npos) << message(p);
 }
 
 // KPLAN_MLA_MIN_KEYS (measuring) sets the keys a split; 0 would divide by zero: refused by name.
