@@ -12,6 +12,7 @@
 
 #include "compiler/frontend/draft_config.h"
 #include "compiler/frontend/model_config.h"
+#include "ir/support/dtype.h"
 #include "tests/unit/test_support.h"
 
 namespace kplan::codegen::testing_util {
@@ -46,6 +47,31 @@ inline std::vector<float> xorshift_uniform(size_t n, uint64_t seed, float scale 
     x = scale * (static_cast<float>(s >> 40) / 16777216.f * 2.f - 1.f);
   }
   return v;
+}
+
+// The values as bf16 bits (rounded to nearest even), and the values those bits hold.
+inline std::vector<uint16_t> bf16_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> b;
+  b.reserve(v.size());
+  for (float x : v) b.push_back(float_to_bf16(x));
+  return b;
+}
+inline std::vector<float> rounded_to_bf16(std::vector<float> v) {
+  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
+  return v;
+}
+
+// y[t, n] = x[t, :] . w[n, :] in double (x [T, K], w [N, K] row-major): the host-shim tests'
+// reference for the dense templates.
+inline std::vector<float> reference_matmul(const std::vector<float>& x, const std::vector<float>& w, int T, int N, int K) {
+  std::vector<float> y(static_cast<size_t>(T) * N);
+  for (int t = 0; t < T; ++t)
+    for (int n = 0; n < N; ++n) {
+      double s = 0;
+      for (int k = 0; k < K; ++k) s += static_cast<double>(x[static_cast<size_t>(t) * K + k]) * w[static_cast<size_t>(n) * K + k];
+      y[static_cast<size_t>(t) * N + n] = static_cast<float>(s);
+    }
+  return y;
 }
 
 // A new empty directory for a test's kernel cache, removed when the object goes away.

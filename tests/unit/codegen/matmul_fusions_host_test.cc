@@ -25,18 +25,11 @@ namespace kplan::codegen {
 namespace {
 
 using testing_util::relative_error;
+const auto& rounded_bf16 = testing_util::rounded_to_bf16;
+const auto& bits = testing_util::bf16_bits;
+const auto& matmul = testing_util::reference_matmul;
 
 constexpr float kEps = 1e-6f;
-
-std::vector<float> rounded_bf16(std::vector<float> v) {
-  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
-  return v;
-}
-std::vector<uint16_t> bits(const std::vector<float>& v) {
-  std::vector<uint16_t> b;
-  for (float x : v) b.push_back(float_to_bf16(x));
-  return b;
-}
 
 // The CPU's rms_norm (runtime/cpu: y = g * (x / sqrt(mean(x^2) + eps))), rows of K at `stride`.
 std::vector<float> rms_norm(const std::vector<float>& x, const std::vector<float>& g, int T, int K, int stride) {
@@ -49,18 +42,6 @@ std::vector<float> rms_norm(const std::vector<float>& x, const std::vector<float
   }
   return y;
 }
-// y[t, n] = x[t, :] . w[n, :]
-std::vector<float> matmul(const std::vector<float>& x, const std::vector<float>& w, int T, int N, int K) {
-  std::vector<float> y(static_cast<size_t>(T) * N);
-  for (int t = 0; t < T; ++t)
-    for (int n = 0; n < N; ++n) {
-      double s = 0;
-      for (int k = 0; k < K; ++k) s += static_cast<double>(x[t * K + k]) * w[n * K + k];
-      y[t * N + n] = static_cast<float>(s);
-    }
-  return y;
-}
-
 // Activations as the kernel reads them (X_DT bf16: rounded), with a norm weight near 1 and a
 // scale unlike 1 (so a missing 1 / rms shows).
 struct Inputs {

@@ -27,22 +27,8 @@ std::vector<float> uniform(size_t n, uint64_t seed, float scale, bool bf16) {
     for (float& x : v) x = bf16_to_float(float_to_bf16(x));
   return v;
 }
-std::vector<uint16_t> bits(const std::vector<float>& v) {
-  std::vector<uint16_t> b;
-  for (float x : v) b.push_back(float_to_bf16(x));
-  return b;
-}
-// y[t, n] = x[t, :] . w[n, :]
-std::vector<float> matmul(const std::vector<float>& x, const std::vector<float>& w, int T, int N, int K) {
-  std::vector<float> y(static_cast<size_t>(T) * N);
-  for (int t = 0; t < T; ++t)
-    for (int n = 0; n < N; ++n) {
-      double s = 0;
-      for (int k = 0; k < K; ++k) s += static_cast<double>(x[t * K + k]) * w[n * K + k];
-      y[t * N + n] = static_cast<float>(s);
-    }
-  return y;
-}
+const auto& bits = testing_util::bf16_bits;
+const auto& matmul = testing_util::reference_matmul;
 
 // One launch of the template (GLU 1: W2, W3 a gate and up pair, N may be 0) over T tokens, its
 // outputs against the CPU's; unwritten outputs must keep their NaNs.
