@@ -57,6 +57,41 @@ __device__ __forceinline__ unsigned cluster_load_u32(const void* p, unsigned ran
   return v;
 }
 
+#ifndef KP_HOST_SHIM
+// The 32-bit shared-state-space address of a generic pointer into shared memory (what ldmatrix
+// and cp.async take).
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  unsigned a;
+  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(a) : "l"(p));
+  return a;
+}
+#endif
+
+// cp.async.cg (sm_80+): 16 bytes from global straight into shared memory, not through registers;
+// !valid writes zeros (src-size 0: nothing read). STREAM: a weight stream's bytes (the host shim
+// counts them as streamed bytes for the tests that check what a kernel reads), not its scales.
+template <bool STREAM>
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+#ifdef KP_HOST_SHIM
+  ::kplan::cuda_host::cp_async16(dst, src, valid ? 16u : 0u, STREAM);
+#else
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(dst)), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifndef KP_HOST_SHIM
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#ifndef KP_HOST_SHIM
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 // The block's dynamic shared memory (the launch's smem_bytes), 16-byte aligned. The host shim of
 // the CPU tests (tests/unit/codegen/cuda_host_shim.h) supplies its own.
 #ifndef KP_HOST_SHIM

@@ -134,6 +134,55 @@ constexpr int kMlaMmaPad = 8;
 // The 32-bit word (two bf16) at element e of a staged row (e even).
 __device__ __forceinline__ unsigned mla_word(const unsigned short* row, int e) { return *reinterpret_cast<const unsigned*>(row + e); }
 
+// The block's 16 query rows [q_latent | q_rope] of token t, heads h0.., as padded bf16 rows: hi,
+// and (f32 queries) lo = the f32 residual. 16-byte loads, all of a thread's issued before the first
+// store (a store may alias them for the compiler: one round trip each otherwise) where the
+// pointers and strides allow, else element by element.
+template <int C, int R, int Q_DT, int THREADS>
+__device__ __forceinline__ void mla_stage_queries(const void* q_latent, const void* q_rope, int t, int h0, int q_latent_row_stride,
+                                                  int q_rope_row_stride, int q_rope_head_stride, unsigned short* qh, unsigned short* ql) {
+  constexpr int D = C + R, DP = D + kMlaMmaPad, HG = 16;
+  constexpr int QV = Q_DT == F32 ? 4 : 8;  // elements a 16-byte load holds
+  const i64 lat0 = static_cast<i64>(t) * q_latent_row_stride + static_cast<i64>(h0) * C;
+  const i64 rot0 = static_cast<i64>(t) * q_rope_row_stride + static_cast<i64>(h0) * q_rope_head_stride;
+  auto source = [&](int r, int d) { return d < C ? offset<Q_DT>(q_latent, lat0 + static_cast<i64>(r) * C + d)
+                                                 : offset<Q_DT>(q_rope, rot0 + static_cast<i64>(r) * q_rope_head_stride + d - C); };
+  auto put = [&](int r, int d, float v) {
+    const unsigned short hi = f32_to_bf16(v);
+    qh[r * DP + d] = hi;
+    if constexpr (Q_DT == F32) ql[r * DP + d] = f32_to_bf16(v - bf16_to_f32(hi));
+  };
+  const bool vec = C % QV == 0 && R % QV == 0 && ((reinterpret_cast<unsigned long long>(q_latent) | reinterpret_cast<unsigned long long>(q_rope)) & 15u) == 0 &&
+                   q_latent_row_stride % QV == 0 && q_rope_row_stride % QV == 0 && q_rope_head_stride % QV == 0;
+  if (!vec) {
+    for (int e = threadIdx.x; e < HG * D; e += THREADS) {
+      const int r = e / D, d = e - r * D;
+      put(r, d, load<Q_DT>(source(r, d), 0));
+    }
+    return;
+  }
+  constexpr int PER_ROW = D / QV, TOTAL = HG * PER_ROW, ITERS = (TOTAL + THREADS - 1) / THREADS;
+  uint4 raw[ITERS];
+#pragma unroll
+  for (int it = 0; it < ITERS; ++it) {
+    const int e = static_cast<int>(threadIdx.x) + it * THREADS, r = e / PER_ROW;
+    raw[it] = e < TOTAL ? *static_cast<const uint4*>(source(r, (e - r * PER_ROW) * QV)) : make_uint4(0u, 0u, 0u, 0u);
+  }
+#pragma unroll
+  for (int it = 0; it < ITERS; ++it) {
+    const int e = static_cast<int>(threadIdx.x) + it * THREADS, r = e / PER_ROW, d = (e - r * PER_ROW) * QV;
+    if (e >= TOTAL) continue;
+    if constexpr (Q_DT == F32) {
+      put(r, d, __uint_as_float(raw[it].x));
+      put(r, d + 1, __uint_as_float(raw[it].y));
+      put(r, d + 2, __uint_as_float(raw[it].z));
+      put(r, d + 3, __uint_as_float(raw[it].w));
+    } else {
+      *reinterpret_cast<uint4*>(qh + r * DP + d) = raw[it];  // bf16 queries: the words as they are
+    }
+  }
+}
+
 template <int HEADS, int C, int R, int Q_DT, int WARPS, int KT>
 __device__ void mla_split_partial_mma(const void* q_latent, const void* q_rope, const void* kv_cache, const void* cache_len,
                                       const void* tree_mask, void* workspace, int n_tokens, int n_splits, int q_latent_row_stride,
@@ -159,15 +208,7 @@ __device__ void mla_split_partial_mma(const void* q_latent, const void* q_rope, 
   const int per = (n_keys + n_splits - 1) / n_splits;
   const int begin = min(split * per, n_keys), end = min(begin + per, n_keys);
 
-  // The block's 16 query rows [q_latent | q_rope] as bf16 (hi, and lo = the f32 residual).
-  for (int e = threadIdx.x; e < HG * D; e += 32 * WARPS) {
-    const int r = e / D, d = e - r * D, h = h0 + r;
-    const float v = d < C ? load<Q_DT>(q_latent, static_cast<i64>(t) * q_latent_row_stride + static_cast<i64>(h) * C + d)
-                          : load<Q_DT>(q_rope, static_cast<i64>(t) * q_rope_row_stride + static_cast<i64>(h) * q_rope_head_stride + d - C);
-    const unsigned short hi = f32_to_bf16(v);
-    qh[r * DP + d] = hi;
-    if constexpr (QLO) ql[r * DP + d] = f32_to_bf16(v - bf16_to_f32(hi));
-  }
+  mla_stage_queries<C, R, Q_DT, 32 * WARPS>(q_latent, q_rope, t, h0, q_latent_row_stride, q_rope_row_stride, q_rope_head_stride, qh, ql);
 
   // Rows g and g + 8 of the m-tile: running max, sum, and this warp's output columns.
   float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f}, o[NTO][4];
@@ -177,33 +218,40 @@ __device__ void mla_split_partial_mma(const void* q_latent, const void* q_rope, 
   for (int base = begin; base < end; base += KT) {
     const int nk = min(KT, end - base);
     __syncthreads();  // the previous tile's keys and scores have been read
-    // Stage the tile: 16-byte pieces of each key row, rows past nk as zeros (their scores are masked).
+    // Stage the tile by cp.async, every 16-byte piece of a thread in flight at once (no register
+    // round trip each); rows past nk as zeros (their scores are masked).
     constexpr int PIECES = D / 8;
     for (int e = threadIdx.x; e < KT * PIECES; e += 32 * WARPS) {
       const int k = e / PIECES, p = e - k * PIECES;
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (k < nk) v = *static_cast<const uint4*>(offset<BF16>(kv_cache, static_cast<i64>(base + k) * D + 8 * p));
-      *reinterpret_cast<uint4*>(kt + k * DP + 8 * p) = v;
+      cp_async16<true>(kt + k * DP + 8 * p, offset<BF16>(kv_cache, static_cast<i64>(base + min(k, nk - 1)) * D + 8 * p), k < nk);
     }
+    cp_async_commit();
+    cp_async_wait<0>();
     const unsigned visible = mla_visible_keys(base, nk, past, t, mask, mask_words);
     __syncthreads();
     if (visible == 0u) continue;  // uniform: no head of this token sees a key of the tile
-    // Scores: warp w takes key n-tiles w, w + WARPS, ...: S[16 x 8] over the D dims, 16 a k-step.
+    // Scores: warp w takes key n-tiles w, w + WARPS, ...: S[16 x 8] over the D dims, 16 a k-step,
+    // in four accumulator chains (even / odd k-steps, hi / lo: the MMA's latency, not its rate,
+    // binds one chain of D / 16 x 2 dependent MMAs), added at the end.
     for (int j = warp; j < NTS; j += WARPS) {
-      float c[4] = {0.f, 0.f, 0.f, 0.f};
+      float cc[4][4] = {};
       const unsigned short* krow = kt + (8 * j + g) * DP;
 #pragma unroll 4
       for (int k0 = 0; k0 < D; k0 += 16) {
+        const int chain = (k0 / 16) % 2;
         const unsigned b0 = mla_word(krow, k0 + 2 * q), b1 = mla_word(krow, k0 + 2 * q + 8);
         const unsigned a[4] = {mla_word(qh + g * DP, k0 + 2 * q), mla_word(qh + (g + 8) * DP, k0 + 2 * q),
                                mla_word(qh + g * DP, k0 + 2 * q + 8), mla_word(qh + (g + 8) * DP, k0 + 2 * q + 8)};
-        mma_bf16_16816(c, a, b0, b1);
+        mma_bf16_16816(cc[chain], a, b0, b1);
         if constexpr (QLO) {
           const unsigned al[4] = {mla_word(ql + g * DP, k0 + 2 * q), mla_word(ql + (g + 8) * DP, k0 + 2 * q),
                                   mla_word(ql + g * DP, k0 + 2 * q + 8), mla_word(ql + (g + 8) * DP, k0 + 2 * q + 8)};
-          mma_bf16_16816(c, al, b0, b1);
+          mma_bf16_16816(cc[2 + chain], al, b0, b1);
         }
       }
+      float c[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) c[e] = (cc[0][e] + cc[1][e]) + (cc[2][e] + cc[3][e]);
       // c: rows g (keys 8j + 2q, + 1), g + 8 (the same keys); a hidden key's score is -inf.
 #pragma unroll
       for (int e = 0; e < 4; ++e) {

@@ -553,16 +553,6 @@ __device__ __forceinline__ void moe_mma_zero(float (&d)[4], const unsigned (&a)[
 #endif
 }
 
-#ifndef KP_HOST_SHIM
-// The 32-bit shared-state-space address of a generic pointer into shared memory (what ldmatrix
-// and cp.async take).
-__device__ __forceinline__ unsigned moe_shared_address(const void* p) {
-  unsigned a;
-  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(a) : "l"(p));
-  return a;
-}
-#endif
-
 // ldmatrix.x4 (b16, no transpose): lane l names row l % 8 of 8x8 matrix l / 8 (16 bytes of
 // shared memory at `row`); lane (g = l / 4, q = l % 4) gets 32-bit word q of row g of matrix i
 // in r[i].
@@ -572,7 +562,7 @@ __device__ __forceinline__ void moe_ldsm_x4(unsigned (&r)[4], const uint4* row) 
 #else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(moe_shared_address(row))
+               : "r"(shared_address(row))
                : "memory");
 #endif
 }
@@ -951,31 +941,6 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
 
 // ---- The shared-memory ring (RING >= 2; see the doc block) ----------------------------------
 
-// cp.async.cg (sm_80+): 16 bytes from global straight into shared memory, not through registers;
-// !valid writes zeros (src-size 0: nothing read). STREAM: the weights (the host shim counts them
-// as streamed bytes), not their scales.
-template <bool STREAM>
-__device__ __forceinline__ void moe_cp_async16(uint4* dst, const void* src, bool valid) {
-#ifdef KP_HOST_SHIM
-  ::kplan::cuda_host::cp_async16(dst, src, valid ? 16u : 0u, STREAM);
-#else
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(moe_shared_address(dst)), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void moe_cp_async_commit() {
-#ifndef KP_HOST_SHIM
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void moe_cp_async_wait() {
-#ifndef KP_HOST_SHIM
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
 // A stage of a warp's ring (one m-tile, steps of 8 groups): the two sub-blocks' 16 rows x 4
 // groups in the transposition buffers' swizzled order (moe_mma_tb_slot), then the 16 A rows'
 // 8 bf16 scales of the step, 16 bytes a row.
@@ -993,13 +958,13 @@ __device__ __forceinline__ void moe_ring_issue(const Rows& t, int step, uint4* s
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const MoeMmaSrc r = moe_mma_src(t, 0, h, g);
-      moe_cp_async16<true>(stage + 64 * sb + moe_mma_tb_slot(g + 8 * h, q),
+      cp_async16<true>(stage + 64 * sb + moe_mma_tb_slot(g + 8 * h, q),
                            static_cast<const uint4*>(moe_row<Rows::K_DIM, 1>(r.w, t.row(r.i))) + gi, t.valid(r.i));
     }
   }
   if (lane < 16) {
     const MoeMmaSrc r = moe_mma_src(t, 0, lane / 8, lane % 8);
-    moe_cp_async16<false>(stage + 128 + lane, moe_row_scale<Rows::K_DIM, 1>(r.s, t.row(r.i)) + 8 * step, t.valid(r.i));
+    cp_async16<false>(stage + 128 + lane, moe_row_scale<Rows::K_DIM, 1>(r.s, t.row(r.i)) + 8 * step, t.valid(r.i));
   }
 }
 
@@ -1041,13 +1006,13 @@ __device__ __forceinline__ void moe_smem_ring_stream(int n_tiles, Issue issue, M
 #pragma unroll
   for (int u = 0; u < RING - 1; ++u) {
     if (u < total) issue(u, first + u / STEPS * stride, u % STEPS);
-    moe_cp_async_commit();
+    cp_async_commit();
   }
   for (int s = 0; s < total; ++s) {
     const int ahead = s + RING - 1;  // into the stage step s - 1 used: read by every lane (the __syncwarp below)
     if (ahead < total) issue(ahead % RING, first + ahead / STEPS * stride, ahead % STEPS);
-    moe_cp_async_commit();
-    moe_cp_async_wait<RING - 1>();
+    cp_async_commit();
+    cp_async_wait<RING - 1>();
     __syncwarp();  // the other lanes' copies of this step have landed too
     const int tile = first + s / STEPS * stride, step = s % STEPS;
     math(s % RING, tile, step);

@@ -48,11 +48,12 @@ struct Result {
 
 // The pair over a cache of past + T rows (+3 unused), q rows padded (strides wider than the
 // heads), and the CPU op over the same values. MMA 1: the tensor-core partial (16 heads a block);
-// Q_DT bf16: queries stored (and compared) as bf16.
-template <int H, int C, int R, int KV_DT, int WARPS, int KT, int MMA = 0, int Q_DT = kp::F32>
+// Q_DT bf16: queries stored (and compared) as bf16; DENSE_Q: q rows without padding (the plans'
+// layout: the tensor-core partial's 16-byte query loads).
+template <int H, int C, int R, int KV_DT, int WARPS, int KT, int MMA = 0, int Q_DT = kp::F32, bool DENSE_Q = false>
 Result run(int64_t past, int64_t T, int splits, bool tree, uint64_t seed) {
-  constexpr int D = C + R;
-  const int64_t ql_stride = H * C + 5, qr_stride = H * (R + 3), slots = past + T + 3, words = (T + 31) / 32;
+  constexpr int D = C + R, QR_HEAD = DENSE_Q ? R : R + 3;
+  const int64_t ql_stride = DENSE_Q ? H * C : H * C + 5, qr_stride = H * QR_HEAD, slots = past + T + 3, words = (T + 31) / 32;
   std::vector<float> ql = uniform(T * ql_stride, seed), qr = uniform(T * qr_stride, seed + 1);
   std::vector<uint16_t> ql_bf16, qr_bf16;
   if (Q_DT == kp::BF16) {
@@ -77,7 +78,7 @@ Result run(int64_t past, int64_t T, int splits, bool tree, uint64_t seed) {
       splits, T, 32 * WARPS,
       [&] {
         kp::mla_split_partial<H, C, R, Q_DT, KV_DT, WARPS, KT, MMA>(q_lat, q_rot, kv, len.data(), tree ? mask.data() : nullptr, ws.data(),
-                                                                    T, splits, ql_stride, qr_stride, R + 3, words, scale);
+                                                                    T, splits, ql_stride, qr_stride, QR_HEAD, words, scale);
       },
       mla_split_smem_bytes(C, R, KT, MMA == 1, Q_DT == kp::F32), MMA == 1 ? H / 16 : (H + WARPS - 1) / WARPS);
   Result res;
@@ -88,7 +89,7 @@ Result run(int64_t past, int64_t T, int splits, bool tree, uint64_t seed) {
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t j = 0; j < H * C; ++j) q_latent.row(t)[j] = ql[t * ql_stride + j];
     for (int64_t h = 0; h < H; ++h)
-      for (int64_t j = 0; j < R; ++j) q_rope.row(t)[h * R + j] = qr[t * qr_stride + h * (R + 3) + j];
+      for (int64_t j = 0; j < R; ++j) q_rope.row(t)[h * R + j] = qr[t * qr_stride + h * QR_HEAD + j];
   }
   for (int64_t s = 0; s < past + T; ++s) {
     for (int64_t j = 0; j < C; ++j) latent.row(s)[j] = cache[s * D + j];
@@ -139,7 +140,7 @@ TEST(MlaSplitHost, Bf16CacheAndOddWidths) {
 // MMA 1 (the tensor-core partial): 16 heads a block over the bf16 cache, f32 queries as hi + lo
 // and the probabilities as hi + lo, so it stays within f32 summation order of the CPU op; causal
 // and tree-masked, splits with no visible key, tiles of 16 and 32 keys, 4 and 2 warps (each its
-// share of the output columns), two head groups, bf16 queries.
+// share of the output columns), two head groups, bf16 queries, padded and dense query rows.
 TEST(MlaSplitHost, TensorCorePartialMatchesTheCpuOp) {
   Result r = run<16, 64, 16, kp::BF16, 4, 32, 1>(37, 5, 3, false, 11);
   EXPECT_LT(r.error, 1e-4);
@@ -149,6 +150,11 @@ TEST(MlaSplitHost, TensorCorePartialMatchesTheCpuOp) {
   r = run<32, 64, 32, kp::BF16, 2, 16, 1>(11, 40, 6, true, 13);
   EXPECT_LT(r.error, 1e-4);
   r = run<16, 128, 32, kp::BF16, 4, 16, 1, kp::BF16>(70, 9, 2, true, 14);
+  EXPECT_LT(r.error, 1e-4);
+  // Dense query rows (the plans'): the 16-byte query loads, f32 and bf16.
+  r = run<32, 64, 16, kp::BF16, 4, 32, 1, kp::F32, true>(45, 6, 3, true, 15);
+  EXPECT_LT(r.error, 1e-4);
+  r = run<16, 128, 64, kp::BF16, 4, 32, 1, kp::BF16, true>(33, 4, 2, false, 16);
   EXPECT_LT(r.error, 1e-4);
 }
 
