@@ -1,7 +1,10 @@
 // select-kernels' residual fusions (compiler/passes/epilogue_adds.h): which matmul -> add pairs
-// a matmul's epilogue takes over, and which it must leave alone. (The MoE chain and the lowered
-// dumps are checked by tests/golden/lowered.kir; the numbers by the launch emulator's goldens.)
+// a matmul's epilogue takes over, and which it must leave alone, and the MoE chain's combine in the
+// shared expert's down projection. (The lowered dumps are checked by tests/golden/lowered.kir; the
+// numbers by the launch emulator's goldens.)
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include "tests/unit/passes/fusion_finders.h"
 
@@ -69,6 +72,48 @@ TEST(EpilogueAdds, LeavesAStridedOrNarrowedResidualAlone) {
 }
 )");
   EXPECT_TRUE(twice.epilogue.producers.empty());
+}
+
+// routed = moe(x); s = add(routed, shared_down(x)); y = add(h, s): the shared down projection's
+// epilogue does both adds and the MoE's combine (ROUTED), the MoE none; with KPLAN_FUSE_COMBINE=0
+// the MoE's combine adds h and the down projection adds into that row in place.
+constexpr const char* kMoeChain = R"(module {
+  func @f(%x: f32[T, 4], %h: f32[T, 4], %w: f32[T, 2], %ids: i32[T, 2]) {
+    %0 = weight_stack {name = "g.*", count = 3, ckpt = "target"} : bf16[3, 6, 4]
+    %1 = weight_stack {name = "u.*", count = 3, ckpt = "target"} : bf16[3, 6, 4]
+    %2 = weight_stack {name = "d.*", count = 3, ckpt = "target"} : bf16[3, 4, 6]
+    %3 = moe_experts(%x, %w, %ids, %0, %1, %2) : f32[T, 4]
+    %4 = weight {name = "sd", ckpt = "target"} : bf16[4, 4]
+    %5 = matmul(%x, %4) : f32[T, 4]
+    %6 = add(%3, %5) : f32[T, 4]
+    %7 = add(%h, %6) : f32[T, 4]
+    output(%7) {name = "y"}
+  }
+}
+)";
+
+TEST(EpilogueAdds, TheSharedDownProjectionDoesTheMoeCombine) {
+  const auto f = find_fusions(kMoeChain);
+  const ir::Op* moe = f.op(3);
+  const ir::Op* down = f.op(5);
+  ASSERT_EQ(f.epilogue.producers.count(down), 1u);
+  EXPECT_EQ(f.epilogue.producers.at(down).residual, f.fn().args()[1]);
+  EXPECT_EQ(f.epilogue.producers.at(down).out, f.op(7)->result());
+  EXPECT_EQ(f.epilogue.producers.at(down).routed, moe);
+  EXPECT_EQ(f.epilogue.combined_by.at(moe), down);
+  EXPECT_EQ(f.epilogue.producers.count(moe), 0u) << "the MoE launches no combine";
+  EXPECT_EQ(f.epilogue.fused_adds.at(f.op(6)), down);
+  EXPECT_EQ(f.epilogue.fused_adds.at(f.op(7)), down);
+  for (const ir::Op* op : {moe, down, f.op(6)}) EXPECT_EQ(f.epilogue.unstored.count(op->result()), 1u);
+
+  setenv("KPLAN_FUSE_COMBINE", "0", 1);
+  const auto g = find_fusions(kMoeChain);
+  unsetenv("KPLAN_FUSE_COMBINE");
+  ASSERT_EQ(g.epilogue.producers.count(g.op(3)), 1u);
+  EXPECT_EQ(g.epilogue.producers.at(g.op(3)).out, g.op(7)->result());
+  EXPECT_EQ(g.epilogue.producers.at(g.op(5)).residual, g.op(7)->result()) << "in place";
+  EXPECT_EQ(g.epilogue.producers.at(g.op(5)).routed, nullptr);
+  EXPECT_TRUE(g.epilogue.combined_by.empty());
 }
 
 }  // namespace

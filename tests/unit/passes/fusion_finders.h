@@ -1,13 +1,15 @@
 #pragma once
 // Test helper: a function parsed from IR text, with select-kernels' views of it (4 tokens, context
-// 16, f32 storage but where asked) and both of its fusion finders run over it in select-kernels' order (the
-// residual adds, then the sibling matmuls, which leave a fused add's producer alone).
+// 16, f32 storage but where asked) and its fusion finders run over it in select-kernels' order (the
+// residual adds, then the sibling matmuls, which leave a fused add's producer alone, then the
+// norms in their first matmul's launch, which know the sibling groups).
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 
 #include "compiler/passes/epilogue_adds.h"
+#include "compiler/passes/norm_matmuls.h"
 #include "compiler/passes/sibling_matmuls.h"
 #include "ir/parser.h"
 
@@ -17,6 +19,7 @@ struct Fusions {
   std::unique_ptr<ir::Module> module;
   passes::EpilogueFusions epilogue;
   passes::SiblingMatmuls siblings;
+  passes::NormMatmuls norms;
   const ir::Function& fn() const { return *module->functions().front(); }
   const ir::Op* op(size_t index) const { return fn().ops().at(index); }
 };
@@ -30,6 +33,7 @@ inline Fusions find_fusions(const std::string& text, const std::set<size_t>& bf1
   const auto views = passes::compute_views(f.fn(), 4, 16, 0, &dtypes);
   passes::find_epilogue_adds(f.fn(), views, f.epilogue);
   passes::find_sibling_matmuls(f.fn(), views, f.epilogue, f.siblings);
+  passes::find_norm_matmuls(f.fn(), views, f.siblings, f.norms);
   return f;
 }
 
