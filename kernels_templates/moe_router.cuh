@@ -34,7 +34,7 @@ __device__ void moe_router(const void* logits, const void* bias, void* topk_ids,
   constexpr int EPL = (E + 31) / 32;  // experts per lane: lane owns e = lane + 32 * i
   constexpr int GROUP = E / N_GROUP;
   static_assert(E % N_GROUP == 0 && N_GROUP <= 32 && TOPK_GROUP <= N_GROUP && E <= 1024, "router shape");
-  __shared__ float choice_smem[WARPS][E];
+  __shared__ float choice_smem[N_GROUP > 1 ? WARPS : 1][N_GROUP > 1 ? E : 1];  // the group scores' input
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = blockIdx.x * WARPS + warp;
   if (t >= n_tokens) return;
@@ -48,11 +48,13 @@ __device__ void moe_router(const void* logits, const void* bias, void* topk_ids,
     const int e = lane + 32 * i;
     score[i] = e < E ? sigmoid(row[e]) : 0.f;
     choice[i] = e < E ? score[i] + b[e] : 0.f;
-    if (e < E) choice_smem[warp][e] = choice[i];
   }
-  __syncwarp();
 
   if constexpr (N_GROUP > 1) {
+#pragma unroll
+    for (int i = 0; i < EPL; ++i)
+      if (lane + 32 * i < E) choice_smem[warp][lane + 32 * i] = choice[i];
+    __syncwarp();
     // Lane g scores group g, then TOPK_GROUP rounds of warp argmax pick the groups.
     float gscore = neg_inf();
     if (lane < N_GROUP) {
