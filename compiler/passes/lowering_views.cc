@@ -153,4 +153,9 @@ std::map<const ir::Value*, View> compute_views(const ir::Function& fn, int64_t t
   return views;
 }
 
+const View* find_view(const std::map<const ir::Value*, View>& views, const ir::Value* v) {
+  auto it = views.find(v);
+  return it == views.end() ? nullptr : &it->second;
+}
+
 }  // namespace kplan::passes

@@ -63,6 +63,9 @@ std::map<const ir::Value*, View> compute_views(const ir::Function& fn, int64_t t
                                                int64_t draft_rows = 0,
                                                const std::map<const ir::Value*, DType>* stored = nullptr);
 
+// `v`'s view in `views`, or null when it has none (the fusion finders' lookup).
+const View* find_view(const std::map<const ir::Value*, View>& views, const ir::Value* v);
+
 // "op 12 (rms_norm) of @target": how errors name an op.
 std::string op_label(const ir::Function& fn, int64_t index, const ir::Op& op);
 

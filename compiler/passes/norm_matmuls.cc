@@ -12,16 +12,11 @@ using ir::Op;
 using ir::OpKind;
 using ir::Value;
 
-const View* view_of(const std::map<const Value*, View>& views, const Value* v) {
-  auto it = views.find(v);
-  return it == views.end() ? nullptr : &it->second;
-}
-
 // A matmul whose launch can read rms_norm(x) in place of x: activations `x` as rows, a whole
 // [N, K] bf16 weight (not a view: the templates' 16-byte row stream).
 bool reads_as_activations(const Op& op, const Value* x, const std::map<const Value*, View>& views) {
   if ((op.kind() != OpKind::Matmul && op.kind() != OpKind::LmHead) || op.num_operands() < 2 || op.operand(0) != x) return false;
-  const View* w = view_of(views, op.operand(1));
+  const View* w = find_view(views, op.operand(1));
   const bool weight = w && w->root && w->root->defining_op() && w->root->defining_op()->kind() == OpKind::Weight;
   return weight && w->dtype == DType::BF16 && is_contiguous(*w) && w->shape.size() == 2;
 }
@@ -33,9 +28,9 @@ void find_norm_matmuls(const ir::Function& fn, const std::map<const Value*, View
   const ProgramOrder order(fn);
   for (const Op* norm : fn.ops()) {
     if (norm->kind() != OpKind::RmsNorm || norm->num_operands() != 2) continue;
-    const View* x = view_of(views, norm->operand(0));
-    const View* w = view_of(views, norm->operand(1));
-    const View* y = view_of(views, norm->result());
+    const View* x = find_view(views, norm->operand(0));
+    const View* w = find_view(views, norm->operand(1));
+    const View* y = find_view(views, norm->result());
     if (!x || !x->root || !as_rows(*x) || (x->dtype != DType::F32 && x->dtype != DType::BF16)) continue;
     if (!w || w->dtype != DType::BF16 || !is_contiguous(*w) || w->shape.size() != 1 || w->shape[0] != x->shape.back()) continue;
     if (!y || !is_contiguous(*y) || y->shape.size() != 2) continue;

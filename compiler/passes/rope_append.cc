@@ -28,10 +28,7 @@ class Finder {
       if (r != &kv && !(r->kind() == OpKind::Output && is_pending_arg(r->attrs().get_string("name")))) return false;
     return true;
   }
-  const View* view(const Value* v) const {
-    auto it = views_.find(v);
-    return it == views_.end() ? nullptr : &it->second;
-  }
+  const View* view(const Value* v) const { return find_view(views_, v); }
   // A rope of [T, R] or [T, heads, R] rows whose last dim is unit-stride.
   bool rope_rows(const Op& rope) const {
     const View* x = view(rope.operand(0));
