@@ -158,4 +158,9 @@ const View* find_view(const std::map<const ir::Value*, View>& views, const ir::V
   return it == views.end() ? nullptr : &it->second;
 }
 
+bool is_whole_bf16_matrix(const View& w) {
+  const bool weight = w.root && w.root->defining_op() && w.root->defining_op()->kind() == ir::OpKind::Weight;
+  return weight && w.dtype == DType::BF16 && is_contiguous(w) && w.shape.size() == 2;
+}
+
 }  // namespace kplan::passes

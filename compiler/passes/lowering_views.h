@@ -63,6 +63,10 @@ std::map<const ir::Value*, View> compute_views(const ir::Function& fn, int64_t t
                                                int64_t draft_rows = 0,
                                                const std::map<const ir::Value*, DType>* stored = nullptr);
 
+// A whole bf16 [N, K] weight (a Weight op's result, contiguous, not a stack): what the dense
+// templates' row stream reads.
+bool is_whole_bf16_matrix(const View& w);
+
 // `v`'s view in `views`, or null when it has none (the fusion finders' lookup).
 const View* find_view(const std::map<const ir::Value*, View>& views, const ir::Value* v);
 

@@ -17,8 +17,7 @@ using ir::Value;
 bool reads_as_activations(const Op& op, const Value* x, const std::map<const Value*, View>& views) {
   if ((op.kind() != OpKind::Matmul && op.kind() != OpKind::LmHead) || op.num_operands() < 2 || op.operand(0) != x) return false;
   const View* w = find_view(views, op.operand(1));
-  const bool weight = w && w->root && w->root->defining_op() && w->root->defining_op()->kind() == OpKind::Weight;
-  return weight && w->dtype == DType::BF16 && is_contiguous(*w) && w->shape.size() == 2;
+  return w && is_whole_bf16_matrix(*w);
 }
 
 }  // namespace

@@ -20,9 +20,7 @@ bool candidate(const Op& op, const std::map<const Value*, View>& views, const Ep
   auto x = views.find(op.operand(0)), w = views.find(op.operand(1)), y = views.find(op.result());
   if (x == views.end() || w == views.end() || y == views.end() || !as_rows(x->second)) return false;
   const View& wv = w->second;
-  const bool weight = wv.root && wv.root->defining_op() && wv.root->defining_op()->kind() == OpKind::Weight;
-  return weight && wv.dtype == DType::BF16 && is_contiguous(wv) && wv.shape.size() == 2 && is_contiguous(y->second) &&
-         y->second.shape.size() == 2 && y->second.shape[1] == wv.shape[0];
+  return is_whole_bf16_matrix(wv) && is_contiguous(y->second) && y->second.shape.size() == 2 && y->second.shape[1] == wv.shape[0];
 }
 
 // The swiglu reading a group's last two siblings as its gate and up, when nothing else reads
