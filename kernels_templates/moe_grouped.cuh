@@ -105,8 +105,11 @@
 //   add K / 32 * ceil(NT / 8) * 64 bytes of dynamic shared memory (the C fragments).
 //   combine: grid (ceil(H / THREADS), n_tokens), block THREADS.
 // Arguments:
-//   gate_up: x (X_DT, row t at t * x_row_stride), topk_ids (int32 [n_tokens, TOPK]), w_gate,
-//            w_gate_scale, w_up, w_up_scale, h (f32 [n_tokens * TOPK, I]), n_tokens, x_row_stride.
+//   gate_up: x (X_DT, row t at t * x_row_stride), topk_ids (int32 [n_tokens, TOPK]; ROUTE > 0:
+//            written), w_gate, w_gate_scale, w_up, w_up_scale, h (f32 [n_tokens * TOPK, I]),
+//            n_tokens, x_row_stride, and for ROUTE > 0 (unread otherwise) the router's logits
+//            (f32 [n_tokens, E]), bias (f32 [E]), topk_weights (f32 [n_tokens, TOPK], written) and
+//            routed_scaling.
 //   down:    h, topk_ids, topk_weights (f32 [n_tokens, TOPK]), w_down, w_down_scale,
 //            partial (f32 [n_tokens * TOPK, H]), n_tokens.
 //   combine: partial, out (Y_DT, row t at t * out_row_stride), residual (Y_DT in out's layout,
@@ -126,8 +129,13 @@
 // before this one's math), BLOCKS (the grid's target size; read by the launch geometry only), MMA
 // (0 CUDA cores; 1, 2 tensor cores, INT4 only: the group scales shared by shuffles / each lane's
 // own; 3, 4: 2, 1 with weights as 128 + q and the bias in C), RING (0: the PF register ring;
-// 2..8: shared-memory stages a warp, cp.async), THREADS (combine).
+// 2..8: shared-memory stages a warp, cp.async), THREADS (combine); gate/up's ROUTE (0: the step's
+// topk_ids are read; 1..64: up to that many tokens routed by the launch itself, the router's
+// launch folded in: every block runs moe_router.cuh's ungrouped routing of the step's tokens, a
+// warp a token, into shared memory before it finds its expert, and block (0, 0, 0) writes
+// topk_ids / topk_weights for down) and RNORM (the router's norm_topk_prob, ROUTE > 0).
 #include "common.cuh"
+#include "moe_router.cuh"  // moe_route_token (ROUTE)
 
 namespace kp {
 
@@ -1147,17 +1155,55 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
   moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS>((I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING>
-__device__ void moe_grouped_gate_up(const void* x, const void* topk_ids, const void* w_gate, const void* w_gate_scale,
-                                    const void* w_up, const void* w_up_scale, void* h, int n_tokens, int x_row_stride) {
+// ROUTE > 0: the block routes the step's n_tokens <= ROUTE tokens itself (moe_router.cuh's
+// moe_route_token, a warp a token, ungrouped: N_GROUP 1, RNORM its norm_topk_prob) into shared
+// memory, and block (0, 0, 0) writes the ids and weights for the down projection; every block
+// computes the same ids from the same logits, so no block waits for another.
+template <int E, int TOPK, int ROUTE, int RNORM, int WARPS>
+__device__ __forceinline__ const int* moe_route_step(const void* topk_ids_in, const void* logits, const void* bias, void* topk_ids,
+                                                     void* topk_weights, int n_tokens, float routed_scaling, int* route_ids) {
+  if constexpr (ROUTE == 0) {
+    return static_cast<const int*>(topk_ids_in);
+  } else {
+    const bool writer = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int t = warp; t < n_tokens && t < ROUTE; t += WARPS) {
+      int ids[TOPK];
+      float w[TOPK];
+      moe_route_token<E, TOPK, 1, 1, RNORM>(static_cast<const float*>(logits) + static_cast<i64>(t) * E, static_cast<const float*>(bias),
+                                            nullptr, routed_scaling, ids, w);
+      if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < TOPK; ++k) {
+          route_ids[t * TOPK + k] = ids[k];
+          if (writer) {
+            static_cast<int*>(topk_ids)[static_cast<i64>(t) * TOPK + k] = ids[k];
+            static_cast<float*>(topk_weights)[static_cast<i64>(t) * TOPK + k] = w[k];
+          }
+        }
+      }
+    }
+    __syncthreads();
+    return route_ids;
+  }
+}
+
+template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int ROUTE,
+          int RNORM>
+__device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w_gate, const void* w_gate_scale, const void* w_up,
+                                    const void* w_up_scale, void* h, int n_tokens, int x_row_stride, const void* logits, const void* bias,
+                                    void* topk_weights, float routed_scaling) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
   static_assert(W_FMT == 0 || H % 32 == 0, "INT4 rows hold whole groups of 32");
   static_assert(MMA == 0 || (W_FMT == 1 && ROWS % 8 == 0), "MMA: INT4, ROWS a multiple of 8 (8 gate + 8 up rows an m-tile)");
   static_assert(RING == 0 || (MMA >= 1 && ROWS == 8 && H % 256 == 0), "RING: MMA, one m-tile a warp, rows of whole 256-column steps");
+  static_assert(ROUTE >= 0 && ROUTE <= 64 && E <= 1024, "ROUTE: at most 64 tokens routed in the launch");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
+  __shared__ int route_ids[ROUTE > 0 ? ROUTE * TOPK : 1];
   float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of H (the launch's smem_bytes)
-  const int* ids = static_cast<const int*>(topk_ids);
+  const int* ids = moe_route_step<E, TOPK, ROUTE, RNORM, WARPS>(topk_ids, logits, bias, topk_ids, topk_weights, n_tokens, routed_scaling,
+                                                                route_ids);
   const int n_pairs = n_tokens * TOPK;
   moe_find_group<E, TOPK, NT, WARPS * 32>(g, ids, n_pairs, blockIdx.y);
   if (g.expert < 0) return;

@@ -28,18 +28,17 @@
 
 namespace kp {
 
-template <int E, int TOPK, int N_GROUP, int TOPK_GROUP, int NORM, int WARPS>
-__device__ void moe_router(const void* logits, const void* bias, void* topk_ids,
-                           void* topk_weights, int n_tokens, float routed_scaling) {
+// One token's routing by one warp: the TOPK ids (ties: the smaller index, descending choice) and
+// their weights (normalised and scaled), held by every lane. choice_row: E floats of shared memory
+// for the group scores (read only when N_GROUP > 1). Shared by the router kernel and the expert
+// gate/up launch that routes its step itself (moe_grouped.cuh's ROUTE).
+template <int E, int TOPK, int N_GROUP, int TOPK_GROUP, int NORM>
+__device__ __forceinline__ void moe_route_token(const float* row, const float* b, float* choice_row, float routed_scaling,
+                                                int (&ids)[TOPK], float (&w)[TOPK]) {
   constexpr int EPL = (E + 31) / 32;  // experts per lane: lane owns e = lane + 32 * i
   constexpr int GROUP = E / N_GROUP;
   static_assert(E % N_GROUP == 0 && N_GROUP <= 32 && TOPK_GROUP <= N_GROUP && E <= 1024, "router shape");
-  __shared__ float choice_smem[N_GROUP > 1 ? WARPS : 1][N_GROUP > 1 ? E : 1];  // the group scores' input
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int t = blockIdx.x * WARPS + warp;
-  if (t >= n_tokens) return;
-  const float* row = static_cast<const float*>(logits) + static_cast<i64>(t) * E;
-  const float* b = static_cast<const float*>(bias);
+  const int lane = threadIdx.x % 32;
   // Each lane keeps its experts' scores: the chosen ones' weights come from a shuffle, not from
   // a global load of the logit after each pick (8 dependent L2 round trips at K2.6's top-8).
   float choice[EPL], score[EPL];
@@ -53,14 +52,14 @@ __device__ void moe_router(const void* logits, const void* bias, void* topk_ids,
   if constexpr (N_GROUP > 1) {
 #pragma unroll
     for (int i = 0; i < EPL; ++i)
-      if (lane + 32 * i < E) choice_smem[warp][lane + 32 * i] = choice[i];
+      if (lane + 32 * i < E) choice_row[lane + 32 * i] = choice[i];
     __syncwarp();
     // Lane g scores group g, then TOPK_GROUP rounds of warp argmax pick the groups.
     float gscore = neg_inf();
     if (lane < N_GROUP) {
       float best = neg_inf(), second = neg_inf();
       for (int j = 0; j < GROUP; ++j) {
-        const float v = choice_smem[warp][lane * GROUP + j];
+        const float v = choice_row[lane * GROUP + j];
         if (v > best) {
           second = best;
           best = v;
@@ -86,8 +85,6 @@ __device__ void moe_router(const void* logits, const void* bias, void* topk_ids,
   }
 
   unsigned taken = 0;  // bit i: expert lane + 32 * i already chosen
-  int ids[TOPK];
-  float w[TOPK];
   float sum = 0.f;
 #pragma unroll
   for (int k = 0; k < TOPK; ++k) {
@@ -111,12 +108,28 @@ __device__ void moe_router(const void* logits, const void* bias, void* topk_ids,
     w[k] = __shfl_sync(0xffffffffu, mine, e_best % 32);
     sum += w[k];
   }
+  const float denom = NORM ? sum + 1e-20f : 1.f;
+#pragma unroll
+  for (int k = 0; k < TOPK; ++k) w[k] = w[k] / denom * routed_scaling;
+}
+
+template <int E, int TOPK, int N_GROUP, int TOPK_GROUP, int NORM, int WARPS>
+__device__ void moe_router(const void* logits, const void* bias, void* topk_ids,
+                           void* topk_weights, int n_tokens, float routed_scaling) {
+  __shared__ float choice_smem[N_GROUP > 1 ? WARPS : 1][N_GROUP > 1 ? E : 1];  // the group scores' input
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t = blockIdx.x * WARPS + warp;
+  if (t >= n_tokens) return;
+  int ids[TOPK];
+  float w[TOPK];
+  moe_route_token<E, TOPK, N_GROUP, TOPK_GROUP, NORM>(static_cast<const float*>(logits) + static_cast<i64>(t) * E,
+                                                       static_cast<const float*>(bias), choice_smem[N_GROUP > 1 ? warp : 0],
+                                                       routed_scaling, ids, w);
   if (lane == 0) {
-    const float denom = NORM ? sum + 1e-20f : 1.f;
 #pragma unroll
     for (int k = 0; k < TOPK; ++k) {
       static_cast<int*>(topk_ids)[static_cast<i64>(t) * TOPK + k] = ids[k];
-      static_cast<float*>(topk_weights)[static_cast<i64>(t) * TOPK + k] = w[k] / denom * routed_scaling;
+      static_cast<float*>(topk_weights)[static_cast<i64>(t) * TOPK + k] = w[k];
     }
   }
 }

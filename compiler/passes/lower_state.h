@@ -17,6 +17,7 @@
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowered_plan.h"
 #include "compiler/passes/norm_matmuls.h"
+#include "compiler/passes/router_experts.h"
 #include "compiler/passes/rope_append.h"
 #include "compiler/passes/sibling_matmuls.h"
 #include "ir/ir.h"
@@ -74,6 +75,7 @@ struct LowerState {
   SiblingMatmuls siblings;  // matmuls of the same activations one launch computes (sibling_matmuls.h)
   RopeAppendFusions rope_append;  // an MLA layer's norm and ropes its kv_append's launch does (rope_append.h)
   NormMatmuls norm_matmuls;       // norms their first matmul reader's launch computes (norm_matmuls.h)
+  RouterExperts router_experts;   // routers their experts' gate/up launch runs (router_experts.h)
   // A result no kernel writes: only a fused add, or a kv_append's fused launch, read it.
   bool unstored(const ir::Value* v) const { return epilogue.unstored.count(v) || rope_append.unstored.count(v); }
 

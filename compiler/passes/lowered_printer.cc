@@ -69,6 +69,10 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
     add("norm = " + ir::value_ref(fn, norm->second.norm->result()) + (norm->second.store ? " (stored)" : ""));
   auto norm_of = s.norm_matmuls.absorbed.find(&op);
   if (norm_of != s.norm_matmuls.absorbed.end()) add("fused = into the matmul of " + ir::value_ref(fn, norm_of->second->result()));
+  auto router = s.router_experts.router_of.find(&op);
+  if (router != s.router_experts.router_of.end()) add("router = " + ir::value_ref(fn, router->second->result()));
+  auto router_of = s.router_experts.absorbed.find(&op);
+  if (router_of != s.router_experts.absorbed.end()) add("fused = into the experts of " + ir::value_ref(fn, router_of->second->result()));
   auto absorbed = s.rope_append.absorbed.find(&op);
   if (absorbed != s.rope_append.absorbed.end())
     add("fused = into the kv_append of " + ir::value_ref(fn, absorbed->second->result()));

@@ -281,6 +281,8 @@ void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContex
   if (later != fusions.siblings.later.end()) ctx.siblings = &later->second;
   auto norm = fusions.norm_matmuls.consumers.find(&op);
   if (norm != fusions.norm_matmuls.consumers.end()) ctx.norm = &norm->second;
+  auto router = fusions.router_experts.router_of.find(&op);
+  if (router != fusions.router_experts.router_of.end()) ctx.router = router->second;
   auto glu = fusions.siblings.glu.find(&op);
   if (glu != fusions.siblings.glu.end()) ctx.glu = glu->second;
   auto append = fusions.rope_append.appends.find(&op);
@@ -620,7 +622,13 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       // Instances 0 and 1 serve the small steps, then the combine's (2; none where the shared
       // expert's down projection does the combine, ctx.combined_by); the next two (INT4, from
       // heuristics' moe_wide_min_tokens on) the many-token tuning: each bucket picks by its token count.
-      KernelSource k0 = instance(ctx, 0, [&] { return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch); });
+      // With ctx.router (router_experts.h) gate/up routes the step itself, up to the program's
+      // largest step (select-kernels' ctx.tokens).
+      const MoeRouteFold route{.max_tokens = ctx.router ? ctx.tokens : 0,
+                               .norm = ctx.router && ctx.router->attrs().get_bool("norm_topk_prob")};
+      KernelSource k0 = instance(ctx, 0, [&] {
+        return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, {}, route);
+      });
       KernelSource k1 = instance(ctx, 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch); });
       // With an epilogue add the combine writes the add's result: residual + the routed sum.
       const View& out = ctx.epilogue ? ctx.view(ctx.epilogue->out) : result();
@@ -632,14 +640,19 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const int64_t wide_min = int4 ? moe_wide_min_tokens(arch) : 0;
       if (wide_min > 0 && ctx.tokens >= wide_min) {
         const KernelSource w0 = instance(ctx, next, [&] {
-          return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, moe_wide_tuning(arch, false));
+          return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, moe_wide_tuning(arch, false), route);
         });
         const KernelSource w1 = instance(ctx, next + 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch, moe_wide_tuning(arch, true)); });
         if (x.rows >= wide_min) k0 = w0, k1 = w1;
       }
+      // Without a router to run, its arguments repeat the ids and weights (unread).
+      const ir::Op* r = ctx.router;
       launch(ctx, k0, x.rows,
              moe_grouped_gate_up::Args{.x = P(operand(0)), .topk_ids = P(ids), .w_gate = P(gate), .w_gate_scale = P(gate_s), .w_up = P(up),
-                                       .w_up_scale = P(up_s), .h = h, .n_tokens = x.rows, .x_row_stride = x.stride});
+                                       .w_up_scale = P(up_s), .h = h, .n_tokens = x.rows, .x_row_stride = x.stride,
+                                       .logits = P(r ? ctx.view(r->operand(0)) : ids), .bias = P(r ? ctx.view(r->operand(1)) : w),
+                                       .topk_weights = P(w),
+                                       .routed_scaling = r ? r->attrs().get_float("routed_scaling_factor") : 1.f});
       launch(ctx, k1, x.rows,
              moe_grouped_down::Args{.h = h, .topk_ids = P(ids), .topk_weights = P(w), .w_down = P(down), .w_down_scale = P(down_s),
                                     .partial = partial, .n_tokens = x.rows});

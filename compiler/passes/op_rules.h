@@ -14,6 +14,7 @@
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowering_views.h"
 #include "compiler/passes/norm_matmuls.h"
+#include "compiler/passes/router_experts.h"
 #include "compiler/passes/rope_append.h"
 #include "compiler/passes/sibling_matmuls.h"
 #include "schemas/plan_model.h"
@@ -52,6 +53,8 @@ struct RuleContext {
   // Set (a matmul, a sibling group's first): the norm of its activations its launch computes
   // where it runs on the CUDA cores, and launches before it elsewhere (norm_matmuls.h).
   const NormMatmul* norm = nullptr;
+  // Set (a MoE's experts): the router its gate/up launch runs (router_experts.h).
+  const ir::Op* router = nullptr;
   // Pointer arguments for a view / for the op's scratch buffer.
   std::function<plan::LaunchArg(const View&)> ptr;
   std::function<plan::LaunchArg(const ir::Op&)> scratch;
@@ -67,11 +70,12 @@ struct LoweringFusions {
   const SiblingMatmuls& siblings;
   const RopeAppendFusions& rope_append;
   const NormMatmuls& norm_matmuls;
+  const RouterExperts& router_experts;
   // Whether `op` launches nothing of its own: a fused add, a later sibling or their swiglu, an op
-  // a kv_append absorbs, a norm its matmul's rule launches.
+  // a kv_append absorbs, a norm its matmul's rule launches, a router its experts' launch runs.
   bool absorbed(const ir::Op& op) const {
     return epilogue.fused_adds.count(&op) || siblings.first.count(&op) || siblings.glu_of.count(&op) || rope_append.absorbed.count(&op) ||
-           norm_matmuls.absorbed.count(&op);
+           norm_matmuls.absorbed.count(&op) || router_experts.absorbed.count(&op);
   }
 };
 

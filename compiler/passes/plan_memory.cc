@@ -110,7 +110,8 @@ class MemoryPlanner {
     const std::vector<ir::Op*> ops = fn.ops();
     // Liveness: the last op reading each root (kv_append reads a concat's parts itself; a fused
     // kv_append reads what its absorbed norm and ropes read, rope_append.h; a matmul what the norm
-    // its launch computes reads, norm_matmuls.h).
+    // its launch computes reads, norm_matmuls.h; a MoE's experts what their router reads,
+    // router_experts.h).
     std::map<const Value*, int64_t> last_use;
     std::set<const Value*> kept;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -129,6 +130,9 @@ class MemoryPlanner {
       auto norm = s_.norm_matmuls.consumers.find(ops[i]);
       if (norm != s_.norm_matmuls.consumers.end())
         for (const Value* v : norm->second.norm->operands()) last_use[view_root(v)] = static_cast<int64_t>(i);
+      auto router = s_.router_experts.router_of.find(ops[i]);
+      if (router != s_.router_experts.router_of.end())
+        for (const Value* v : router->second->operands()) last_use[view_root(v)] = static_cast<int64_t>(i);
       if (ops[i]->kind() == OpKind::Output) kept.insert(view_root(ops[i]->operand(0)));
     }
     std::set<uint32_t> free;

@@ -3,7 +3,8 @@
 // pattern that one kernel serves (an epilogue add, a norm before a quantised matmul) is matched
 // here and recorded on the ops it covers (epilogue_adds.h: residual adds; sibling_matmuls.h:
 // matmuls of the same activations; rope_append.h: an MLA layer's norm and ropes in its kv_append;
-// norm_matmuls.h: a norm in the launch of the matmul that first reads it).
+// norm_matmuls.h: a norm in the launch of the matmul that first reads it; router_experts.h: a
+// MoE's router in its experts' gate/up launch).
 #include "compiler/passes/lower_state.h"
 #include "compiler/passes/op_rules.h"
 #include "ir/support/error.h"
@@ -16,6 +17,7 @@ void select_kernels(LowerState& s) {
   s.siblings = {};
   s.rope_append = {};
   s.norm_matmuls = {};
+  s.router_experts = {};
   for (const ir::Function* fn : s.programs) {
     // Instances depend on widths, not on the token count: choose them at the largest bucket.
     const std::map<const ir::Value*, View> views = compute_views(*fn, s.max_tokens, s.options.max_context, s.draft_rows, &s.stored_dtypes);
@@ -23,7 +25,8 @@ void select_kernels(LowerState& s) {
     if (sibling_matmuls_enabled()) find_sibling_matmuls(*fn, views, s.epilogue, s.siblings);
     if (rope_append_fusion_enabled()) find_rope_append_fusions(*fn, views, s.rope_append);
     if (norm_matmuls_enabled()) find_norm_matmuls(*fn, views, s.siblings, s.norm_matmuls);
-    const LoweringFusions fusions{s.epilogue, s.siblings, s.rope_append, s.norm_matmuls};
+    if (router_experts_enabled()) find_router_experts(*fn, views, s.max_tokens, s.router_experts);
+    const LoweringFusions fusions{s.epilogue, s.siblings, s.rope_append, s.norm_matmuls, s.router_experts};
     const std::vector<ir::Op*> ops = fn->ops();
     for (size_t n = 0; n < ops.size(); ++n) {
       if (fusions.absorbed(*ops[n])) continue;  // the producer, first sibling or kv_append launches it

@@ -89,8 +89,19 @@ LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows
 namespace moe_grouped_gate_up {
 namespace {
 
-void check(const ParamValues& p) { check_experts(p, "moe_grouped_gate_up", p.at("H"), 2); }
-LaunchDims geometry(const KernelSource& k, const LaunchShape& s) { return expert_grid(k, s, kernel_param(k, "I"), kernel_param(k, "H")); }
+void check(const ParamValues& p) {
+  check_experts(p, "moe_grouped_gate_up", p.at("H"), 2);
+  require(p.at("ROUTE") >= 0 && p.at("ROUTE") <= 64, "moe_grouped_gate_up", "ROUTE (tokens the launch routes itself) must be 0..64");
+  require(p.at("ROUTE") == 0 || p.at("E") <= 1024, "moe_grouped_gate_up", "ROUTE: the router's warp holds at most 1024 experts");
+  require(p.at("RNORM") == 0 || p.at("RNORM") == 1, "moe_grouped_gate_up", "RNORM (norm_topk_prob) must be 0 or 1");
+}
+// A launch that routes its step itself takes no more tokens than it has shared memory for.
+LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
+  const int64_t route = kernel_param(k, "ROUTE");
+  require(route == 0 || s.rows <= route, "moe_grouped_gate_up",
+          "a step of " + std::to_string(s.rows) + " tokens is past ROUTE " + std::to_string(route) + " (the tokens the launch routes)");
+  return expert_grid(k, s, kernel_param(k, "I"), kernel_param(k, "H"));
+}
 
 }  // namespace
 
@@ -101,7 +112,8 @@ const Family& family() {
       .function = "kp::moe_grouped_gate_up",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
-                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring")},
+                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
+                 dim_param("ROUTE", "route"), dim_param("RNORM", "rn")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -166,9 +178,10 @@ const Family& family() {
 }  // namespace moe_combine
 
 KernelSource moe_grouped_gate_up_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, ElemType x,
-                                        std::string_view arch, const ParamValues& tuning) {
+                                        std::string_view arch, const ParamValues& tuning, const MoeRouteFold& route) {
   ParamValues p = tuning;
-  p.insert({{"H", hidden}, {"I", inter}, {"E", experts}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0}, {"X_DT", dtype_code(x)}});
+  p.insert({{"H", hidden}, {"I", inter}, {"E", experts}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0}, {"X_DT", dtype_code(x)},
+            {"ROUTE", route.max_tokens}, {"RNORM", route.max_tokens > 0 && route.norm ? 1 : 0}});
   return instantiate(moe_grouped_gate_up::family(), p, arch);
 }
 

@@ -7,8 +7,9 @@
 //   moe_combine:         out[t] (+)= sum_k partial[t * TOPK + k]
 //
 // Template parameters (compile-time constants, template order):
-//   moe_grouped_gate_up: H, I, E, TOPK, W_FMT, X_DT (dtype), WARPS, ROWS, NT, PF, BLOCKS, MMA (tuning)
-//   moe_grouped_down:    H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF, BLOCKS, MMA (tuning)
+//   moe_grouped_gate_up: H, I, E, TOPK, W_FMT, X_DT (dtype), WARPS, ROWS, NT, PF, BLOCKS, MMA, RING (tuning),
+//                        ROUTE, RNORM (the router folded in: MoeRouteFold)
+//   moe_grouped_down:    H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF, BLOCKS, MMA, RING (tuning)
 //   moe_combine:         H, TOPK, Y_DT (dtype), ACC, THREADS (tuning)
 // See the template's doc block for their meaning and the launch geometry (families/moe_grouped.cc).
 #include <cstdint>
@@ -20,15 +21,19 @@ namespace kplan::codegen::moe_grouped_gate_up {
 
 // Launch arguments, in the kernel's parameter order.
 struct Args {
-  KPLAN_PTR(x);             // X_DT, row t at t * x_row_stride
-  KPLAN_PTR(topk_ids);      // int32 [n_tokens, TOPK]
-  KPLAN_PTR(w_gate);        // stacked [E, I, H] (bf16) or int32 [E, I, H/8] (INT4)
-  KPLAN_PTR(w_gate_scale);  // bf16 [E, I, H/32] (INT4; unused for bf16)
-  KPLAN_PTR(w_up);          // as w_gate
-  KPLAN_PTR(w_up_scale);    // as w_gate_scale
-  KPLAN_PTR(h);             // f32 [n_tokens * TOPK, I] scratch
-  KPLAN_I32(n_tokens);      // tokens in this step
-  KPLAN_I32(x_row_stride);  // elements
+  KPLAN_PTR(x);               // X_DT, row t at t * x_row_stride
+  KPLAN_PTR(topk_ids);        // int32 [n_tokens, TOPK] (ROUTE > 0: written by block (0, 0, 0))
+  KPLAN_PTR(w_gate);          // stacked [E, I, H] (bf16) or int32 [E, I, H/8] (INT4)
+  KPLAN_PTR(w_gate_scale);    // bf16 [E, I, H/32] (INT4; unused for bf16)
+  KPLAN_PTR(w_up);            // as w_gate
+  KPLAN_PTR(w_up_scale);      // as w_gate_scale
+  KPLAN_PTR(h);               // f32 [n_tokens * TOPK, I] scratch
+  KPLAN_I32(n_tokens);        // tokens in this step (ROUTE > 0: at most ROUTE)
+  KPLAN_I32(x_row_stride);    // elements
+  KPLAN_PTR(logits);          // ROUTE > 0: the router's f32 [n_tokens, E] (else unread)
+  KPLAN_PTR(bias);            // ROUTE > 0: f32 [E] e_score_correction_bias (else unread)
+  KPLAN_PTR(topk_weights);    // ROUTE > 0: f32 [n_tokens, TOPK], written by block (0, 0, 0)
+  KPLAN_F32(routed_scaling);  // ROUTE > 0: routed_scaling_factor
 };
 
 const Family& family();
@@ -67,10 +72,19 @@ const Family& family();
 
 namespace kplan::codegen {
 
+// Gate/up's routing of its own step (the template's ROUTE, RNORM): the router's launch folded into
+// it for steps of at most `max_tokens` tokens (0: it reads the router's topk_ids), an ungrouped
+// (n_group 1) router with norm_topk_prob `norm`.
+struct MoeRouteFold {
+  int64_t max_tokens = 0;
+  bool norm = false;
+};
+
 // The instances for these problem constants (tuning from heuristics/<arch>.cc; `tuning` given:
 // those parameters, e.g. heuristics' moe_wide_tuning, the rest from the table).
 KernelSource moe_grouped_gate_up_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, ElemType x,
-                                        std::string_view arch = kDefaultArch, const ParamValues& tuning = {});
+                                        std::string_view arch = kDefaultArch, const ParamValues& tuning = {},
+                                        const MoeRouteFold& route = {});
 KernelSource moe_grouped_down_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4,
                                      std::string_view arch = kDefaultArch, const ParamValues& tuning = {});
 KernelSource moe_combine_kernel(int64_t hidden, int64_t top_k, ElemType y, bool accumulate, std::string_view arch = kDefaultArch);

@@ -97,8 +97,9 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
   cuda_host::launch(
       std::min(GX, gu_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, RING>(x.data(), ids.data(), g.w(), g.scale.data(), u.w(),
-                                                                                     u.scale.data(), h.data(), T, H);
+        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, RING, 0, 0>(
+            x.data(), const_cast<int32_t*>(ids.data()), g.w(), g.scale.data(), u.w(), u.scale.data(), h.data(), T, H, nullptr, nullptr,
+            nullptr, 1.f);
       },
       moe_smem_bytes(H, NT, MMA, WARPS, RING), GZ);
   cuda_host::launch(
@@ -363,6 +364,52 @@ TEST(MoeGroupedOnHost, RingStreamsEachExpertOncePerNtPairs) {
     EXPECT_EQ((reads[{2, e}]), H * I / 2) << "expert " << e;
   }
   for (int64_t e : {0, 2, 4}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 0) << "expert " << e;
+}
+
+// The router folded into gate/up (ROUTE: router_experts.h): every block routes the step's tokens
+// from the logits, a warp a token (tokens past the block's warps in further passes), and block
+// (0, 0, 0) alone writes the ids and weights the down projection reads. Both equal the CPU
+// router's, and the step equals the CPU router + experts, on the CUDA-core and tensor-core paths.
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int MMA, int ROUTE>
+void check_routed_step(int T, uint64_t seed) {
+  const Stack g = make_stack(E, I, H, W_FMT, seed), u = make_stack(E, I, H, W_FMT, seed + 1), d = make_stack(E, H, I, W_FMT, seed + 2);
+  const std::vector<float> logits = testing_util::xorshift_uniform(static_cast<size_t>(T) * E, seed + 3, 4.f);
+  const std::vector<float> bias = testing_util::xorshift_uniform(E, seed + 4, 0.5f);
+  const std::vector<float> x = testing_util::xorshift_uniform(static_cast<size_t>(T) * H, seed + 5, 1.f);
+  const float scaling = 2.5f;
+  std::vector<int32_t> ids(static_cast<size_t>(T) * K, -1);
+  std::vector<float> weights(static_cast<size_t>(T) * K, NAN), h(static_cast<size_t>(T) * K * I, NAN);
+  std::vector<float> partial(static_cast<size_t>(T) * K * H, NAN), out(static_cast<size_t>(T) * H, 0.f);
+  const unsigned slots = static_cast<unsigned>(std::min(E, T * K));
+  const unsigned gu_tiles = (I + WARPS * GROWS - 1) / (WARPS * GROWS), dn_tiles = (H + WARPS * DROWS - 1) / (WARPS * DROWS);
+  cuda_host::launch(gu_tiles, slots, 32 * WARPS, [&] {
+    kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, 0, 1, MMA, 0, ROUTE, 1>(
+        x.data(), ids.data(), g.w(), g.scale.data(), u.w(), u.scale.data(), h.data(), T, H, logits.data(), bias.data(), weights.data(),
+        scaling);
+  }, moe_smem_bytes(H, NT, MMA, WARPS, 0));
+  Matrix l(T, E);
+  l.data = logits;
+  const cpu::Routing want = cpu::moe_route_logits(l, bias, cpu::RouterParams{E, K, 1, 1, true, scaling});
+  const std::string what = "W_FMT " + std::to_string(W_FMT) + " MMA " + std::to_string(MMA) + " tokens " + std::to_string(T);
+  EXPECT_EQ(ids, want.experts) << what;
+  EXPECT_LT(relative_error(weights, want.weights), 1e-6) << what;
+  cuda_host::launch(dn_tiles, slots, 32 * WARPS, [&] {
+    kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, 0, 1, MMA, 0>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
+                                                                           partial.data(), T);
+  }, moe_smem_bytes(I, NT, MMA, WARPS, 0));
+  cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 0, 32>(partial.data(), out.data(), out.data(), T, H); });
+  std::vector<cpu::ExpertWeights> experts;
+  for (int64_t e = 0; e < E; ++e)
+    experts.push_back({g.values.data() + e * I * H, u.values.data() + e * I * H, d.values.data() + e * H * I, I});
+  Matrix xm(T, H);
+  xm.data = x;
+  EXPECT_LT(relative_error(out, cpu::moe_experts(xm, want, experts).data), MMA ? 1e-4 : 1e-5) << what;
+}
+
+TEST(MoeGroupedOnHost, RoutedGateUpMatchesTheCpuRouterAndOp) {
+  check_routed_step<64, 32, 40, 4, 0, 2, 2, 2, 2, 0, 8>(1, 31);    // bf16, one token
+  check_routed_step<64, 32, 40, 4, 1, 2, 2, 2, 3, 0, 8>(5, 32);    // INT4, 5 tokens over 2 warps (3 passes)
+  check_routed_step<256, 64, 96, 8, 1, 2, 8, 16, 4, 2, 16>(7, 33);  // the tensor-core path, 96 experts (3 a lane)
 }
 
 }  // namespace
