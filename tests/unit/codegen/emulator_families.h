@@ -320,17 +320,21 @@ inline void copy_rows(LaunchArgs& a) {
   a.scatter_rows("y", a.i32("y_stride"), a.dtype_param("Y_DT"), x);
 }
 
-inline void moe_router(LaunchArgs& a) {
+// The router's ids and weights from its logits and bias arguments (the router kernel's, or a
+// gate/up launch's that routes its step: ROUTE > 0, ungrouped).
+inline void route(LaunchArgs& a, int64_t n_group, int64_t topk_group, bool norm) {
   const int64_t E = a.param("E"), K = a.param("TOPK"), n = a.i32("n_tokens");
   const Matrix logits = a.gather_rows("logits", n, E, E, DType::F32);
   const Matrix bias = a.gather_rows("bias", 1, E, E, DType::F32);
-  const cpu::RouterParams p{E, K, a.param("N_GROUP"), a.param("TOPK_GROUP"), a.param("NORM") != 0, a.f32("routed_scaling")};
+  const cpu::RouterParams p{E, K, n_group, topk_group, norm, a.f32("routed_scaling")};
   const cpu::Routing r = cpu::moe_route_logits(logits, bias.data, p);
   a.scatter_i32("topk_ids", r.experts);
   Matrix w(n, K);
   w.data = r.weights;
   a.scatter_rows("topk_weights", K, DType::F32, w);
 }
+
+inline void moe_router(LaunchArgs& a) { route(a, a.param("N_GROUP"), a.param("TOPK_GROUP"), a.param("NORM") != 0); }
 
 // Every expert's matrix [E * rows, cols] (bf16, or INT4 with its scales: W_FMT 1).
 inline Matrix expert_stack(LaunchArgs& a, const char* w, const char* scale, int64_t E, int64_t rows, int64_t cols) {
@@ -351,6 +355,7 @@ inline cpu::Routing clamped_routing(LaunchArgs& a, int64_t n, int64_t K, int64_t
 inline void moe_grouped_gate_up(LaunchArgs& a) {
   const int64_t H = a.param("H"), I = a.param("I"), K = a.param("TOPK"), E = a.param("E"), n = a.i32("n_tokens");
   const Matrix x = a.gather_rows("x", n, H, a.i32("x_row_stride"), a.dtype_param("X_DT"));
+  if (a.param("ROUTE") > 0) route(a, 1, 1, a.param("RNORM") != 0);  // the router folded in writes the ids first
   const cpu::Routing r = clamped_routing(a, n, K, E);
   const Matrix gate = expert_stack(a, "w_gate", "w_gate_scale", E, I, H), up = expert_stack(a, "w_up", "w_up_scale", E, I, H);
   std::vector<cpu::ExpertWeights> experts;

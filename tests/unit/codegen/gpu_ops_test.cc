@@ -1197,8 +1197,10 @@ void run_grouped(Gpu& gpu, const GroupedKernels& k, const DeviceExperts& d, int6
                  const DevBuf& weights, const DevBuf& scratch, const DevBuf& out) {
   const int64_t K = kernel_param(k.gate_up, "TOPK");
   const size_t partial_at = 4 * static_cast<size_t>(T * K * d.I);
+  // ROUTE 0: the router's arguments are unread (ROUTE > 0 launches: check_routed_grouped).
   gpu.launch(k.gate_up, T, {Gpu::ptr(x), Gpu::ptr(ids), Gpu::ptr(d.gate), Gpu::ptr(d.gate_s), Gpu::ptr(d.up), Gpu::ptr(d.up_s),
-                            Gpu::ptr(scratch), Gpu::i32(T), Gpu::i32(d.H)});
+                            Gpu::ptr(scratch), Gpu::i32(T), Gpu::i32(d.H), Gpu::ptr(ids), Gpu::ptr(weights), Gpu::ptr(weights),
+                            Gpu::f32(1.f)});
   gpu.launch(k.down, T, {Gpu::ptr(scratch), Gpu::ptr(ids), Gpu::ptr(weights), Gpu::ptr(d.down), Gpu::ptr(d.down_s),
                          Gpu::ptr(scratch, partial_at), Gpu::i32(T)});
   gpu.launch(k.combine, T, {Gpu::ptr(scratch, partial_at), Gpu::ptr(out), Gpu::ptr(out), Gpu::i32(T), Gpu::i32(d.H)});
@@ -1223,6 +1225,45 @@ void check_grouped(Gpu& gpu, const GroupedKernels& k, const DeviceExperts& d, in
   std::vector<float> want = moe.data;
   for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
   EXPECT_LT(relative_error(gpu.download<float>(d_y, want.size()), want), tol) << k.gate_up.id << " at " << T << " tokens";
+}
+
+// The router folded into gate/up (ROUTE, compiler/passes/router_experts.h): the launch routes the
+// step from the logits; the ids and weights it writes equal the CPU router's, and down + combine
+// on them give the CPU router + experts' step.
+void check_routed_grouped(Gpu& gpu, const GroupedKernels& k, const DeviceExperts& d, int64_t T, uint64_t seed, double tol) {
+  const int64_t K = kernel_param(k.gate_up, "TOPK");
+  const std::vector<float> x = random_values(T * d.H, seed), logits = random_values(T * d.E, seed + 1, 4.f);
+  const std::vector<float> bias = random_values(d.E, seed + 2, 0.5f);
+  const float scaling = 2.5f;
+  const cpu::Routing want = cpu::moe_route_logits(matrix(T, d.E, logits), bias, cpu::RouterParams{d.E, K, 1, 1, true, scaling});
+  const Matrix moe = cpu::moe_experts(matrix(T, d.H, x), want, d.cpu_view());
+  const DevBuf d_x = gpu.upload(x), d_l = gpu.upload(logits), d_b = gpu.upload(bias), d_y = gpu.upload(std::vector<float>(T * d.H, 0.f));
+  const DevBuf d_ids = gpu.upload(std::vector<int32_t>(T * K, -1)), d_w = gpu.upload(std::vector<float>(T * K, -1.f));
+  const DevBuf scratch = gpu.alloc(4 * static_cast<size_t>(T * K * (d.I + d.H)));
+  const size_t partial_at = 4 * static_cast<size_t>(T * K * d.I);
+  gpu.launch(k.gate_up, T, {Gpu::ptr(d_x), Gpu::ptr(d_ids), Gpu::ptr(d.gate), Gpu::ptr(d.gate_s), Gpu::ptr(d.up), Gpu::ptr(d.up_s),
+                            Gpu::ptr(scratch), Gpu::i32(T), Gpu::i32(d.H), Gpu::ptr(d_l), Gpu::ptr(d_b), Gpu::ptr(d_w), Gpu::f32(scaling)});
+  EXPECT_EQ(gpu.download<int32_t>(d_ids, T * K), want.experts) << k.gate_up.id << " at " << T << " tokens";
+  EXPECT_LT(relative_error(gpu.download<float>(d_w, T * K), want.weights), 1e-5) << k.gate_up.id;
+  gpu.launch(k.down, T, {Gpu::ptr(scratch), Gpu::ptr(d_ids), Gpu::ptr(d_w), Gpu::ptr(d.down), Gpu::ptr(d.down_s),
+                         Gpu::ptr(scratch, partial_at), Gpu::i32(T)});
+  gpu.launch(k.combine, T, {Gpu::ptr(scratch, partial_at), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(d.H)});
+  EXPECT_LT(relative_error(gpu.download<float>(d_y, moe.data.size()), moe.data), tol) << k.gate_up.id << " at " << T << " tokens";
+}
+
+TEST(GpuOps, MoeGroupedRoutesItsStep) {
+  REQUIRE_GPU();
+  const int64_t E = 40, K = 4, H = 256, I = 64;
+  std::vector<int32_t> all(E);
+  for (int32_t e = 0; e < E; ++e) all[e] = e;
+  for (const bool int4 : {false, true}) {
+    const DeviceExperts d = make_experts(*gpu, E, H, I, int4, all);
+    for (const int64_t T : {1, 5, 16, 64}) {  // 64: 4 passes of gate/up's 16 warps (INT4) routing
+      GroupedKernels k{moe_grouped_gate_up_kernel(H, I, E, K, int4, ElemType::F32, kDefaultArch, {}, MoeRouteFold{64, true}),
+                       moe_grouped_down_kernel(H, I, E, K, int4), moe_combine_kernel(H, K, ElemType::F32, false)};
+      check_routed_grouped(*gpu, k, d, T, 70 + T, int4 ? 1e-4 : 1e-5);
+    }
+  }
 }
 
 // Small shapes: several tokens per expert (1..64 tokens over 6 experts), clamped ids, bf16

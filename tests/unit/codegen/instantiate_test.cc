@@ -227,7 +227,7 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
   // (gate/up at K2.6's H: NT 7 staged rows + 8 warps' transposition buffers fit, NT 8 does not).
   auto gate_up = [](int64_t wf, int64_t rows, int64_t nt) {
     return instantiate("moe_grouped_gate_up", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", wf}, {"X_DT", 0},
-                                               {"ROWS", rows}, {"NT", nt}, {"MMA", 1}}, "sm_90");
+                                               {"ROWS", rows}, {"NT", nt}, {"MMA", 1}, {"ROUTE", 0}, {"RNORM", 0}}, "sm_90");
   };
   EXPECT_NE(message([&] { gate_up(0, 8, 2); }).find("MMA 1 is the INT4 path"), std::string::npos);
   EXPECT_NE(message([&] { gate_up(1, 4, 2); }).find("ROWS must be 8 or 16"), std::string::npos);
@@ -250,7 +250,7 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
   // K2.6's H: 112 + 144 KiB do not fit; 3 stages, 108 KiB, do).
   auto ring = [](ParamValues p) {
     p.insert({{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"X_DT", 0}, {"WARPS", 16}, {"ROWS", 8}, {"NT", 4}, {"PF", 0},
-              {"MMA", 2}});
+              {"MMA", 2}, {"ROUTE", 0}, {"RNORM", 0}});
     return instantiate("moe_grouped_gate_up", p, "sm_90");
   };
   EXPECT_EQ(message([&] { ring({{"RING", 3}}); }), "no error");
@@ -258,6 +258,13 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
   EXPECT_NE(message([&] { ring({{"RING", 9}}); }).find("must be 0 (the PF register ring) or 2..8"), std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 4}}); }).find("224 KiB"), std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 3}, {"ROWS", 16}}); }).find("RING: ROWS must be 8 (one m-tile a warp)"), std::string::npos);
+  // The router folded in (ROUTE: tokens the launch routes, 0..64), its shared memory beside the
+  // ring's still within 227 KiB, and steps past ROUTE refused by the launch geometry.
+  EXPECT_EQ(message([&] { ring({{"RING", 3}, {"ROUTE", 64}, {"RNORM", 1}}); }), "no error");
+  EXPECT_NE(message([&] { ring({{"RING", 3}, {"ROUTE", 65}}); }).find("ROUTE (tokens the launch routes itself) must be 0..64"), std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 3}, {"RNORM", 2}}); }).find("RNORM (norm_topk_prob) must be 0 or 1"), std::string::npos);
+  EXPECT_NE(message([&] { launch_dims(ring({{"RING", 3}, {"ROUTE", 8}, {"RNORM", 1}}), 9); }).find("a step of 9 tokens is past ROUTE 8"),
+            std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 3}, {"PF", 1}}); }).find("RING replaces PF's register ring: PF must be 0"), std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 3}, {"MMA", 0}, {"ROWS", 1}}); }).find("RING is the tensor-core path's (MMA 1..4)"), std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 2}, {"H", 7200}}); }).find("a multiple of 256"), std::string::npos);

@@ -2,7 +2,8 @@
 // Test helper: a function parsed from IR text, with select-kernels' views of it (4 tokens, context
 // 16, f32 storage but where asked) and its fusion finders run over it in select-kernels' order (the
 // residual adds, then the sibling matmuls, which leave a fused add's producer alone, then the
-// norms in their first matmul's launch, which know the sibling groups).
+// norms in their first matmul's launch, which know the sibling groups, then the routers in their
+// experts' launch, for a largest step of 4 tokens).
 #include <map>
 #include <memory>
 #include <set>
@@ -10,6 +11,7 @@
 
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/norm_matmuls.h"
+#include "compiler/passes/router_experts.h"
 #include "compiler/passes/sibling_matmuls.h"
 #include "ir/parser.h"
 
@@ -20,6 +22,7 @@ struct Fusions {
   passes::EpilogueFusions epilogue;
   passes::SiblingMatmuls siblings;
   passes::NormMatmuls norms;
+  passes::RouterExperts routers;
   const ir::Function& fn() const { return *module->functions().front(); }
   const ir::Op* op(size_t index) const { return fn().ops().at(index); }
 };
@@ -34,6 +37,7 @@ inline Fusions find_fusions(const std::string& text, const std::set<size_t>& bf1
   passes::find_epilogue_adds(f.fn(), views, f.epilogue);
   passes::find_sibling_matmuls(f.fn(), views, f.epilogue, f.siblings);
   passes::find_norm_matmuls(f.fn(), views, f.siblings, f.norms);
+  passes::find_router_experts(f.fn(), views, 4, f.routers);
   return f;
 }
 
