@@ -167,10 +167,14 @@ std::vector<int64_t> GpuExecutor::distinct_routed_experts(const plan::Bucket& bu
     enqueue_launch(bucket, i);
     const plan::Launch& l = bucket.launches[i];
     const plan::Kernel& k = p.kernels[l.kernel];
-    if (k.family != "moe_router") continue;
-    int64_t top_k = 0;
-    for (const plan::KernelConstant& c : k.constants)
+    // The router's launch, or the experts' gate/up launch that routes the step itself (ROUTE > 0,
+    // compiler/passes/router_experts.h): both write the step's topk_ids.
+    int64_t top_k = 0, route = 0;
+    for (const plan::KernelConstant& c : k.constants) {
       if (c.name == "TOPK") top_k = c.value;
+      if (c.name == "ROUTE") route = c.value;
+    }
+    if (k.family != "moe_router" && !(k.family == "moe_grouped_gate_up" && route > 0)) continue;
     size_t arg = 0;
     while (arg < k.param_names.size() && k.param_names[arg] != "topk_ids") ++arg;
     if (top_k < 1 || arg >= l.args.size() || l.args[arg].kind != plan::ArgKind::Buffer)

@@ -1297,7 +1297,7 @@ TEST(GpuOps, MoeGroupedSharedExpertsOddTilesClampedIds) {
     };
     const int64_t wf = sh.int4 ? 1 : 0;
     GroupedKernels k{
-        instantiate(moe_grouped_gate_up::family(), with({{"H", sh.H}, {"I", sh.I}, {"E", E}, {"TOPK", K}, {"W_FMT", wf}, {"X_DT", 0}}),
+        instantiate(moe_grouped_gate_up::family(), with({{"H", sh.H}, {"I", sh.I}, {"E", E}, {"TOPK", K}, {"W_FMT", wf}, {"X_DT", 0}, {"ROUTE", 0}, {"RNORM", 0}}),
                     kDefaultArch),
         instantiate(moe_grouped_down::family(), with({{"H", sh.H}, {"I", sh.I}, {"E", E}, {"TOPK", K}, {"W_FMT", wf}}), kDefaultArch),
         moe_combine_kernel(sh.H, K, F32, /*accumulate=*/true)};
@@ -1359,7 +1359,7 @@ GroupedKernels k26_int4_instances(const K26Int4Variant& v, std::string_view arch
     if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
-  return {instantiate(moe_grouped_gate_up::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}, {"X_DT", 0}}, v.gu), arch),
+  return {instantiate(moe_grouped_gate_up::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}, {"X_DT", 0}, {"ROUTE", 0}, {"RNORM", 0}}, v.gu), arch),
           instantiate(moe_grouped_down::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}}, v.dn), arch),
           moe_combine_kernel(H, K, F32, /*accumulate=*/true, arch)};
 }
@@ -1464,7 +1464,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthBf16) {
   std::vector<KernelSource> all;
   for (const Variant& v : variants) {
     instances.push_back(
-        {instantiate(moe_grouped_gate_up::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 0}, {"X_DT", 0}}, v.gu), gpu->arch()),
+        {instantiate(moe_grouped_gate_up::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 0}, {"X_DT", 0}, {"ROUTE", 0}, {"RNORM", 0}}, v.gu), gpu->arch()),
          instantiate(moe_grouped_down::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 0}}, v.dn), gpu->arch()),
          moe_combine_kernel(H, K, F32, /*accumulate=*/true, gpu->arch())});
     all.insert(all.end(), {instances.back().gate_up, instances.back().down, instances.back().combine});
