@@ -90,6 +90,8 @@ void lower_op(const ir::Op& op, RuleContext& ctx);
 
 // Bytes of the scratch buffer the op needs at `max_tokens` over a cache of `max_context` rows,
 // lowered for `arch` (0: none).
-uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context, std::string_view arch);
+// `kv_cache`: the dtype an mla_attention's cache is stored in (the split partial's instance, whose
+// tuning may need a bf16 cache, sizes the workspace).
+uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context, std::string_view arch, DType kv_cache = DType::F32);
 
 }  // namespace kplan::passes

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <map>
 
 #include "codegen_test_util.h"
@@ -219,6 +222,36 @@ TEST(CodegenLower, Int4ExpertsUseTheInt4Kernels) {
   bool stacked_packed = false;
   for (const plan::Weight& w : l.plan.weights) stacked_packed = stacked_packed || (w.layout == "stacked" && w.dtype == DType::I32);
   EXPECT_TRUE(stacked_packed);
+}
+
+// The tensor-core split-MLA partial (KPLAN_TUNE=mla_split_partial:MMA=1) reads a bf16 cache: plan
+// memory sizes its workspace from the instance for the cache's stored dtype (the kv_append's
+// in-place result is the cache), so a plan with bf16 caches lowers with it.
+TEST(CodegenLower, TheTensorCoreMlaPartialLowersOverABf16Cache) {
+  // tiny with 16 heads (the partial's m-tile of heads).
+  TempDir dir;
+  std::ifstream in(std::string(KPLAN_TEST_DATA_DIR) + "/configs/tiny.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* field : {"\"num_attention_heads\"", "\"num_key_value_heads\""}) {
+    const size_t at = text.find(field);
+    ASSERT_NE(at, std::string::npos) << field;
+    text.replace(at, text.find(',', at) - at, std::string(field) + ": 16");
+  }
+  std::ofstream(dir.path() / "config.json") << text;
+  setenv("KPLAN_TUNE", "mla_split_partial:MMA=1", 1);
+  LowerOptions o;
+  o.buckets = {1, 4};
+  o.max_context = 256;
+  o.kv_cache = DType::BF16;
+  Lowered l;
+  EXPECT_NO_THROW(l = lower_config(dir.path().string(), o));
+  unsetenv("KPLAN_TUNE");
+  int partials = 0;
+  for (const plan::Launch& launch : l.plan.buckets.empty() ? std::vector<plan::Launch>{} : l.plan.buckets[0].launches) {
+    const KernelSource& k = l.plan.kernels[launch.kernel];
+    if (k.family == "mla_split_partial") partials += kernel_param(k, "MMA") == 1;
+  }
+  EXPECT_GT(partials, 0) << "the 1-token bucket takes the split pair with the tensor-core partial";
 }
 
 TEST(CodegenLower, BadOptionsAreRefused) {
