@@ -226,7 +226,8 @@ TEST(CodegenLower, Int4ExpertsUseTheInt4Kernels) {
 
 // The tensor-core split-MLA partial (KPLAN_TUNE=mla_split_partial:MMA=1) reads a bf16 cache: plan
 // memory sizes its workspace from the instance for the cache's stored dtype (the kv_append's
-// in-place result is the cache), so a plan with bf16 caches lowers with it.
+// in-place result is the cache), so a plan with bf16 caches lowers with it. (`kplan compile` in a
+// process of its own: KPLAN_TUNE is read once a process.)
 TEST(CodegenLower, TheTensorCoreMlaPartialLowersOverABf16Cache) {
   // tiny with 16 heads (the partial's m-tile of heads).
   TempDir dir;
@@ -238,20 +239,14 @@ TEST(CodegenLower, TheTensorCoreMlaPartialLowersOverABf16Cache) {
     text.replace(at, text.find(',', at) - at, std::string(field) + ": 16");
   }
   std::ofstream(dir.path() / "config.json") << text;
-  setenv("KPLAN_TUNE", "mla_split_partial:MMA=1", 1);
-  LowerOptions o;
-  o.buckets = {1, 4};
-  o.max_context = 256;
-  o.kv_cache = DType::BF16;
-  Lowered l;
-  EXPECT_NO_THROW(l = lower_config(dir.path().string(), o));
-  unsetenv("KPLAN_TUNE");
-  int partials = 0;
-  for (const plan::Launch& launch : l.plan.buckets.empty() ? std::vector<plan::Launch>{} : l.plan.buckets[0].launches) {
-    const KernelSource& k = l.plan.kernels[launch.kernel];
-    if (k.family == "mla_split_partial") partials += kernel_param(k, "MMA") == 1;
-  }
-  EXPECT_GT(partials, 0) << "the 1-token bucket takes the split pair with the tensor-core partial";
+  const std::filesystem::path dump = dir.path() / "lowered.txt";
+  const std::string cmd = "KPLAN_TUNE=mla_split_partial:MMA=1 " + std::string(KPLAN_BINARY) + " compile --model " + dir.path().string() +
+                          " --no-weights --buckets 1,4 --max-context 256 --kv-cache bf16 --dump-ir-after=emit-plan > " + dump.string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << " (" << dump.string() << ")";
+  std::ifstream lowered(dump);
+  const std::string out((std::istreambuf_iterator<char>(lowered)), std::istreambuf_iterator<char>());
+  EXPECT_NE(out.find("mla_split_partial_h16_c64_r16_qf32_kvbf16_w4_kt32_mma1"), std::string::npos)
+      << "the 1-token bucket takes the split pair with the tensor-core partial";
 }
 
 TEST(CodegenLower, BadOptionsAreRefused) {
