@@ -82,9 +82,9 @@ TEST_F(EmulatorChecks, AStrideRunningOutOfItsSlotFails) {
   EXPECT_NE(err.find("outside its slot"), std::string::npos) << err;
 }
 
-// The first layer norm, computed by the q_a + kv_a launch (NORM 1): its weight read past the end.
+// The first layer norm's launch: its weight read past the end.
 TEST_F(EmulatorChecks, AnOffsetPastTheEndOfAWeightFails) {
-  auto [l, i] = find("matmul_siblings", "norm_weight");
+  auto [l, i] = find("rms_norm", "weight");
   ASSERT_NE(l, nullptr);
   ASSERT_EQ(l->args[i].kind, plan::ArgKind::Weight);
   l->args[i].offset += lp_.weights.at(l->args[i].index).data().size() - 2;
@@ -94,11 +94,8 @@ TEST_F(EmulatorChecks, AnOffsetPastTheEndOfAWeightFails) {
 
 // The final norm writes one row fewer than lm_head reads: lm_head's last row is what an earlier
 // value left in the reused slot, so one argument reads bytes of two values. (A plan without the
-// norm fusion: with it lm_head's launch computes the final norm.)
+// norm fusion, the default: with it lm_head's launch computes the final norm.)
 TEST_F(EmulatorChecks, AReaderOfStaleBytesInAReusedSlotFails) {
-  setenv("KPLAN_FUSE_NORM", "0", 1);
-  lower();
-  unsetenv("KPLAN_FUSE_NORM");
   auto [l, i] = find("rms_norm", "n_rows", /*last=*/true);
   ASSERT_NE(l, nullptr);
   l->args[i].ival -= 1;

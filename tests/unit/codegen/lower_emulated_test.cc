@@ -147,5 +147,18 @@ TEST(CodegenLowerEmulated, TinyWithEitherMlaLoweringMatchesTheCpuReference) {
   }
 }
 
+// The norms in their matmuls' launches (KPLAN_FUSE_NORM=1, opt-in): the same results through
+// prefill, tree verify and AR (f32 and bf16 activations; INT4 experts, whose norm is stored for
+// the routed experts by the router's sibling launch: NORM 2).
+TEST(CodegenLowerEmulated, TinyWithTheNormFusionMatchesTheCpuReference) {
+  struct Env {
+    Env() { setenv("KPLAN_FUSE_NORM", "1", 1); }
+    ~Env() { unsetenv("KPLAN_FUSE_NORM"); }
+  } env;
+  check_checkpoint("tiny");
+  check_checkpoint("tiny", DType::BF16);
+  check_checkpoint("tiny --int4");
+}
+
 }  // namespace
 }  // namespace kplan::codegen
