@@ -1160,10 +1160,10 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
 // memory, and block (0, 0, 0) writes the ids and weights for the down projection; every block
 // computes the same ids from the same logits, so no block waits for another.
 template <int E, int TOPK, int ROUTE, int RNORM, int WARPS>
-__device__ __forceinline__ const int* moe_route_step(const void* topk_ids_in, const void* logits, const void* bias, void* topk_ids,
-                                                     void* topk_weights, int n_tokens, float routed_scaling, int* route_ids) {
+__device__ __forceinline__ const int* moe_route_step(void* topk_ids, const void* logits, const void* bias, void* topk_weights,
+                                                     int n_tokens, float routed_scaling, int* route_ids) {
   if constexpr (ROUTE == 0) {
-    return static_cast<const int*>(topk_ids_in);
+    return static_cast<const int*>(topk_ids);
   } else {
     const bool writer = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -1202,8 +1202,7 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
   __shared__ i64 rows[NT];
   __shared__ int route_ids[ROUTE > 0 ? ROUTE * TOPK : 1];
   float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of H (the launch's smem_bytes)
-  const int* ids = moe_route_step<E, TOPK, ROUTE, RNORM, WARPS>(topk_ids, logits, bias, topk_ids, topk_weights, n_tokens, routed_scaling,
-                                                                route_ids);
+  const int* ids = moe_route_step<E, TOPK, ROUTE, RNORM, WARPS>(topk_ids, logits, bias, topk_weights, n_tokens, routed_scaling, route_ids);
   const int n_pairs = n_tokens * TOPK;
   moe_find_group<E, TOPK, NT, WARPS * 32>(g, ids, n_pairs, blockIdx.y);
   if (g.expert < 0) return;

@@ -109,6 +109,8 @@ void bucketize(LowerState& s);       // bucketize.cc
 void emit_plan(LowerState& s);       // emit_plan.cc
 void emit_round(LowerState& s);      // emit_round.cc
 
+// The value owning `v`'s storage: through views and the in-place kv results (their cache).
+const ir::Value* storage_root(const ir::Value* v);
 // The dtype `v` (a root: an argument or an op result owning storage) is stored in on the device.
 DType stored_dtype(const LowerState& s, const ir::Value* v);
 

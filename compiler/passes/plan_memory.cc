@@ -161,9 +161,7 @@ class MemoryPlanner {
         s_.storage[op.result()] = s_.storage.at(view_root(op.operand(0)));
       }
       // The attention's cache operand is a kv_append's in-place result: its dtype is the cache's.
-      const Value* cache = op.kind() == OpKind::MlaAttention ? view_root(op.operand(2)) : nullptr;
-      for (auto a = cache ? s_.aliases.find(cache) : s_.aliases.end(); a != s_.aliases.end(); a = s_.aliases.find(cache)) cache = view_root(a->second);
-      const DType kv = cache ? stored_dtype(s_, cache) : DType::F32;
+      const DType kv = op.kind() == OpKind::MlaAttention ? stored_dtype(s_, storage_root(op.operand(2))) : DType::F32;
       const uint64_t scratch = scratch_bytes(op, s_.max_tokens, s_.options.max_context, s_.options.arch, kv);
       if (scratch) s_.scratch[&op] = slot_for(scratch, false);
       auto place = [&](const Value* v) {

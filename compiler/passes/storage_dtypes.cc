@@ -43,7 +43,13 @@ bool reads_f32(OpKind k) {
   return k == OpKind::MoeRouter || k == OpKind::Argmax || k == OpKind::TopK || k == OpKind::LogSoftmax;
 }
 
-// The value owning `v`'s storage: through views and the in-place kv results (their cache).
+// The drafter's programs (@draft_context, @draft_commit, @draft) keep f32: on the bundled pair
+// bf16 storage moved its candidates' log-probabilities by more than 0.05 (its block attends
+// over few rows with sharp scores), and its bytes are a small share of a round's.
+bool is_draft_program(const ir::Function& fn) { return fn.name().rfind("draft", 0) == 0; }
+
+}  // namespace
+
 const ir::Value* storage_root(const ir::Value* v) {
   while (const ir::Op* d = v->defining_op()) {
     if (!is_view_op(*d) && d->kind() != OpKind::KvAppend && d->kind() != OpKind::KvCompact) break;
@@ -51,13 +57,6 @@ const ir::Value* storage_root(const ir::Value* v) {
   }
   return v;
 }
-
-// The drafter's programs (@draft_context, @draft_commit, @draft) keep f32: on the bundled pair
-// bf16 storage moved its candidates' log-probabilities by more than 0.05 (its block attends
-// over few rows with sharp scores), and its bytes are a small share of a round's.
-bool is_draft_program(const ir::Function& fn) { return fn.name().rfind("draft", 0) == 0; }
-
-}  // namespace
 
 DType stored_dtype(const LowerState& s, const ir::Value* v) {
   auto it = s.stored_dtypes.find(v);
