@@ -44,12 +44,17 @@ echo "== commit $(cat "$stage/commit" 2>/dev/null)  date $(date -u +%FT%TZ)"
 ldd "$bin/kplan" | grep -E "not found|nvrtc|cuda" || true
 
 declare -A result
+# A log's failures with the lines each failure's message takes (the first ten), then the failed tests.
+failures() {
+  grep -A3 "Failure$" "$1" | grep -v "^--$" | head -40 | cut -c1-300
+  grep -E "^\[  FAILED  \]" "$1" | head -10
+}
 run_tests() {  # name binary
   local log=$out/tests_$1.log
   "$bin/$2" --gtest_color=no > "$log" 2>&1
   local rc=$?
   result[$1]="rc=$rc $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$log" | tr '\n' ' ')"
-  grep -E "^\[  FAILED  \]|Failure" "$log" | head -20
+  failures "$log"
 }
 echo "== runtime_tests"; run_tests runtime_tests runtime_tests
 echo "== plan_tests"; run_tests plan_tests plan_tests
@@ -59,7 +64,7 @@ if [ -x "$bin/codegen_tests" ]; then  # every kernel template against the CPU re
   "$bin/codegen_tests" --gtest_color=no --gtest_filter="${KPLAN_GPU_OPS_FILTER:-GpuOps*}" > "$out/tests_codegen_gpu.log" 2>&1
   rc=$?
   result[codegen_gpu_ops]="rc=$rc $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$out/tests_codegen_gpu.log" | tr '\n' ' ')"
-  grep -E "^\[  FAILED  \]|Failure" "$out/tests_codegen_gpu.log" | head -20
+  failures "$out/tests_codegen_gpu.log"
 fi
 for t in ops_tests ddtree_tests; do  # the backend-ops table's GPU rows; the decode loops over the GPU
   [ -x "$bin/$t" ] && { echo "== $t"; run_tests "$t" "$t"; }
