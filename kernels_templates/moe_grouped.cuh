@@ -135,6 +135,7 @@
 // warp a token, into shared memory before it finds its expert, and block (0, 0, 0) writes
 // topk_ids / topk_weights for down) and RNORM (the router's norm_topk_prob, ROUTE > 0).
 #include "common.cuh"
+#include "int4_frag.h"     // W_LAYOUT 1's offsets
 #include "moe_router.cuh"  // moe_route_token (ROUTE)
 
 namespace kp {
@@ -282,13 +283,25 @@ __device__ __forceinline__ const unsigned short* moe_row_scale(const void* s, i6
   return W_FMT == 1 ? static_cast<const unsigned short*>(s) + row * (K / 32) : nullptr;
 }
 
+// W_LAYOUT 1 (ir/support/int4_frag.h): sub-block `sub` of the octet holding `row`, 512 bytes as
+// the 32 lanes' fragment words (lane l's at + l), and its 8 rows' 4 scales (row g's at + g).
+template <int K>
+__device__ __forceinline__ const uint4* moe_frag_words(const void* w, i64 row, int sub) {
+  return static_cast<const uint4*>(w) + kplan::int4_frag::sub_block_words(row, sub, K) / 4;
+}
+template <int K>
+__device__ __forceinline__ const uint2* moe_frag_scales(const void* s, i64 row, int sub) {
+  return reinterpret_cast<const uint2*>(static_cast<const unsigned short*>(s) + kplan::int4_frag::sub_block_scales(row, sub, K));
+}
+
 // A warp's rows of one row tile: ROWS consecutive rows (clamped to the matrix) of each of MATS
 // stacked matrices (gate/up: 2, down: 1); row r of the NR = MATS * ROWS is row r % ROWS of
 // matrix r / ROWS. Moving to the next tile changes `first` only (no pointer arrays held twice).
 // WHOLE: the matrices' rows are whole tiles, so every row a warp streams is valid (no checks).
-template <int K, int W_FMT, int MATS, int ROWS, bool WHOLE = false>
+// LAYOUT: the INT4 matrices' device layout (W_LAYOUT: 0 the checkpoint's, 1 ir/support/int4_frag.h).
+template <int K, int W_FMT, int MATS, int ROWS, bool WHOLE = false, int LAYOUT = 0>
 struct MoeTileRows {
-  static constexpr int NR = MATS * ROWS, K_DIM = K, FMT = W_FMT, N_MATS = MATS, WARP_ROWS = ROWS;
+  static constexpr int NR = MATS * ROWS, K_DIM = K, FMT = W_FMT, N_MATS = MATS, WARP_ROWS = ROWS, W_LAYOUT = LAYOUT;
   const void* w[MATS];
   const unsigned short* s[MATS];
   i64 base;   // the expert's first row in the stack
@@ -729,6 +742,18 @@ __device__ __forceinline__ void moe_mma_load(const Rows& t, int step, MoeMmaLoad
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const MoeMmaSrc r = moe_mma_src(t, j, h, g);
+      if constexpr (Rows::W_LAYOUT == 1) {  // the fragment words and the rows' scales, sub-block by sub-block
+        const bool valid = t.valid(r.i);
+#pragma unroll
+        for (int sb = 0; sb < SUBS; ++sb) {
+          const int sub = step * SUBS + sb;
+          const bool in = sub * kMoeMmaSub < G && valid;
+          L.q[sb][j][h] = in ? __ldcs(moe_frag_words<Rows::K_DIM>(r.w, t.row(r.i), sub) + lane) : uint4{0u, 0u, 0u, 0u};
+          const uint2 v = in ? __ldg(moe_frag_scales<Rows::K_DIM>(r.s, t.row(r.i), sub) + g) : uint2{0u, 0u};
+          L.s[j][h][2 * sb] = v.x, L.s[j][h][2 * sb + 1] = v.y;
+        }
+        continue;
+      }
 #pragma unroll
       for (int sb = 0; sb < SUBS; ++sb) {
         const int gi = (step * SUBS + sb) * kMoeMmaSub + q;
@@ -779,6 +804,26 @@ template <int MT, int SUBS, class Rows>
 __device__ __forceinline__ void moe_mma_load(const Rows& t, int step, MoeMmaLoadsShfl<MT, SUBS>& L) {
   constexpr int G = Rows::K_DIM / 32, SG = SUBS * kMoeMmaSub;  // groups a step
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  if constexpr (Rows::W_LAYOUT == 1) {  // the fragment words; scales: sub-block q & 1 of the step, A row g + 8 (q >> 1)
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+#pragma unroll
+      for (int s = 0; s < SUBS; ++s) {
+        const int sub = step * SUBS + s;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const MoeMmaSrc r = moe_mma_src(t, j, h, g);
+          L.q[s][j][h] = sub * kMoeMmaSub < G && t.valid(r.i) ? __ldcs(moe_frag_words<Rows::K_DIM>(r.w, t.row(r.i), sub) + lane)
+                                                               : uint4{0u, 0u, 0u, 0u};
+        }
+      }
+      const MoeMmaSrc r = moe_mma_src(t, j, q >> 1, g);
+      const int sub = step * SUBS + (q & 1);
+      L.s[j] = kMoeMmaSub * (q & 1) < SG && sub * kMoeMmaSub < G && t.valid(r.i) ? __ldg(moe_frag_scales<Rows::K_DIM>(r.s, t.row(r.i), sub) + g)
+                                                                                   : uint2{0u, 0u};
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < MT; ++j) {
 #pragma unroll
@@ -885,7 +930,8 @@ __device__ __forceinline__ void moe_mma_tokens(int nt, int (&tok)[NTILE]) {
 // acc += the step's groups from the register ring's loads L: per sub-block and m-tile the lanes'
 // loads go through the warp's transposition buffer (two 16-byte stores, __syncwarp, two
 // ldmatrix.x4) so lane (g, q) holds word q of every group of rows g and g + 8 (moe_mma_sub).
-template <int MT, int SUBS, int NTILE, int G, bool BIAS, class Loads>
+// FRAG (W_LAYOUT 1): the loads are already the fragment words; no transposition.
+template <int MT, int SUBS, int NTILE, int G, bool BIAS, bool FRAG, class Loads>
 __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uint4* xs, const float4* bias, int nt, uint4* tb,
                                              unsigned& flip, float (&acc)[MT][NTILE][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
@@ -899,6 +945,14 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
     unsigned w[MT][2][4];
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
+      if constexpr (FRAG) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint4 v = L.q[s][j][h];
+          w[j][h][0] = v.x, w[j][h][1] = v.y, w[j][h][2] = v.z, w[j][h][3] = v.w;
+        }
+        continue;
+      }
       uint4* buf = tb + 64 * (flip & 1u);
       ++flip;  // two buffers: a store never overwrites words another lane may still be reading
       buf[moe_mma_tb_slot(g, q)] = L.q[s][j][0];
@@ -1041,6 +1095,7 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
   constexpr int STEPS = (G + SUBS * kMoeMmaSub - 1) / (SUBS * kMoeMmaSub);
   static_assert(Rows::NR % 16 == 0, "MMA m-tiles of 16 rows");
   static_assert(RING == 0 || (MT == 1 && G % 8 == 0), "RING: one m-tile a warp, rows of whole steps (256 columns)");
+  static_assert(Rows::W_LAYOUT == 0 || (RING == 0 && G % kMoeMmaSub == 0), "W_LAYOUT 1: the register ring, whole sub-blocks");
   const int first0 = t.first;
   auto rows_of = [&](int tile) {
     Rows r = t;
@@ -1074,7 +1129,7 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
     unsigned flip = 0;
     moe_ring_stream<PF, STEPS, Loads>(
         n_tiles, [&](Loads& L, int tile, int c) { moe_mma_load<MT, SUBS>(rows_of(tile), c, L); },
-        [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS>(L, c, xs, bias, nt, tb, flip, acc); }, emit_tile);
+        [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS, Rows::W_LAYOUT == 1>(L, c, xs, bias, nt, tb, flip, acc); }, emit_tile);
   }
 }
 
@@ -1122,7 +1177,8 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
 
 // MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
 // last one's row; their columns are dropped).
-template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS>
+template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS,
+          int W_LAYOUT>
 __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                       const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                       int x_row_stride, uint4* xs, uint4* wbuf, i64* rows) {
@@ -1133,7 +1189,7 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
   moe_stage_mma<H, X_DT, WARPS * 32, BIAS, NT, NTILE>(xs, x, rows, nt);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  MoeTileRows<H, 1, 2, ROWS, I % TILE == 0> t{{w_gate, w_up},
+  MoeTileRows<H, 1, 2, ROWS, I % TILE == 0, W_LAYOUT> t{{w_gate, w_up},
                                {static_cast<const unsigned short*>(w_gate_scale), static_cast<const unsigned short*>(w_up_scale)},
                                static_cast<i64>(g.expert) * I, warp * ROWS, I};
   auto emit = [&](int tile, const float (&acc)[MT][NTILE][4]) {
@@ -1189,7 +1245,7 @@ __device__ __forceinline__ const int* moe_route_step(void* topk_ids, const void*
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int ROUTE,
-          int RNORM>
+          int RNORM, int W_LAYOUT = 0>
 __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w_gate, const void* w_gate_scale, const void* w_up,
                                     const void* w_up_scale, void* h, int n_tokens, int x_row_stride, const void* logits, const void* bias,
                                     void* topk_weights, float routed_scaling) {
@@ -1198,6 +1254,8 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
   static_assert(MMA == 0 || (W_FMT == 1 && ROWS % 8 == 0), "MMA: INT4, ROWS a multiple of 8 (8 gate + 8 up rows an m-tile)");
   static_assert(RING == 0 || (MMA >= 1 && ROWS == 8 && H % 256 == 0), "RING: MMA, one m-tile a warp, rows of whole 256-column steps");
   static_assert(ROUTE >= 0 && ROUTE <= 64 && E <= 1024, "ROUTE: at most 64 tokens routed in the launch");
+  static_assert(W_LAYOUT == 0 || (MMA >= 1 && RING == 0 && I % 8 == 0 && H % 128 == 0),
+                "W_LAYOUT 1: the register ring's tensor-core path over whole octets and 128-column sub-blocks");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   __shared__ int route_ids[ROUTE > 0 ? ROUTE * TOPK : 1];
@@ -1213,12 +1271,12 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
     if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
     if constexpr (MMA >= 1) {
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
-      __shared__ uint4 tbuf[RING >= 2 ? 1 : WARPS * 2 * 64];  // RING 0: per warp two 1 KiB transposition buffers
+      __shared__ uint4 tbuf[RING >= 2 || W_LAYOUT == 1 ? 1 : WARPS * 2 * 64];  // per warp two 1 KiB transposition buffers (none: RING, W_LAYOUT 1)
       uint4* wbuf = RING >= 2 ? moe_ring_buffers<H, NT, MMA>(xm) : tbuf;
       if (nt <= 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       }
       continue;
     } else {
@@ -1261,7 +1319,8 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
   moe_stream_tiles<NTC, PF, TILE>((H + TILE - 1) / TILE, xs, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS>
+template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS,
+          int W_LAYOUT>
 __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
                                                    const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* wbuf,
                                                    i64* rows) {
@@ -1272,7 +1331,7 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
   moe_stage_mma<I, F32, WARPS * 32, BIAS, NT, NTILE>(xs, h, rows, nt);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  MoeTileRows<I, 1, 1, ROWS, H % TILE == 0> t{{w_down}, {static_cast<const unsigned short*>(w_down_scale)}, static_cast<i64>(g.expert) * H, warp * ROWS, H};
+  MoeTileRows<I, 1, 1, ROWS, H % TILE == 0, W_LAYOUT> t{{w_down}, {static_cast<const unsigned short*>(w_down_scale)}, static_cast<i64>(g.expert) * H, warp * ROWS, H};
   auto emit = [&](int tile, const float (&acc)[MT][NTILE][4]) {
     const int j0 = tile * TILE + warp * ROWS;
 #pragma unroll
@@ -1296,13 +1355,15 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
   moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS>((H + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING>
+template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int W_LAYOUT = 0>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
   static_assert(W_FMT == 0 || I % 32 == 0, "INT4 rows hold whole groups of 32");
   static_assert(MMA == 0 || (W_FMT == 1 && ROWS % 16 == 0), "MMA: INT4, ROWS a multiple of 16 (an m-tile)");
   static_assert(RING == 0 || (MMA >= 1 && ROWS == 16 && I % 256 == 0), "RING: MMA, one m-tile a warp, rows of whole 256-column steps");
+  static_assert(W_LAYOUT == 0 || (MMA >= 1 && RING == 0 && H % 8 == 0 && I % 128 == 0),
+                "W_LAYOUT 1: the register ring's tensor-core path over whole octets and 128-column sub-blocks");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of I (the launch's smem_bytes)
@@ -1317,12 +1378,12 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
     if (chunk % static_cast<int>(gridDim.z) != static_cast<int>(blockIdx.z)) continue;  // another block's pair chunk
     if constexpr (MMA >= 1) {
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
-      __shared__ uint4 tbuf[RING >= 2 ? 1 : WARPS * 2 * 64];  // RING 0: per warp two 1 KiB transposition buffers
+      __shared__ uint4 tbuf[RING >= 2 || W_LAYOUT == 1 ? 1 : WARPS * 2 * 64];  // per warp two 1 KiB transposition buffers (none: RING, W_LAYOUT 1)
       uint4* wbuf = RING >= 2 ? moe_ring_buffers<I, NT, MMA>(xm) : tbuf;
       if (nt <= 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
       }
       continue;
     } else {

@@ -627,10 +627,12 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       // largest step (select-kernels' ctx.tokens).
       const MoeRouteFold route{.max_tokens = ctx.router ? ctx.tokens : 0,
                                .norm = ctx.router && ctx.router->attrs().get_bool("norm_topk_prob")};
+      // The INT4 weights' device layout, as weight-layout recorded it on them (the same rule).
+      const int64_t layout = int4 ? moe_int4_layout(x.width, inter) : 0;
       KernelSource k0 = instance(ctx, 0, [&] {
-        return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, {}, route);
+        return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, {}, route, layout);
       });
-      KernelSource k1 = instance(ctx, 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch); });
+      KernelSource k1 = instance(ctx, 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch, {}, layout); });
       // With an epilogue add the combine writes the add's result: residual + the routed sum.
       const View& out = ctx.epilogue ? ctx.view(ctx.epilogue->out) : result();
       const View& residual = ctx.epilogue ? ctx.view(ctx.epilogue->residual) : out;
@@ -641,9 +643,12 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const int64_t wide_min = int4 ? moe_wide_min_tokens(arch) : 0;
       if (wide_min > 0 && ctx.tokens >= wide_min) {
         const KernelSource w0 = instance(ctx, next, [&] {
-          return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, moe_wide_tuning(arch, false), route);
+          return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, moe_wide_tuning(arch, false), route,
+                                            layout);
         });
-        const KernelSource w1 = instance(ctx, next + 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch, moe_wide_tuning(arch, true)); });
+        const KernelSource w1 = instance(ctx, next + 1, [&] {
+          return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch, moe_wide_tuning(arch, true), layout);
+        });
         if (x.rows >= wide_min) k0 = w0, k1 = w1;
       }
       // Without a router to run, its arguments repeat the ids and weights (unread).

@@ -10,6 +10,7 @@
 #include "compiler/passes/lower_to_launches.h"
 #include "compiler/plan/plan_assemble.h"
 #include "compiler/synth/synthetic_init.h"
+#include "ir/support/int4_frag.h"
 #include "ir/support/error.h"
 #include "ir/printer.h"
 
@@ -100,7 +101,9 @@ void make_weights_synthetic(LoweredPlan& lowered, uint64_t seed, int64_t group_s
     SyntheticInit s = synthetic_init(w, seed, group_size);
     const int kind = static_cast<int>(s.kind);
     const codegen::ElemType out = s.kind == SyntheticKind::Int4Packed || w.dtype == DType::F32 ? codegen::ElemType::F32 : codegen::ElemType::BF16;
-    codegen::KernelSource k = codegen::synthetic_weights_kernel(kind, out, s.group_size, arch);
+    // A weight whose device copy is in int4_frag order is generated in that order.
+    const int64_t frag_k = w.shape.empty() ? 0 : int4_frag::columns(w.layout, w.shape.back());
+    codegen::KernelSource k = codegen::synthetic_weights_kernel(kind, out, s.group_size, arch, frag_k);
     auto [it, added] = kernel_of.try_emplace(k.id, static_cast<uint32_t>(lowered.kernels.size()));
     if (added) lowered.kernels.push_back(std::move(k));
     s.kernel = it->second;

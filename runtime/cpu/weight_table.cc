@@ -4,6 +4,7 @@
 
 #include "ir/support/dtype.h"
 #include "ir/support/error.h"
+#include "ir/support/int4_frag.h"
 #include "runtime/cpu/synthetic_weights.h"
 
 namespace kplan::cpu {
@@ -19,7 +20,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }  // namespace
 
 bool cpu_readable_layout(const std::string& layout) {
-  return layout == "row_major" || layout == "stacked" || layout == "ct_pack_quantized_int4";
+  return layout == "row_major" || layout == "stacked" || layout == "ct_pack_quantized_int4" || layout == int4_frag::kWordsLayout ||
+         layout == int4_frag::kScalesLayout;
 }
 
 WeightTable::WeightTable(const std::vector<plan::Weight>& weights, std::string plan_source)
@@ -36,7 +38,7 @@ TensorPtr WeightTable::read(const plan::Weight& w, const ir::Type& want, const s
   const std::string what = plan_source_ + ": weight " + w.name + " (" + w.source + ")";
   if (!cpu_readable_layout(w.layout))
     throw Error(what + " has layout '" + w.layout + "', which the CPU reference cannot read (it reads " +
-                "row_major, stacked and ct_pack_quantized_int4)");
+                "row_major, stacked, ct_pack_quantized_int4, int4_frag and int4_frag_scales)");
   std::vector<int64_t> shape;
   for (const ir::Dim& d : want.shape) shape.push_back(d.constant);
   if (w.dtype != want.dtype || w.shape != shape)

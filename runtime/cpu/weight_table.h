@@ -52,8 +52,10 @@ class WeightTable {
 };
 
 // Layouts whose bytes are the IR type's row-major elements: "row_major", "stacked" (experts
-// stacked on a leading dim) and "ct_pack_quantized_int4" (compressed-tensors' int32 words, which
-// is what matmul_int4 / moe_experts_int4 take).
+// stacked on a leading dim), "ct_pack_quantized_int4" (compressed-tensors' int32 words, which
+// is what matmul_int4 / moe_experts_int4 take) and "int4_frag" / "int4_frag_scales" (stacked
+// INT4 experts and their scales, in the plan as the checkpoint's rows; only the GPU's device
+// copy is in ir/support/int4_frag.h's order).
 bool cpu_readable_layout(const std::string& layout);
 
 }  // namespace kplan::cpu

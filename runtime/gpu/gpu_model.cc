@@ -5,6 +5,7 @@
 
 #include "ir/support/error.h"
 #include "runtime/gpu/cuda_driver.h"
+#include "runtime/gpu/device_layout.h"
 #include "runtime/gpu/synthetic_weights.h"
 #include "schemas/plan_arch.h"
 
@@ -94,14 +95,25 @@ void GpuModel::upload_weights(const UploadProgress& on_upload) {
   for (size_t i = 0; i < p.weights.size(); ++i)
     if (used[i]) to_upload += p.weights[i].data().size();
   if (on_upload) on_upload(0, to_upload);
-  // Straight from the mapped file (or the owned bytes): no host-side copy; in chunks, so a
-  // progress bar moves within a large stacked weight too.
+  // Straight from the mapped file (or the owned bytes): no host-side copy, except for weights
+  // whose device copy has its own order (device_layout.h: laid out chunk by chunk); in chunks,
+  // so a progress bar moves within a large stacked weight too.
+  std::vector<uint8_t> laid_out;
   for (size_t i = 0; i < p.weights.size(); ++i) {
     std::span<const uint8_t> bytes = p.weights[i].data();
     if (bytes.empty() || !used[i]) continue;
-    for (uint64_t at = 0; at < bytes.size(); at += kUploadChunkBytes) {
-      const uint64_t n = std::min<uint64_t>(kUploadChunkBytes, bytes.size() - at);
-      cuda_check(*cu_, cu_->cuMemcpyHtoD(base + weight_offsets_[i] + at, bytes.data() + at, n),
+    const bool relayout = int4_frag_columns(p.weights[i]) > 0;
+    // Whole octets of rows a chunk, so each lands on its own rows' byte range.
+    const uint64_t octet = 8 * weight_row_bytes(p.weights[i]);
+    const uint64_t chunk = relayout ? std::max<uint64_t>(octet, kUploadChunkBytes / octet * octet) : kUploadChunkBytes;
+    for (uint64_t at = 0; at < bytes.size(); at += chunk) {
+      const uint64_t n = std::min<uint64_t>(chunk, bytes.size() - at);
+      const uint8_t* from = bytes.data() + at;
+      if (relayout) {
+        to_device_layout(p.weights[i], bytes.subspan(at, n), laid_out);
+        from = laid_out.data();
+      }
+      cuda_check(*cu_, cu_->cuMemcpyHtoD(base + weight_offsets_[i] + at, from, n),
                  source_ + ": uploading weight " + p.weights[i].name);
       weight_upload_bytes_ += n;
       if (on_upload) on_upload(weight_upload_bytes_, to_upload);

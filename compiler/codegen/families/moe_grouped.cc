@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ir/support/int4_frag.h"
+
 namespace kplan::codegen {
 
 int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens) { return std::min(experts, n_tokens * top_k); }
@@ -19,9 +21,13 @@ namespace {
 // chunk's pairs the n-tiles' columns (8 each: NT up to 16, two n-tiles), and each warp holds
 // two 1 KiB weight transposition buffers in static shared memory (moe_stream_tiles_mma).
 // RING >= 2 replaces them with the warps' rings of RING stages in dynamic shared memory.
-int64_t moe_mma_tbuf_bytes(const ParamValues& p) { return p.at("MMA") >= 1 && p.at("RING") == 0 ? p.at("WARPS") * 2 * 1024 : 0; }
+// W_LAYOUT 1 (ir/support/int4_frag.h) loads the fragment words directly: no buffers.
+int64_t moe_mma_tbuf_bytes(const ParamValues& p) {
+  return p.at("MMA") >= 1 && p.at("RING") == 0 && p.at("W_LAYOUT") == 0 ? p.at("WARPS") * 2 * 1024 : 0;
+}
 
-void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t mats) {
+// `rows`: one expert's rows of the matrix the kernel streams, `k` its reduction dim.
+void check_experts(const ParamValues& p, const char* family, int64_t rows, int64_t k, int64_t mats) {
   require(p.at("E") >= 1 && p.at("TOPK") >= 1 && p.at("TOPK") <= p.at("E"), family, "needs 1 <= TOPK <= E");
   require(p.at("E") <= 65535, family, "E above 65535 does not fit grid.y");
   if (p.at("W_FMT") == 1) require(k % 32 == 0, family, "INT4 experts need a reduction dim that is a multiple of 32");
@@ -45,6 +51,15 @@ void check_experts(const ParamValues& p, const char* family, int64_t k, int64_t 
     require(p.at("ROWS") == 16 / mats, family, mats == 2 ? "RING: ROWS must be 8 (one m-tile a warp)" : "RING: ROWS must be 16 (one m-tile a warp)");
     require(k % 256 == 0, family, "RING needs a reduction dim that is a multiple of 256 (whole steps of 8 groups)");
     require(p.at("PF") == 0, family, "RING replaces PF's register ring: PF must be 0");
+  }
+  const int64_t layout = p.at("W_LAYOUT");
+  require(layout == 0 || layout == 1, family, "W_LAYOUT must be 0 (the checkpoint's rows) or 1 (ir/support/int4_frag.h)");
+  if (layout == 1) {
+    require(p.at("W_FMT") == 1 && p.at("MMA") >= 1 && ring == 0, family,
+            "W_LAYOUT 1 is the tensor-core path's with the register ring (MMA 1..4, RING 0); compile with KPLAN_MOE_FRAG=0 for "
+            "the CUDA-core path or RING");
+    require(int4_frag::fits(rows, k, 32), family,
+            "W_LAYOUT 1 needs whole octets of rows and a reduction dim that is a multiple of 128");
   }
   require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
   // The staged activations, the MMA transposition buffers or rings and the block's static few
@@ -90,7 +105,7 @@ namespace moe_grouped_gate_up {
 namespace {
 
 void check(const ParamValues& p) {
-  check_experts(p, "moe_grouped_gate_up", p.at("H"), 2);
+  check_experts(p, "moe_grouped_gate_up", p.at("I"), p.at("H"), 2);
   require(p.at("ROUTE") >= 0 && p.at("ROUTE") <= 64, "moe_grouped_gate_up", "ROUTE (tokens the launch routes itself) must be 0..64");
   require(p.at("ROUTE") == 0 || p.at("E") <= 1024, "moe_grouped_gate_up", "ROUTE: the router's warp holds at most 1024 experts");
   require(p.at("RNORM") == 0 || p.at("RNORM") == 1, "moe_grouped_gate_up", "RNORM (norm_topk_prob) must be 0 or 1");
@@ -113,7 +128,7 @@ const Family& family() {
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
                  tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
-                 dim_param("ROUTE", "route"), dim_param("RNORM", "rn")},
+                 dim_param("ROUTE", "route"), dim_param("RNORM", "rn"), dim_param("W_LAYOUT", "wl")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -127,7 +142,7 @@ const Family& family() {
 namespace moe_grouped_down {
 namespace {
 
-void check(const ParamValues& p) { check_experts(p, "moe_grouped_down", p.at("I"), 1); }
+void check(const ParamValues& p) { check_experts(p, "moe_grouped_down", p.at("H"), p.at("I"), 1); }
 LaunchDims geometry(const KernelSource& k, const LaunchShape& s) { return expert_grid(k, s, kernel_param(k, "H"), kernel_param(k, "I")); }
 
 }  // namespace
@@ -139,7 +154,8 @@ const Family& family() {
       .function = "kp::moe_grouped_down",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
-                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring")},
+                 tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
+                 dim_param("W_LAYOUT", "wl")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -178,17 +194,17 @@ const Family& family() {
 }  // namespace moe_combine
 
 KernelSource moe_grouped_gate_up_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, ElemType x,
-                                        std::string_view arch, const ParamValues& tuning, const MoeRouteFold& route) {
+                                        std::string_view arch, const ParamValues& tuning, const MoeRouteFold& route, int64_t w_layout) {
   ParamValues p = tuning;
   p.insert({{"H", hidden}, {"I", inter}, {"E", experts}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0}, {"X_DT", dtype_code(x)},
-            {"ROUTE", route.max_tokens}, {"RNORM", route.max_tokens > 0 && route.norm ? 1 : 0}});
+            {"ROUTE", route.max_tokens}, {"RNORM", route.max_tokens > 0 && route.norm ? 1 : 0}, {"W_LAYOUT", w_layout}});
   return instantiate(moe_grouped_gate_up::family(), p, arch);
 }
 
 KernelSource moe_grouped_down_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, std::string_view arch,
-                                     const ParamValues& tuning) {
+                                     const ParamValues& tuning, int64_t w_layout) {
   ParamValues p = tuning;
-  p.insert({{"H", hidden}, {"I", inter}, {"E", experts}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0}});
+  p.insert({{"H", hidden}, {"I", inter}, {"E", experts}, {"TOPK", top_k}, {"W_FMT", int4 ? 1 : 0}, {"W_LAYOUT", w_layout}});
   return instantiate(moe_grouped_down::family(), p, arch);
 }
 

@@ -81,12 +81,13 @@ struct MoeRouteFold {
 };
 
 // The instances for these problem constants (tuning from heuristics/<arch>.cc; `tuning` given:
-// those parameters, e.g. heuristics' moe_wide_tuning, the rest from the table).
+// those parameters, e.g. heuristics' moe_wide_tuning, the rest from the table). `w_layout`: the
+// INT4 weights' device layout (W_LAYOUT; heuristics' moe_int4_layout decides it for a plan).
 KernelSource moe_grouped_gate_up_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4, ElemType x,
                                         std::string_view arch = kDefaultArch, const ParamValues& tuning = {},
-                                        const MoeRouteFold& route = {});
+                                        const MoeRouteFold& route = {}, int64_t w_layout = 0);
 KernelSource moe_grouped_down_kernel(int64_t hidden, int64_t inter, int64_t experts, int64_t top_k, bool int4,
-                                     std::string_view arch = kDefaultArch, const ParamValues& tuning = {});
+                                     std::string_view arch = kDefaultArch, const ParamValues& tuning = {}, int64_t w_layout = 0);
 KernelSource moe_combine_kernel(int64_t hidden, int64_t top_k, ElemType y, bool accumulate, std::string_view arch = kDefaultArch);
 
 // The grid's expert slots at n_tokens: min(E, n_tokens * TOPK) (one per distinct expert at most).

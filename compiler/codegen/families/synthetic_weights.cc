@@ -1,5 +1,6 @@
 #include "compiler/codegen/families/synthetic_weights.h"
 
+#include "ir/support/int4_frag.h"
 #include "ir/support/synthetic_values.h"
 
 namespace kplan::codegen::synthetic_weights {
@@ -16,6 +17,9 @@ void check(const ParamValues& p) {
     // Packed words are int32 (no element type); scales are bf16.
     require(out == (kind == synthetic::kInt4Scale ? 1 : 0), "synthetic_weights", "OUT_DT must be bf16 for scales, f32 (unused) for packed words");
   }
+  const int64_t frag = p.at("FRAG_K");
+  require(frag == 0 || (kind != synthetic::kNormal && group == 32 && frag % int4_frag::kSubColumns == 0), "synthetic_weights",
+          "FRAG_K (the int4_frag device order's row length) must be 0, or a multiple of 128 for INT4 groups of 32");
 }
 
 // The runtime sizes the grid itself (the kernel strides); this is the block.
@@ -28,7 +32,8 @@ const Family& family() {
       .name = "synthetic_weights",
       .header = "synthetic_weights.cuh",
       .function = "kp::synthetic_weights",
-      .params = {dim_param("KIND", "k"), dtype_param("OUT_DT", "o"), dim_param("GROUP", "g"), tuning_param("THREADS", "b")},
+      .params = {dim_param("KIND", "k"), dtype_param("OUT_DT", "o"), dim_param("GROUP", "g"), dim_param("FRAG_K", "fk"),
+                 tuning_param("THREADS", "b")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Threads,
       .check = check,
@@ -41,8 +46,9 @@ const Family& family() {
 
 namespace kplan::codegen {
 
-KernelSource synthetic_weights_kernel(int kind, ElemType out, int64_t group, std::string_view arch) {
-  return instantiate(synthetic_weights::family(), {{"KIND", kind}, {"OUT_DT", dtype_code(out)}, {"GROUP", group}}, arch);
+KernelSource synthetic_weights_kernel(int kind, ElemType out, int64_t group, std::string_view arch, int64_t frag_k) {
+  return instantiate(synthetic_weights::family(), {{"KIND", kind}, {"OUT_DT", dtype_code(out)}, {"GROUP", group}, {"FRAG_K", frag_k}},
+                     arch);
 }
 
 }  // namespace kplan::codegen

@@ -34,6 +34,7 @@ namespace kplan::codegen {
 
 // The instance for one kind (synthetic::kNormal / kInt4Packed / kInt4Scale), output dtype and
 // INT4 group (0 for kNormal).
-KernelSource synthetic_weights_kernel(int kind, ElemType out, int64_t group, std::string_view arch = kDefaultArch);
+// `frag_k`: 0, or the row length of a weight whose device copy is in ir/support/int4_frag.h's order.
+KernelSource synthetic_weights_kernel(int kind, ElemType out, int64_t group, std::string_view arch = kDefaultArch, int64_t frag_k = 0);
 
 }  // namespace kplan::codegen

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "compiler/codegen/heuristics/tune_override.h"
+#include "ir/support/int4_frag.h"
 #include "ir/support/error.h"
 
 namespace kplan::codegen {
@@ -216,6 +217,11 @@ int64_t mla_split_max_tokens(std::string_view arch) {
   // splits. sm_120 is not measured: the same rule.
   if (!std::getenv("KPLAN_MLA_SPLIT")) return 8;
   return compile_switch("KPLAN_MLA_SPLIT", false) ? std::numeric_limits<int64_t>::max() : 0;
+}
+
+int64_t moe_int4_layout(int64_t hidden, int64_t inter) {
+  const bool fits = int4_frag::fits(inter, hidden, 32) && int4_frag::fits(hidden, inter, 32);
+  return fits && compile_switch("KPLAN_MOE_FRAG", true) ? 1 : 0;
 }
 
 int64_t moe_wide_min_tokens(std::string_view arch) {

@@ -58,6 +58,13 @@ int64_t weight_prefetch_kib();
 // per arch.
 int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k);
 
+// The INT4 routed experts' device layout (moe_grouped.cuh's W_LAYOUT): 1, ir/support/int4_frag.h's
+// (a warp step reads 512-byte runs already in the MMA's fragment order), where every expert
+// matrix is whole octets of rows and 128-column sub-blocks (K2.6's are), else 0 (the
+// checkpoint's). Arch-independent: the plan's weights carry one layout for every arch it holds.
+// KPLAN_MOE_FRAG=0 keeps the checkpoint's (the shared-memory ring, RING, needs it).
+int64_t moe_int4_layout(int64_t hidden, int64_t inter);
+
 // Whether steps of 64+ tokens take the wide tensor-core instance (matmul_kernel's mma_rows 32,
 // token tiles of 16) rather than one tile of 64 tokens.
 bool matmul_wide_long_steps(std::string_view arch, int64_t n);

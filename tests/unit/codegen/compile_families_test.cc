@@ -79,6 +79,7 @@ TEST(CodegenCompile, MoeGroupedMmaInstances) {
   auto with = [&](ParamValues p) {
     p.insert(dims.begin(), dims.end());
     if (p.count("X_DT")) p.insert({{"ROUTE", 0}, {"RNORM", 0}});  // gate/up: reads the router's ids
+    p.insert({"W_LAYOUT", 0});
     return p;
   };
   compile_and_check({instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 4}, {"PF", 1}, {"MMA", 1}}), "sm_90"),
@@ -102,7 +103,14 @@ TEST(CodegenCompile, MoeGroupedMmaInstances) {
                      // The router folded in (ROUTE 64: 4 passes of 16 warps; RNORM 1), with the ring, on both arches.
                      instantiate(moe_grouped_gate_up::family(),
                                  with({{"X_DT", 0}, {"WARPS", 16}, {"ROWS", 8}, {"NT", 4}, {"PF", 0}, {"MMA", 2}, {"RING", 3}, {"ROUTE", 64}, {"RNORM", 1}}), "sm_90"),
-                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 1}, {"PF", 1}, {"MMA", 2}, {"ROUTE", 16}, {"RNORM", 1}}), "sm_120")});
+                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 1}, {"PF", 1}, {"MMA", 2}, {"ROUTE", 16}, {"RNORM", 1}}), "sm_120"),
+                     // The experts in int4_frag order (W_LAYOUT 1): both scale schemes, two m-tiles a warp, the 128 + q forms, both arches.
+                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"WARPS", 16}, {"ROWS", 8}, {"NT", 4}, {"PF", 1}, {"MMA", 2}, {"ROUTE", 16}, {"RNORM", 1}, {"W_LAYOUT", 1}}), "sm_90"),
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 8}, {"PF", 1}, {"MMA", 1}, {"W_LAYOUT", 1}}), "sm_90"),
+                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 16}, {"NT", 4}, {"PF", 1}, {"MMA", 3}, {"W_LAYOUT", 1}}), "sm_90"),
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 32}, {"NT", 16}, {"PF", 2}, {"MMA", 4}, {"W_LAYOUT", 1}}), "sm_90"),
+                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 1}, {"PF", 1}, {"MMA", 2}, {"W_LAYOUT", 1}}), "sm_120"),
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 3}, {"PF", 1}, {"MMA", 1}, {"W_LAYOUT", 1}}), "sm_120")});
 }
 
 // tiny2: every dim odd or unaligned where the architecture allows (intermediate 333, v_head 20,

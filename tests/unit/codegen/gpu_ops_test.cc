@@ -27,6 +27,7 @@
 #include "compiler/codegen/rope_args.h"
 #include "compiler/frontend/int4_pack.h"
 #include "ir/support/dtype.h"
+#include "ir/support/int4_frag.h"
 #include "runtime/cpu/basic_ops.h"
 #include "runtime/cpu/dflash_attention.h"
 #include "runtime/cpu/mla_attention.h"
@@ -1125,6 +1126,7 @@ TEST(GpuOps, MoeRouterPlainAndGroupLimited) {
 struct DeviceExperts {
   int64_t E = 0, H = 0, I = 0;
   bool int4 = false;
+  int64_t layout = 0;  // the INT4 matrices' device layout (W_LAYOUT: 1 is ir/support/int4_frag.h's)
   DevBuf gate, up, down, gate_s, up_s, down_s;
   std::vector<std::vector<float>> host_gate, host_up, host_down;
 
@@ -1159,9 +1161,10 @@ void random_int4(int64_t rows, int64_t cols, uint64_t seed, std::vector<int32_t>
     }
 }
 
-DeviceExperts make_experts(Gpu& gpu, int64_t E, int64_t H, int64_t I, bool int4, const std::vector<int32_t>& filled) {
+// layout 1: the INT4 experts uploaded in int4_frag order, as the GPU runtime lays a plan's out.
+DeviceExperts make_experts(Gpu& gpu, int64_t E, int64_t H, int64_t I, bool int4, const std::vector<int32_t>& filled, int64_t layout = 0) {
   DeviceExperts d;
-  d.E = E, d.H = H, d.I = I, d.int4 = int4;
+  d.E = E, d.H = H, d.I = I, d.int4 = int4, d.layout = layout;
   const size_t w_bytes = int4 ? 4 * (I * H / 8) : 2 * (I * H);  // one expert's matrix
   const size_t s_bytes = int4 ? 2 * (I * H / 32) : 0;
   for (DevBuf* b : {&d.gate, &d.up, &d.down}) *b = gpu.alloc(E * w_bytes);
@@ -1173,6 +1176,13 @@ DeviceExperts make_experts(Gpu& gpu, int64_t E, int64_t H, int64_t I, bool int4,
         std::vector<int32_t> packed;
         std::vector<uint16_t> scales;
         random_int4(rows, cols, seed, packed, scales, host);
+        if (layout == 1) {  // an expert's rows are whole octets: its slice keeps its byte range
+          std::vector<int32_t> p2(packed.size());
+          std::vector<uint16_t> s2(scales.size());
+          int4_frag::repack_words(reinterpret_cast<const unsigned*>(packed.data()), reinterpret_cast<unsigned*>(p2.data()), rows, cols);
+          int4_frag::repack_scales(scales.data(), s2.data(), rows, cols);
+          packed.swap(p2), scales.swap(s2);
+        }
         gpu.copy_to(w.ptr + e * w_bytes, packed.data(), w_bytes);
         gpu.copy_to(sc.ptr + e * s_bytes, scales.data(), s_bytes);
       } else {
@@ -1320,6 +1330,7 @@ struct K26Int4Tuning {
 struct K26Int4Variant {
   K26Int4Tuning gu, dn;
   bool ring_baseline = false;  // timed beside the rings (KPLAN_MOE_VARIANTS=ring)
+  int64_t layout = 0;          // W_LAYOUT: 1 reads experts uploaded in int4_frag order
 };
 
 // The variants GpuOps.MoeGroupedKimiK26WidthInt4 checks and times (the first: the arch's tuning).
@@ -1347,7 +1358,11 @@ const std::vector<K26Int4Variant>& k26_int4_variants() {
       {{8, 4, 1, 132, 2, 16, 0}, {16, 8, 1, 264, 1, 8, 0}, true}, {{8, 4, 0, 132, 2, 16, 3}, {16, 8, 0, 264, 1, 8, 3}},
       {{8, 2, 0, 132, 2, 16, 4}, {16, 4, 0, 264, 1, 8, 3}},
       {{8, 1, 0, 132, 2, 16, 5}, {16, 4, 0, 264, 2, 8, 4}}, {{8, 2, 0, 264, 2, 8, 3}, {16, 2, 0, 264, 1, 8, 6}},
-      {{8, 4, 0, 132, 2, 8, 4}, {16, 8, 0, 132, 1, 16, 3}}, {{8, 2, 0, 132, 3, 16, 3}, {16, 8, 0, 264, 4, 8, 3}}};
+      {{8, 4, 0, 132, 2, 8, 4}, {16, 8, 0, 132, 1, 16, 3}}, {{8, 2, 0, 132, 3, 16, 3}, {16, 8, 0, 264, 4, 8, 3}},
+      // The arch's tuning over experts in int4_frag order (W_LAYOUT 1: fragment words straight
+      // from 512-byte runs, no transposition), then its PF 2 and 128 + q forms.
+      {{0, 0, 0, 0}, {0, 0, 0, 0}, false, 1}, {{8, 4, 2, 132, 2, 16}, {16, 8, 2, 264, 1}, false, 1},
+      {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 4}, false, 1}};
   return variants;
 }
 
@@ -1359,8 +1374,10 @@ GroupedKernels k26_int4_instances(const K26Int4Variant& v, std::string_view arch
     if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
-  return {instantiate(moe_grouped_gate_up::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}, {"X_DT", 0}, {"ROUTE", 0}, {"RNORM", 0}}, v.gu), arch),
-          instantiate(moe_grouped_down::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}}, v.dn), arch),
+  return {instantiate(moe_grouped_gate_up::family(),
+                      tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}, {"X_DT", 0}, {"ROUTE", 0}, {"RNORM", 0}, {"W_LAYOUT", v.layout}}, v.gu),
+                      arch),
+          instantiate(moe_grouped_down::family(), tuned({{"H", H}, {"I", I}, {"E", E}, {"TOPK", K}, {"W_FMT", 1}, {"W_LAYOUT", v.layout}}, v.dn), arch),
           moe_combine_kernel(H, K, F32, /*accumulate=*/true, arch)};
 }
 
@@ -1381,7 +1398,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   const int64_t H = 7168, I = 2048, E = 384, K = 8;
   std::vector<int32_t> pool;
   for (int32_t e = 0; e < 16; ++e) pool.push_back(e * 23 + 5);  // 16 experts spread over the stack
-  const DeviceExperts d = make_experts(*gpu, E, H, I, true, pool);
+  const DeviceExperts rows = make_experts(*gpu, E, H, I, true, pool), frag = make_experts(*gpu, E, H, I, true, pool, 1);
   const std::vector<K26Int4Variant>& variants = k26_int4_variants();
   std::vector<GroupedKernels> instances;
   std::vector<KernelSource> all;
@@ -1395,19 +1412,25 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   const char* only = std::getenv("KPLAN_MOE_VARIANTS");
   // KPLAN_MOE_VARIANTS=pf: the heuristics' instance and the deeper load rings (PF 2, 3) only;
   // =bias: the heuristics' instance and the 128 + q forms (MMA 3, 4) only; =ring: the
-  // heuristics' instance, the shared-memory rings and the register ring timed beside them only.
+  // heuristics' instance, the shared-memory rings and the register ring timed beside them only;
+  // =frag: the heuristics' instance over both layouts and the int4_frag variants only.
   const bool mma_only = only && std::string(only) == "mma";
   const bool pf_only = only && std::string(only) == "pf";
   const bool bias_only = only && std::string(only) == "bias";
   const bool ring_only = only && std::string(only) == "ring";
-  if (only && !mma_only && !pf_only && !bias_only && !ring_only) FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias or ring, not " << only;
+  const bool frag_only = only && std::string(only) == "frag";
+  if (only && !mma_only && !pf_only && !bias_only && !ring_only && !frag_only)
+    FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias, ring or frag, not " << only;
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const K26Int4Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
+    const DeviceExperts& d = v.layout == 1 ? frag : rows;
+    if (frag_only && v.gu.rows && v.layout == 0) continue;
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
     if (bias_only && v.gu.rows && (v.gu.ring || v.dn.ring || (v.gu.mma < 3 && v.dn.mma < 3))) continue;
     if (ring_only && v.gu.rows && !v.gu.ring && !v.ring_baseline) continue;
+    if ((mma_only || pf_only || bias_only || ring_only) && v.layout == 1 && v.gu.rows) continue;
     for (int64_t T : {1, 2, 4, 8, 16, 64}) {
       if (v.gu.rows && T == 64) continue;  // the variants' CPU checks at 1..16 tokens only
       std::vector<int32_t> ids;

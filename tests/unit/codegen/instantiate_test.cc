@@ -227,22 +227,22 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
   // (gate/up at K2.6's H: NT 7 staged rows + 8 warps' transposition buffers fit, NT 8 does not).
   auto gate_up = [](int64_t wf, int64_t rows, int64_t nt) {
     return instantiate("moe_grouped_gate_up", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", wf}, {"X_DT", 0},
-                                               {"ROWS", rows}, {"NT", nt}, {"MMA", 1}, {"ROUTE", 0}, {"RNORM", 0}}, "sm_90");
+                                               {"ROWS", rows}, {"NT", nt}, {"MMA", 1}, {"ROUTE", 0}, {"RNORM", 0}, {"W_LAYOUT", 0}}, "sm_90");
   };
   EXPECT_NE(message([&] { gate_up(0, 8, 2); }).find("MMA 1 is the INT4 path"), std::string::npos);
   EXPECT_NE(message([&] { gate_up(1, 4, 2); }).find("ROWS must be 8 or 16"), std::string::npos);
   EXPECT_NE(message([&] { gate_up(1, 8, 8); }).find("224 KiB"), std::string::npos);
   EXPECT_EQ(message([&] { gate_up(1, 16, 7); }), "no error");
   EXPECT_NE(message([] {
-              instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 17}, {"MMA", 1}});
+              instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 17}, {"MMA", 1}, {"W_LAYOUT", 0}});
             }).find("NT must be 1..16"),
             std::string::npos);
   EXPECT_NE(message([] {
-              instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 8}, {"MMA", 5}});
+              instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 8}, {"MMA", 5}, {"W_LAYOUT", 0}});
             }).find("MMA must be 0 (CUDA cores), 1 or 2 (tensor cores: scales shared by shuffles / loaded by each lane), 3 or 4"),
             std::string::npos);
   EXPECT_NE(message([] {
-              instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 8}, {"MMA", 1}, {"PF", 4}});
+              instantiate("moe_grouped_down", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"ROWS", 16}, {"NT", 8}, {"MMA", 1}, {"PF", 4}, {"W_LAYOUT", 0}});
             }).find("PF (steps of loads in flight ahead of the math) must be 0..3"),
             std::string::npos);
   // The shared-memory ring: 2..8 stages, the MMA path's, one m-tile a warp, whole 256-column
@@ -251,6 +251,7 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
   auto ring = [](ParamValues p) {
     p.insert({{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"X_DT", 0}, {"WARPS", 16}, {"ROWS", 8}, {"NT", 4}, {"PF", 0},
               {"MMA", 2}, {"ROUTE", 0}, {"RNORM", 0}});
+    p.try_emplace("W_LAYOUT", 0);
     return instantiate("moe_grouped_gate_up", p, "sm_90");
   };
   EXPECT_EQ(message([&] { ring({{"RING", 3}}); }), "no error");
@@ -267,6 +268,15 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
             std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 3}, {"PF", 1}}); }).find("RING replaces PF's register ring: PF must be 0"), std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 3}, {"MMA", 0}, {"ROWS", 1}}); }).find("RING is the tensor-core path's (MMA 1..4)"), std::string::npos);
+  // W_LAYOUT 1 (the experts in ir/support/int4_frag.h's order): the register ring's tensor-core
+  // path over whole octets of rows and 128-column sub-blocks only.
+  EXPECT_EQ(message([&] { ring({{"RING", 0}, {"PF", 1}, {"W_LAYOUT", 1}}); }), "no error");
+  EXPECT_NE(message([&] { ring({{"RING", 0}, {"PF", 1}, {"W_LAYOUT", 2}}); }).find("W_LAYOUT must be 0 (the checkpoint's rows) or 1"), std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 3}, {"W_LAYOUT", 1}}); }).find("compile with KPLAN_MOE_FRAG=0"), std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 0}, {"MMA", 0}, {"ROWS", 1}, {"W_LAYOUT", 1}}); }).find("W_LAYOUT 1 is the tensor-core path's"),
+            std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 0}, {"PF", 1}, {"H", 7168 + 32}, {"W_LAYOUT", 1}}); }).find("a multiple of 128"), std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 0}, {"PF", 1}, {"I", 2052}, {"W_LAYOUT", 1}}); }).find("whole octets of rows"), std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 2}, {"H", 7200}}); }).find("a multiple of 256"), std::string::npos);
 }
 
@@ -286,7 +296,7 @@ TEST(CodegenInstantiate, EmbeddedTemplatesMatchTheSourceTree) {
   const TemplateLibrary tree = TemplateLibrary::from_directory(std::string(KPLAN_SOURCE_DIR) + "/kernels_templates");
   // Beside the templates: the ir/support headers written for the host and the device.
   std::map<std::string, std::string> sources = tree.headers();
-  for (const char* name : {"synthetic_values.h", "sample_draws.h"})
+  for (const char* name : {"synthetic_values.h", "sample_draws.h", "int4_frag.h"})
     sources[name] = kplan::testing_util::read_file(std::string(KPLAN_SOURCE_DIR) + "/ir/support/" + name);
   EXPECT_EQ(sources, TemplateLibrary::embedded().headers()) << "rebuild kplan_codegen after editing kernels_templates/";
   const auto inc = tree.includes_of(matmul_kernel(64, 64, ElemType::F32, ElemType::F32).source);

@@ -209,19 +209,47 @@ TEST(CodegenLower, Int4ExpertsUseTheInt4Kernels) {
   const plan::LoweredPlan real = lower_target(*l.module->function("target"), ckpt, o);
   ASSERT_EQ(real.weights.size(), l.plan.weights.size());
   for (const plan::Weight& w : real.weights) {
-    if (w.layout != "stacked") {
+    if (w.name.find('*') == std::string::npos) {  // not an expert stack
       EXPECT_EQ(w.data().data(), ckpt.get(w.name).bytes.data()) << w.name;
     }
   }
   int int4_launches = 0;
   for (const plan::Launch& launch : l.plan.buckets[0].launches) {
     const KernelSource& k = l.plan.kernels[launch.kernel];
-    if (k.family == "moe_grouped_gate_up" || k.family == "moe_grouped_down") int4_launches += kernel_param(k, "W_FMT") == 1;
+    if (k.family == "moe_grouped_gate_up" || k.family == "moe_grouped_down")
+      int4_launches += kernel_param(k, "W_FMT") == 1 && kernel_param(k, "W_LAYOUT") == 1;
   }
   EXPECT_EQ(int4_launches, 2 * 3);  // grouped gate_up + down in each of the 3 MoE layers
-  bool stacked_packed = false;
-  for (const plan::Weight& w : l.plan.weights) stacked_packed = stacked_packed || (w.layout == "stacked" && w.dtype == DType::I32);
-  EXPECT_TRUE(stacked_packed);
+  // tiny's experts (H 256, I 128) are whole octets and sub-blocks: the GPU keeps them in
+  // int4_frag order (the plan's bytes stay the stacked checkpoint rows, as above); the others
+  // are stacked as the checkpoint's.
+  int frag_words = 0, frag_scales = 0;
+  for (const plan::Weight& w : l.plan.weights) {
+    frag_words += w.layout == "int4_frag" && w.dtype == DType::I32;
+    frag_scales += w.layout == "int4_frag_scales" && w.dtype == DType::BF16;
+    if (w.name.find('*') != std::string::npos) EXPECT_TRUE(w.layout == "int4_frag" || w.layout == "int4_frag_scales") << w.name;
+  }
+  EXPECT_EQ(frag_words, 3 * 3);
+  EXPECT_EQ(frag_scales, 3 * 3);
+}
+
+// KPLAN_MOE_FRAG=0 keeps the checkpoint's stacked layout and the kernels' W_LAYOUT 0.
+TEST(CodegenLower, Int4ExpertsWithoutTheFragLayout) {
+  TempDir dir;
+  const std::string cmd = std::string(KPLAN_BINARY) + " synth tiny --int4 --out " + (dir.path() / "ckpt").string() + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  LowerOptions o;
+  o.buckets = {1};
+  o.max_context = 32;
+  setenv("KPLAN_MOE_FRAG", "0", 1);
+  Lowered l = lower_config((dir.path() / "ckpt").string(), o);
+  unsetenv("KPLAN_MOE_FRAG");
+  for (const plan::Weight& w : l.plan.weights)
+    if (w.name.find('*') != std::string::npos) EXPECT_EQ(w.layout, "stacked") << w.name;
+  for (const plan::Launch& launch : l.plan.buckets[0].launches) {
+    const KernelSource& k = l.plan.kernels[launch.kernel];
+    if (k.family == "moe_grouped_gate_up" || k.family == "moe_grouped_down") EXPECT_EQ(kernel_param(k, "W_LAYOUT"), 0) << k.id;
+  }
 }
 
 // The tensor-core split-MLA partial (KPLAN_TUNE=mla_split_partial:MMA=1) reads a bf16 cache: plan

@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
 
 #include "compiler/codegen/families/moe_grouped.h"
 #include "ir/support/dtype.h"
+#include "ir/support/int4_frag.h"
 #include "runtime/cpu/moe.h"
 #include "tests/unit/codegen/codegen_test_util.h"
 // The shim's macros stay below every other include.
@@ -62,6 +64,15 @@ Stack make_stack(int64_t E, int64_t rows, int64_t cols, bool int4, uint64_t seed
   return st;
 }
 
+// The stack as the GPU runtime lays W_LAYOUT 1's weights out (ir/support/int4_frag.h): the same
+// values, the words and scales of each octet of rows in fragment order.
+Stack frag_stack(const Stack& st, int64_t rows, int64_t cols) {
+  Stack f = st;
+  int4_frag::repack_words(reinterpret_cast<const unsigned*>(st.packed.data()), reinterpret_cast<unsigned*>(f.packed.data()), rows, cols);
+  int4_frag::repack_scales(st.scale.data(), f.scale.data(), rows, cols);
+  return f;
+}
+
 // Streamed bytes per (stack, expert), from the kernels' __ldcs loads.
 struct ReadCounter {
   std::vector<const Stack*> stacks;
@@ -87,7 +98,8 @@ struct ReadCounter {
 // GX: blocks per expert (grid.x) at most; fewer than the row tiles make each block stream several.
 // GZ: blocks an expert's pair chunks are dealt over (grid.z). GROWS / DROWS: gate/up's and
 // down's rows per warp (they differ with MMA 1: 8 gate + 8 up rows, 16 down rows an m-tile).
-template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA, int RING>
+template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA, int RING,
+          int W_LAYOUT>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
@@ -97,7 +109,7 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
   cuda_host::launch(
       std::min(GX, gu_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, RING, 0, 0>(
+        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, RING, 0, 0, W_LAYOUT>(
             x.data(), const_cast<int32_t*>(ids.data()), g.w(), g.scale.data(), u.w(), u.scale.data(), h.data(), T, H, nullptr, nullptr,
             nullptr, 1.f);
       },
@@ -105,19 +117,22 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
   cuda_host::launch(
       std::min(GX, dn_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA, RING>(h.data(), ids.data(), weights.data(), d.w(), d.scale.data(),
-                                                                          partial.data(), T);
+        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA, RING, W_LAYOUT>(h.data(), ids.data(), weights.data(), d.w(),
+                                                                                    d.scale.data(), partial.data(), T);
       },
       moe_smem_bytes(I, NT, MMA, WARPS, RING), GZ);
   cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), out.data(), T, H); });
   return out;
 }
 
+// W_LAYOUT 1: the kernels read the stacks in fragment order (frag_stack). Returns the step's output.
 template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA,
-          int RING = 0>
-void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads, double tol) {
+          int RING = 0, int W_LAYOUT = 0>
+std::vector<float> check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads,
+                                   double tol) {
   const int64_t T = static_cast<int64_t>(ids.size()) / K;
-  const Stack g = make_stack(E, I, H, W_FMT, seed), u = make_stack(E, I, H, W_FMT, seed + 1), d = make_stack(E, H, I, W_FMT, seed + 2);
+  Stack g = make_stack(E, I, H, W_FMT, seed), u = make_stack(E, I, H, W_FMT, seed + 1), d = make_stack(E, H, I, W_FMT, seed + 2);
+  if constexpr (W_LAYOUT == 1) g = frag_stack(g, E * I, H), u = frag_stack(u, E * I, H), d = frag_stack(d, E * H, I);
   uint64_t s = seed + 99;
   std::vector<float> x(T * H), weights(T * K), y0(T * H);
   for (float& v : x) v = uniform(s);
@@ -127,7 +142,7 @@ void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<st
   for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
   counter.E = E;
   cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
-  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, RING>(g, u, d, x, ids, weights, y0);
+  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, RING, W_LAYOUT>(g, u, d, x, ids, weights, y0);
   cuda_host::on_stream_load = nullptr;
   if (reads) *reads = counter.bytes;
 
@@ -143,7 +158,8 @@ void check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<st
   std::vector<float> want = cpu::moe_experts(xm, r, experts).data;
   for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
   EXPECT_LT(relative_error(got, want), tol) << "H " << H << " I " << I << " W_FMT " << W_FMT << " MMA " << MMA << " RING " << RING << " NT " << NT
-                                                 << " tokens " << T;
+                                                 << " W_LAYOUT " << W_LAYOUT << " tokens " << T;
+  return got;
 }
 
 // The CUDA-core path (MMA 0): one ROWS for both kernels, f32 FMAs (summation order only).
@@ -332,6 +348,46 @@ TEST(MoeGroupedOnHost, MmaStreamsEachExpertOncePerNtPairs) {
     }
     for (int64_t e : {0, 2, 4}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 0) << "expert " << e;
   }
+}
+
+// W_LAYOUT 1 (the weights in ir/support/int4_frag.h's order, loaded straight into the fragments):
+// every scale scheme and 128 + q form, one and two m-tiles a warp (steps of 256 and 128 columns),
+// a reduction whose last 256-column step is half (H 384), ragged row tiles, one and two n-tiles,
+// PF 0..2, several tiles a block: the CPU op's results, bit for bit the checkpoint layout's.
+template <int H, int I, int E, int K, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX = 1u << 30, unsigned GZ = 1>
+void check_frag(const std::vector<int32_t>& ids, uint64_t seed, bool biased = false) {
+  auto both = [&]<int MMA>() {
+    const std::vector<float> rows = check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, 0, 0>(ids, seed, nullptr, 1e-4);
+    const std::vector<float> frag = check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, 0, 1>(ids, seed, nullptr, 1e-4);
+    EXPECT_EQ(0, std::memcmp(rows.data(), frag.data(), 4 * rows.size())) << "MMA " << MMA << " H " << H << " I " << I;
+  };
+  both.template operator()<1>();
+  both.template operator()<2>();
+  if (!biased) return;
+  both.template operator()<3>();
+  both.template operator()<4>();
+}
+
+TEST(MoeGroupedOnHost, FragLayoutMatchesTheCpuOpBitForBit) {
+  const std::vector<int32_t> ids = {2, 0, 1, 2, 3, 0, 2, 9, -1, 2, 1, 0, 2, 3, 0, 2, 1, 9, 2, 0, 3};
+  check_frag<256, 128, 4, 3, 5, 8, 16, 3, 1>(ids, 81, /*biased=*/true);
+  check_frag<384, 128, 4, 3, 3, 8, 16, 9, 2, 1>(ids, 82);       // H 384: down's steps 2 + a half; one block streams every tile
+  check_frag<256, 128, 4, 3, 2, 16, 32, 16, 1, 1, 2>(ids, 83);  // two m-tiles a warp (128-column steps), chunks over grid.z
+  check_frag<512, 256, 4, 3, 4, 8, 16, 4, 0>(ids, 84);
+}
+
+// W_LAYOUT 1 streams what the checkpoint layout streams: each chosen expert once per NT pairs.
+TEST(MoeGroupedOnHost, FragLayoutStreamsEachExpertOncePerNtPairs) {
+  constexpr int H = 256, I = 128, E = 6;
+  std::vector<int32_t> ids(20, 3);
+  ids[4] = 1, ids[13] = 40;  // 40 -> 5
+  std::map<std::pair<int, int64_t>, int64_t> reads;
+  check_step_with<H, I, E, 1, 1, 4, 8, 16, 8, 1, 1u << 30, 1, 2, 0, 1>(ids, 85, &reads, 1e-4);
+  EXPECT_EQ((reads[{0, 3}]), 3 * I * H / 2);
+  EXPECT_EQ((reads[{1, 3}]), 3 * I * H / 2);
+  EXPECT_EQ((reads[{2, 3}]), 3 * H * I / 2);
+  for (int64_t e : {1, 5}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 3 * I * H / 2) << "expert " << e;
+  for (int64_t e : {0, 2, 4}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 0) << "expert " << e;
 }
 
 // The shared-memory ring against the CPU op: ragged row tiles (gate/up 5 warps x 8 rows over
