@@ -4,8 +4,10 @@
 //
 // kv_append (OPS kv_append, in place): this step's token t goes to row L + t, L = *cache_len
 //   (the committed length before this step): row[0, C) = latent_src[t], row[C, C+R) =
-//   rope_src[t]. Rows are clamped to max_slots - 1 so a graph warm-up on garbage step inputs
-//   stays in bounds.
+//   rope_src[t]. A row outside [0, max_slots) is not written: a verify step's padded tokens
+//   near the end of the context (its bucket past the room left) and a graph warm-up on garbage
+//   step inputs stay in bounds without touching a real token's row (clamping them onto the last
+//   row overwrote the key of a real token that sat there).
 //   Launch: grid (n_tokens), block (THREADS).
 //   Arguments: latent_src (SRC_DT, row t at t * latent_src_stride), rope_src (SRC_DT, row t at
 //   t * rope_src_stride), cache (KV_DT), cache_len (int32 [1]), n_tokens, latent_src_stride,
@@ -33,7 +35,8 @@ __device__ void kv_append(const void* latent_src, const void* rope_src, void* ca
                           int rope_src_stride, int max_slots) {
   const int t = blockIdx.x;
   if (t >= n_tokens) return;
-  const int row = clamp_int(static_cast<const int*>(cache_len)[0] + t, 0, max_slots - 1);
+  const int row = static_cast<const int*>(cache_len)[0] + t;
+  if (row < 0 || row >= max_slots) return;
   const i64 base = static_cast<i64>(row) * (C + R);
   for (int j = threadIdx.x; j < C + R; j += THREADS) {
     const float v = j < C ? load<SRC_DT>(latent_src, static_cast<i64>(t) * latent_src_stride + j)

@@ -8,8 +8,8 @@
 // two ropes, the append); a launch boundary inside a CUDA graph costs about as much as that
 // work again, so one launch saves three of them per layer.
 //
-// Block (t, 0) writes token t's cache row L + t (L = *cache_len, clamped to max_slots - 1 as
-// kv_append does): columns [0, C) the latent normalised in f32 (sum of squares, 1 / sqrt(mean +
+// Block (t, 0) writes token t's cache row L + t (L = *cache_len; none outside [0, max_slots),
+// as kv_append): columns [0, C) the latent normalised in f32 (sum of squares, 1 / sqrt(mean +
 // eps), times the bf16 weight), [C, C + R) the key's rope pairs; each value is rounded once,
 // to KV_DT. Blocks (t, 1 + b) rotate the queries' heads b * HPB .. (rope_heads, HPB =
 // rope_heads_per_block: about a pair a thread) from q_src into q_dst (which may alias it).
@@ -68,7 +68,8 @@ __device__ void mla_rope_append(const void* latent, const void* norm_weight, con
     ka = load<X_DT>(k_rope_src, ko + ia);
     kb = load<X_DT>(k_rope_src, ko + ib);
   }
-  const int row = clamp_int(static_cast<const int*>(cache_len)[0] + t, 0, max_slots - 1);
+  const int row = static_cast<const int*>(cache_len)[0] + t;
+  if (row < 0 || row >= max_slots) return;  // uniform over the block: before its reduction
   const float pos = static_cast<float>(static_cast<const int*>(positions)[t]);
   ss = block_sum<THREADS>(ss);
   const float inv = 1.f / sqrtf(ss / static_cast<float>(C) + eps);

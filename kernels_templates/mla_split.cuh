@@ -70,12 +70,15 @@
 
 namespace kp {
 
-// Rows [base, base + nk) of the cache as f32 into tile [KT][D], rows past nk as zeros (the last
-// key group reads them with weight 0). 16-byte loads (8 bf16 or 4 f32), all of a thread's issued
+// Rows [base, base + nk) of the cache as f32 into tile [KT][D]: only the keys
+// `visible` names (bit k: key base + k), the others and rows past nk as zeros. A hidden key
+// enters the P.V sum with weight 0, and 0 times whatever its row held (a verify step's padded
+// tokens write rows no real token sees, and near the end of the context their rows lie past the
+// cache, in a neighbouring buffer: NaN there made a real token's output NaN) must stay 0. 16-byte loads (8 bf16 or 4 f32), all of a thread's issued
 // before the first is converted: element-wise 2-byte loads (72 a thread at K2.6 width, one
 // after another) held a 1-token step's split at ~30 us over 512 keys on the H200.
 template <int D, int KV_DT, int KT, int THREADS>
-__device__ __forceinline__ void stage_cache_tile(const void* kv_cache, int base, int nk, float* tile) {
+__device__ __forceinline__ void stage_cache_tile(const void* kv_cache, int base, int nk, unsigned visible, float* tile) {
   constexpr int VEC = KV_DT == BF16 ? 8 : 4;  // elements a 16-byte load holds
   if constexpr (D % VEC == 0) {
     constexpr int PER_ROW = D / VEC, TOTAL = KT * PER_ROW, ITERS = (TOTAL + THREADS - 1) / THREADS;
@@ -84,7 +87,7 @@ __device__ __forceinline__ void stage_cache_tile(const void* kv_cache, int base,
     for (int it = 0; it < ITERS; ++it) {
       const int e = static_cast<int>(threadIdx.x) + it * THREADS, k = e / PER_ROW;
       raw[it] = make_uint4(0u, 0u, 0u, 0u);
-      if (e < TOTAL && k < nk)
+      if (e < TOTAL && k < nk && ((visible >> k) & 1u) != 0u)
         raw[it] = *static_cast<const uint4*>(offset<KV_DT>(kv_cache, static_cast<i64>(base + k) * D + (e - k * PER_ROW) * VEC));
     }
 #pragma unroll
@@ -104,7 +107,7 @@ __device__ __forceinline__ void stage_cache_tile(const void* kv_cache, int base,
   } else {
     for (int e = threadIdx.x; e < KT * D; e += THREADS) {
       const int k = e / D, col = e - k * D;
-      tile[e] = k < nk ? load<KV_DT>(kv_cache, static_cast<i64>(base + k) * D + col) : 0.f;
+      tile[e] = k < nk && ((visible >> k) & 1u) != 0u ? load<KV_DT>(kv_cache, static_cast<i64>(base + k) * D + col) : 0.f;
     }
   }
 }
@@ -219,15 +222,17 @@ __device__ void mla_split_partial_mma(const void* q_latent, const void* q_rope, 
     const int nk = min(KT, end - base);
     __syncthreads();  // the previous tile's keys and scores have been read
     // Stage the tile by cp.async, every 16-byte piece of a thread in flight at once (no register
-    // round trip each); rows past nk as zeros (their scores are masked).
+    // round trip each); the keys the token does not see and rows past nk as zeros (their scores
+    // are masked, and their P.V weight 0 must meet a finite row: stage_cache_tile).
+    const unsigned visible = mla_visible_keys(base, nk, past, t, mask, mask_words);
     constexpr int PIECES = D / 8;
     for (int e = threadIdx.x; e < KT * PIECES; e += 32 * WARPS) {
       const int k = e / PIECES, p = e - k * PIECES;
-      cp_async16<true>(kt + k * DP + 8 * p, offset<BF16>(kv_cache, static_cast<i64>(base + min(k, nk - 1)) * D + 8 * p), k < nk);
+      const bool seen = k < nk && ((visible >> k) & 1u) != 0u;
+      cp_async16<true>(kt + k * DP + 8 * p, offset<BF16>(kv_cache, static_cast<i64>(base + (seen ? k : 0)) * D + 8 * p), seen);
     }
     cp_async_commit();
     cp_async_wait<0>();
-    const unsigned visible = mla_visible_keys(base, nk, past, t, mask, mask_words);
     __syncthreads();
     if (visible == 0u) continue;  // uniform: no head of this token sees a key of the tile
     // Scores: warp w takes key n-tiles w, w + WARPS, ...: S[16 x 8] over the D dims, 16 a k-step,
@@ -391,8 +396,8 @@ __device__ void mla_split_partial(const void* q_latent, const void* q_rope, cons
   for (int base = begin; base < end; base += KT) {
     const int nk = min(KT, end - base);
     __syncthreads();  // the previous tile has been read
-    stage_cache_tile<D, KV_DT, KT, 32 * WARPS>(kv_cache, base, nk, tile);
     const unsigned visible = mla_visible_keys(base, nk, past, t, mask, mask_words);
+    stage_cache_tile<D, KV_DT, KT, 32 * WARPS>(kv_cache, base, nk, visible, tile);
     __syncthreads();
     if (!active) continue;
     for (int k0 = 0; k0 < nk; k0 += KG) {

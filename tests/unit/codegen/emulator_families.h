@@ -153,11 +153,11 @@ inline void mla_rope_append(LaunchArgs& a) {
   for (int64_t t = 0; t < n; ++t) {
     Matrix row(1, C + R);
     std::copy_n(rows.row(t), C + R, row.row(0));
-    a.scatter_rows("cache", C + R, a.dtype_param("KV_DT"), row, false, clamp_index(len + t, slots) * (C + R));
+    if (len + t >= 0 && len + t < slots) a.scatter_rows("cache", C + R, a.dtype_param("KV_DT"), row, false, (len + t) * (C + R));
   }
 }
 
-// In place: step token t goes to cache row clamp(cache_len + t, max_slots).
+// In place: step token t goes to cache row cache_len + t (none outside [0, max_slots)).
 inline void kv_append(LaunchArgs& a) {
   const int64_t C = a.param("C"), R = a.param("R"), n = a.i32("n_tokens"), slots = a.i32("max_slots");
   const DType src = a.dtype_param("SRC_DT");
@@ -168,7 +168,7 @@ inline void kv_append(LaunchArgs& a) {
   for (int64_t t = 0; t < n; ++t) {
     Matrix row(1, C + R);
     std::copy_n(rows.row(t), C + R, row.row(0));
-    a.scatter_rows("cache", C + R, a.dtype_param("KV_DT"), row, false, clamp_index(len + t, slots) * (C + R));
+    if (len + t >= 0 && len + t < slots) a.scatter_rows("cache", C + R, a.dtype_param("KV_DT"), row, false, (len + t) * (C + R));
   }
 }
 

@@ -1307,9 +1307,9 @@ TEST(GpuOps, MoeGroupedSharedExpertsOddTilesClampedIds) {
     };
     const int64_t wf = sh.int4 ? 1 : 0;
     GroupedKernels k{
-        instantiate(moe_grouped_gate_up::family(), with({{"H", sh.H}, {"I", sh.I}, {"E", E}, {"TOPK", K}, {"W_FMT", wf}, {"X_DT", 0}, {"ROUTE", 0}, {"RNORM", 0}}),
+        instantiate(moe_grouped_gate_up::family(), with({{"H", sh.H}, {"I", sh.I}, {"E", E}, {"TOPK", K}, {"W_FMT", wf}, {"X_DT", 0}, {"ROUTE", 0}, {"RNORM", 0}, {"W_LAYOUT", 0}}),
                     kDefaultArch),
-        instantiate(moe_grouped_down::family(), with({{"H", sh.H}, {"I", sh.I}, {"E", E}, {"TOPK", K}, {"W_FMT", wf}}), kDefaultArch),
+        instantiate(moe_grouped_down::family(), with({{"H", sh.H}, {"I", sh.I}, {"E", E}, {"TOPK", K}, {"W_FMT", wf}, {"W_LAYOUT", 0}}), kDefaultArch),
         moe_combine_kernel(sh.H, K, F32, /*accumulate=*/true)};
     for (int64_t T : {1, 5, 17, 64}) {
       std::vector<int32_t> ids(T * K);

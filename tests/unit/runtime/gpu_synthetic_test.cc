@@ -15,6 +15,7 @@
 #include "kplan/kplan.h"
 #include "runtime/cpu/synthetic_weights.h"
 #include "runtime/gpu/cuda_driver.h"
+#include "runtime/gpu/device_layout.h"
 #include "runtime/gpu/gpu_model.h"
 #include "runtime/gpu/synthetic_weights.h"
 #include "schemas/plan_reader.h"
@@ -107,12 +108,21 @@ TEST_F(GpuSynthetic, DeviceWeightsEqualTheHostsAndDecodeMatchesTheCpu) {
       for (const plan::Launch& l : b.launches)
         for (const plan::LaunchArg& a : l.args)
           if (a.kind == plan::ArgKind::Weight) used[a.index] = true;
-    int checked = 0;
+    int checked = 0, frag = 0;
     for (size_t i = 0; i < p->weights.size(); ++i) {
       const plan::Weight& w = p->weights[i];
       if (!used[i]) continue;
       ASSERT_TRUE(w.synthetic);
       const uint64_t units = plan::synthetic_units(w), each = dtype_size(w.dtype), window = std::min<uint64_t>(units, 4096);
+      if (gpu::int4_frag_columns(w) > 0) {  // INT4 experts in int4_frag order: the host's bytes laid out so, whole
+        std::vector<uint8_t> want;
+        gpu::to_device_layout(w, cpu::synthetic_bytes(w, 0, units), want);
+        std::vector<uint8_t> got(want.size());
+        ASSERT_EQ(m.driver().cuMemcpyDtoH(got.data(), m.weight_address(static_cast<uint32_t>(i), 0), got.size()), CUDA_SUCCESS);
+        ASSERT_EQ(got, want) << w.name << " (int4_frag order)";
+        ++checked, ++frag;
+        continue;
+      }
       for (uint64_t first : {uint64_t{0}, (units - window) / 2, units - window}) {
         const std::vector<uint8_t> want = cpu::synthetic_bytes(w, first, window);
         std::vector<uint8_t> got(want.size());
@@ -123,6 +133,7 @@ TEST_F(GpuSynthetic, DeviceWeightsEqualTheHostsAndDecodeMatchesTheCpu) {
       ++checked;
     }
     EXPECT_GT(checked, 10);
+    EXPECT_EQ(frag, 6);  // the MoE layer's three expert matrices and their scales
   }
 
   expect_gpu_matches_cpu(plan_file, {3, 14, 15, 92, 65, 35, 89, 79}, 12, "synthetic 2-layer slice");
