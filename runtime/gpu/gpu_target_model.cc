@@ -15,8 +15,9 @@ GpuTargetModel::GpuTargetModel(std::shared_ptr<const GpuModel> model, GpuExecuto
   const plan::Plan& p = executor_.plan();
   const ModelConfig& config = p.model;
   max_context_ = p.header.limits.max_context;
-  // A step padded up to its bucket also appends KV rows for the padding, clamped by the kernels to
-  // the last row: keeping that row out of use means padding never lands on a real entry.
+  // A step padded up to its bucket also appends KV rows for the padding; the kernels write none
+  // past the cache (kv_cache.cuh) and the attention never stages a key its token does not see
+  // (mla_split.cuh). The last row stays out of use, as when padding was clamped onto it.
   for (const plan::KvCache& kv : p.kv_caches) max_context_ = std::min<int64_t>(max_context_, kv.rows - 1);
   for (const plan::Bucket& b : p.buckets)
     for (const plan::StepOutput& o : b.outputs)
