@@ -196,14 +196,21 @@ TEST(CodegenLower, Tiny2OddWidthsLower) {
   EXPECT_EQ(l.plan.kv_caches[0].row_bytes, (48u + 8u) * 4u);
 }
 
+// `kplan synth tiny --int4` into dir/ckpt (its path), and lowering options for a 32-position plan
+// of one bucket of `tokens`.
+std::string synth_tiny_int4(const TempDir& dir, int64_t tokens, LowerOptions& o) {
+  const std::string ckpt = (dir.path() / "ckpt").string();
+  const std::string cmd = std::string(KPLAN_BINARY) + " synth tiny --int4 --out " + ckpt + " > /dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  o.buckets = {tokens};
+  o.max_context = 32;
+  return ckpt;
+}
+
 TEST(CodegenLower, Int4ExpertsUseTheInt4Kernels) {
   TempDir dir;
-  const std::string cmd = std::string(KPLAN_BINARY) + " synth tiny --int4 --out " + (dir.path() / "ckpt").string() + " > /dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   LowerOptions o;
-  o.buckets = {3};
-  o.max_context = 32;
-  Lowered l = lower_config((dir.path() / "ckpt").string(), o);
+  Lowered l = lower_config(synth_tiny_int4(dir, 3, o), o);
   // With the checkpoint's own bytes: weights view the mapped file, stacks are copies.
   const SafetensorsCheckpoint ckpt = SafetensorsCheckpoint::open(dir.path() / "ckpt");
   const plan::LoweredPlan real = lower_target(*l.module->function("target"), ckpt, o);
@@ -236,13 +243,10 @@ TEST(CodegenLower, Int4ExpertsUseTheInt4Kernels) {
 // KPLAN_MOE_FRAG=0 keeps the checkpoint's stacked layout and the kernels' W_LAYOUT 0.
 TEST(CodegenLower, Int4ExpertsWithoutTheFragLayout) {
   TempDir dir;
-  const std::string cmd = std::string(KPLAN_BINARY) + " synth tiny --int4 --out " + (dir.path() / "ckpt").string() + " > /dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   LowerOptions o;
-  o.buckets = {1};
-  o.max_context = 32;
+  const std::string ckpt = synth_tiny_int4(dir, 1, o);
   setenv("KPLAN_MOE_FRAG", "0", 1);
-  Lowered l = lower_config((dir.path() / "ckpt").string(), o);
+  Lowered l = lower_config(ckpt, o);
   unsetenv("KPLAN_MOE_FRAG");
   for (const plan::Weight& w : l.plan.weights)
     if (w.name.find('*') != std::string::npos) EXPECT_EQ(w.layout, "stacked") << w.name;
