@@ -31,10 +31,9 @@
 // staging) is paid once per block, not once per tile. An expert's pair chunks are dealt over
 // grid.z (block z takes chunks z, z + grid.z, ...), so the chunks of an expert many tokens chose
 // stream side by side; a chunk past the first re-streams the tiles, mostly from L2.
-// Why no repacked weight layout: the stacked checkpoint layout is already row-major per expert,
-// so a warp's row chunk is one coalesced 512-byte (INT4) or 2 KiB (bf16) run and a block's
-// tile is ROWS * WARPS contiguous rows; the synthetic-weight generator and the CPU reference
-// read the same layout.
+// Weight layout: the stacked checkpoint rows (a warp's row chunk is one coalesced 512-byte INT4
+// or 2 KiB bf16 run), except on the tensor-core path with W_LAYOUT 1, where the INT4 experts are
+// in ir/support/int4_frag.h's order (below).
 //
 // INT4 dequantisation in registers without int->float conversions (I2F issues at 16 / clk / SM
 // on sm_90, below what 2.8 TB/s of nibbles needs): nibble j (0..4) of a word w, masked in place
@@ -69,7 +68,13 @@
 //     word q of it in lane q of the row's quad: lanes load 16 bytes each (a quad: 64 contiguous
 //     bytes of a row), store them to a per-warp 1 KiB buffer and read them back with ldmatrix.x4
 //     (XOR-swizzled: both conflict-free): 2 instructions per 16-byte load, against ~16 for a
-//     4x4 word transpose by shuffles. No repacked layout.
+//     4x4 word transpose by shuffles.
+//   - W_LAYOUT 1 (the register ring, RING 0): the experts are stored in that transposed order
+//     (ir/support/int4_frag.h: an octet of 8 rows x 128 columns is 512 contiguous bytes, lane
+//     4g + q's 16 of them word q of the sub-block's 4 groups of row g, the octet's 4 scales a row
+//     beside them), so each 16-byte load is the lane's fragment words: no buffer, no store /
+//     ldmatrix, a step two or four 512-byte runs. The GPU runtime lays a plan's weights out so at
+//     load (runtime/gpu/device_layout.h); the results are bit for bit W_LAYOUT 0's.
 //   - Dequantisation: a nibble OR-ed into bf16 128's mantissa is 128 + q, one bf16x2 FMA makes
 //     it q - 8 exactly (~1.4 instructions a weight, no I2F; the mask-and-OR is one lop3 written
 //     in PTX: from C++ ptxas emitted two, 15 instructions a word instead of 11).
@@ -100,8 +105,8 @@
 //            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(H / 1024) * 4 KiB.
 //   down:    grid (blocks per expert <= ceil(H / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
 //            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(I / 1024) * 4 KiB.
-//   MMA 1..4 add WARPS * 2 KiB of static shared memory (the transposition buffers; RING >= 2:
-//   none, but WARPS * RING * 2304 bytes of dynamic shared memory after the rest); MMA 3, 4
+//   MMA 1..4 add WARPS * 2 KiB of static shared memory (the transposition buffers; W_LAYOUT 1:
+//   none; RING >= 2: none, but WARPS * RING * 2304 bytes of dynamic shared memory after the rest); MMA 3, 4
 //   add K / 32 * ceil(NT / 8) * 64 bytes of dynamic shared memory (the C fragments).
 //   combine: grid (ceil(H / THREADS), n_tokens), block THREADS.
 // Arguments:
@@ -133,7 +138,9 @@
 // topk_ids are read; 1..64: up to that many tokens routed by the launch itself, the router's
 // launch folded in: every block runs moe_router.cuh's ungrouped routing of the step's tokens, a
 // warp a token, into shared memory before it finds its expert, and block (0, 0, 0) writes
-// topk_ids / topk_weights for down) and RNORM (the router's norm_topk_prob, ROUTE > 0).
+// topk_ids / topk_weights for down) and RNORM (the router's norm_topk_prob, ROUTE > 0); last,
+// W_LAYOUT (gate/up and down: 0 the checkpoint's rows, 1 int4_frag order; the weights' layout,
+// which the plan records on them, not a tuning choice).
 #include "common.cuh"
 #include "int4_frag.h"     // W_LAYOUT 1's offsets
 #include "moe_router.cuh"  // moe_route_token (ROUTE)
