@@ -70,13 +70,14 @@
 
 namespace kp {
 
-// Rows [base, base + nk) of the cache as f32 into tile [KT][D]: only the keys
-// `visible` names (bit k: key base + k), the others and rows past nk as zeros. A hidden key
-// enters the P.V sum with weight 0, and 0 times whatever its row held (a verify step's padded
-// tokens write rows no real token sees, and near the end of the context their rows lie past the
-// cache, in a neighbouring buffer: NaN there made a real token's output NaN) must stay 0. 16-byte loads (8 bf16 or 4 f32), all of a thread's issued
-// before the first is converted: element-wise 2-byte loads (72 a thread at K2.6 width, one
-// after another) held a 1-token step's split at ~30 us over 512 keys on the H200.
+// Rows [base, base + nk) of the cache as f32 into tile [KT][D]: only the keys `visible` names
+// (bit k: key base + k), the others and rows past nk as zeros. A hidden key enters the P.V sum
+// with weight 0, and 0 times whatever its row held (a verify step's padded tokens write rows no
+// real token sees, and near the end of the context their rows lie past the cache, in a
+// neighbouring buffer: NaN there made a real token's output NaN) must stay 0. 16-byte loads
+// (8 bf16 or 4 f32), all of a thread's issued before the first is converted: element-wise
+// 2-byte loads (72 a thread at K2.6 width, one after another) held a 1-token step's split at
+// ~30 us over 512 keys on the H200.
 template <int D, int KV_DT, int KT, int THREADS>
 __device__ __forceinline__ void stage_cache_tile(const void* kv_cache, int base, int nk, unsigned visible, float* tile) {
   constexpr int VEC = KV_DT == BF16 ? 8 : 4;  // elements a 16-byte load holds

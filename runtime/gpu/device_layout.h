@@ -16,8 +16,9 @@ namespace kplan::gpu {
 // The matrix's reduction dim when `w`'s device copy is in int4_frag order, else 0.
 int64_t int4_frag_columns(const plan::Weight& w);
 
-// Bytes of one row of `w` (the plan's last dim).
-uint64_t weight_row_bytes(const plan::Weight& w);
+// The upload's chunk for `w`: `max_bytes`, or for a weight in int4_frag order the most whole
+// octets of its rows that fit (at least one), so each chunk lands on its own rows' byte range.
+uint64_t upload_chunk_bytes(const plan::Weight& w, uint64_t max_bytes);
 
 // `rows` (whole row octets, starting at a multiple of 8) of `w`'s plan bytes, in device order.
 void to_device_layout(const plan::Weight& w, std::span<const uint8_t> rows, std::vector<uint8_t>& out);

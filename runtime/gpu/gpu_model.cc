@@ -103,9 +103,7 @@ void GpuModel::upload_weights(const UploadProgress& on_upload) {
     std::span<const uint8_t> bytes = p.weights[i].data();
     if (bytes.empty() || !used[i]) continue;
     const bool relayout = int4_frag_columns(p.weights[i]) > 0;
-    // Whole octets of rows a chunk, so each lands on its own rows' byte range.
-    const uint64_t octet = 8 * weight_row_bytes(p.weights[i]);
-    const uint64_t chunk = relayout ? std::max<uint64_t>(octet, kUploadChunkBytes / octet * octet) : kUploadChunkBytes;
+    const uint64_t chunk = upload_chunk_bytes(p.weights[i], kUploadChunkBytes);
     for (uint64_t at = 0; at < bytes.size(); at += chunk) {
       const uint64_t n = std::min<uint64_t>(chunk, bytes.size() - at);
       const uint8_t* from = bytes.data() + at;

@@ -105,7 +105,8 @@ TEST(Int4Frag, DeviceLayoutOfAPlanWeight) {
   w.shape = {2, 16, 32};  // 2 experts of 16 rows x 256 columns
   w.layout = "int4_frag";
   EXPECT_EQ(gpu::int4_frag_columns(w), 256);
-  EXPECT_EQ(gpu::weight_row_bytes(w), 128u);
+  EXPECT_EQ(gpu::upload_chunk_bytes(w, 3000), 2048u);  // whole octets of 128-byte rows
+  EXPECT_EQ(gpu::upload_chunk_bytes(w, 100), 1024u);   // at least one octet
   std::vector<unsigned> words(16 * 32);
   std::iota(words.begin(), words.end(), 5u);
   std::vector<uint8_t> out;
@@ -130,6 +131,7 @@ TEST(Int4Frag, DeviceLayoutOfAPlanWeight) {
   }
   w.layout = "stacked";
   EXPECT_EQ(gpu::int4_frag_columns(w), 0);
+  EXPECT_EQ(gpu::upload_chunk_bytes(w, 100), 100u);
 }
 
 }  // namespace
