@@ -141,7 +141,10 @@
 // warp a token, into shared memory before it finds its expert, and block (0, 0, 0) writes
 // topk_ids / topk_weights for down) and RNORM (the router's norm_topk_prob, ROUTE > 0); last,
 // W_LAYOUT (gate/up and down: 0 the checkpoint's rows, 1 int4_frag order; the weights' layout,
-// which the plan records on them, not a tuning choice).
+// which the plan records on them, not a tuning choice), then XB (MMA 1..4: 0 the activations
+// staged as bf16 hi + lo, two MMAs a k-step, results within f32 summation order of the CPU op;
+// 1 rounded to bf16 once staged, as a bf16-activations plan stores its activations: one MMA a
+// k-step, half the staged bytes, so twice the pairs a chunk fit shared memory).
 #include "common.cuh"
 #include "int4_frag.h"     // W_LAYOUT 1's offsets
 #include "moe_router.cuh"  // moe_route_token (ROUTE)
@@ -641,8 +644,12 @@ __device__ __forceinline__ void moe_dequant_bf16x2(unsigned w, unsigned (&p)[4])
 // uint4 of bf16x2 B-fragment words, hi then lo (swapped on odd tokens: the two tokens a
 // quarter warp reads then hit distinct banks): word e = {x[32X + 8q + e], x[32X + 8q + 4 + e]},
 // the column order moe_dequant_bf16x2 gives the weights. Same bytes as f32: NT x K x 4.
-template <int G>
+// XB 1 (activations rounded to bf16 once, one MMA a k-step): the hi words only, NT x K x 2
+// bytes (G rounded up to even a token); odd tokens' groups are swapped pairwise so the two
+// tokens a quarter warp reads sit 64 bytes apart (distinct banks).
+template <int G, int XB = 0>
 __device__ __forceinline__ int moe_mma_xs_slot(int t, int X, int q, int lo) {
+  if constexpr (XB) return (t * (G + G % 2) + (X ^ (t & 1))) * 4 + q;
   return ((t * G + X) * 4 + q) * 2 + (lo ^ (t & 1));
 }
 
@@ -650,14 +657,15 @@ __device__ __forceinline__ int moe_mma_xs_slot(int t, int X, int q, int lo) {
 // float4 C fragment {b(8n + 2q), b(8n + 2q + 1), the same two} (D rows g and g + 8 share the
 // tokens), b(t) = -136 x the sum of token t's 32 staged values of group X (hi + lo, as the MMA
 // sees them; 0 past nt), so the group's first MMA starts from it and D = sum (q - 8) x.
-template <int K>
+template <int K, int XB = 0>
 __device__ constexpr int moe_mma_bias_offset(int nt_max) {
-  return nt_max * (K / 32) * 8;  // in uint4, past the staged words of nt_max tokens
+  return XB ? nt_max * (K / 32 + K / 32 % 2) * 4 : nt_max * (K / 32) * 8;  // in uint4, past the staged words of nt_max tokens
 }
 
 // Stages nt activation rows (row r at element offset rows[r]) of K columns, split into bf16
-// hi + lo (x - hi, rounded: x kept to ~2^-17 of itself; products with the bf16 weights exact).
-template <int K, int DT, int THREADS, bool BIAS = false, int NT = 1, int NTILE = 1>
+// hi + lo (x - hi, rounded: x kept to ~2^-17 of itself; products with the bf16 weights exact);
+// XB 1: hi only (x rounded to bf16).
+template <int K, int DT, int THREADS, bool BIAS = false, int NT = 1, int NTILE = 1, int XB = 0>
 __device__ __forceinline__ void moe_stage_mma(uint4* xs, const void* x, const i64* rows, int nt) {
   constexpr int G = K / 32;
   for (int idx = threadIdx.x; idx < nt * G * 4; idx += THREADS) {
@@ -674,21 +682,23 @@ __device__ __forceinline__ void moe_stage_mma(uint4* xs, const void* x, const i6
       lo[e] = static_cast<unsigned>(f32_to_bf16(v[e] - bf16_to_f32(h0))) |
               (static_cast<unsigned>(f32_to_bf16(v[4 + e] - bf16_to_f32(h1))) << 16);
     }
-    uint4& dh = xs[moe_mma_xs_slot<G>(t, X, q, 0)];
-    uint4& dl = xs[moe_mma_xs_slot<G>(t, X, q, 1)];
+    uint4& dh = xs[moe_mma_xs_slot<G, XB>(t, X, q, 0)];
     dh.x = hi[0], dh.y = hi[1], dh.z = hi[2], dh.w = hi[3];
-    dl.x = lo[0], dl.y = lo[1], dl.z = lo[2], dl.w = lo[3];
+    if constexpr (!XB) {
+      uint4& dl = xs[moe_mma_xs_slot<G>(t, X, q, 1)];
+      dl.x = lo[0], dl.y = lo[1], dl.z = lo[2], dl.w = lo[3];
+    }
   }
   if constexpr (BIAS) {
     __syncthreads();  // the words above are read back
-    float* bias = reinterpret_cast<float*>(xs + moe_mma_bias_offset<K>(NT));
+    float* bias = reinterpret_cast<float*>(xs + moe_mma_bias_offset<K, XB>(NT));
     for (int idx = threadIdx.x; idx < G * NTILE * 8; idx += THREADS) {
       const int X = idx / (NTILE * 8), t = idx % (NTILE * 8);
       float sum = 0.f;
       if (t < nt) {
         for (int q = 0; q < 4; ++q)
-          for (int lo = 0; lo < 2; ++lo) {
-            const uint4 v = xs[moe_mma_xs_slot<G>(t, X, q, lo)];
+          for (int lo = 0; lo < (XB ? 1 : 2); ++lo) {
+            const uint4 v = xs[moe_mma_xs_slot<G, XB>(t, X, q, lo)];
             const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
             for (int e = 0; e < 4; ++e) sum += __uint_as_float(w[e] << 16) + __uint_as_float(w[e] & 0xffff0000u);
@@ -883,7 +893,7 @@ __device__ __forceinline__ int moe_mma_tb_slot(int a, int i) { return a * 4 + (i
 // written through this function, the register ring's sm_90 code changed (1199 of 1848 gate/up
 // instructions, same registers), and that code is the one the H200 has checked and measured; the
 // two become one when the ring is measured and one of them is the default.
-template <int MT, int NTILE, int G, bool BIAS, class Scale>
+template <int MT, int NTILE, int G, bool BIAS, int XB, class Scale>
 __device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int sb, Scale scale, const uint4* xs, const float4* bias,
                                             const int (&tok)[NTILE], float (&acc)[MT][NTILE][4]) {
   const int q = threadIdx.x % 4;
@@ -894,8 +904,8 @@ __device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int s
     uint4 bh[NTILE], bl[NTILE];
 #pragma unroll
     for (int n = 0; n < NTILE; ++n) {
-      bh[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 0)];
-      bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
+      bh[n] = xs[moe_mma_xs_slot<G, XB>(tok[n], X, q, 0)];
+      if constexpr (!XB) bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
     }
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
@@ -914,9 +924,9 @@ __device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int s
         } else {
           moe_mma_zero(d, a0, bh[n].x, bh[n].y);
         }
-        moe_mma(d, a0, bl[n].x, bl[n].y);
+        if constexpr (!XB) moe_mma(d, a0, bl[n].x, bl[n].y);
         moe_mma(d, a1, bh[n].z, bh[n].w);
-        moe_mma(d, a1, bl[n].z, bl[n].w);
+        if constexpr (!XB) moe_mma(d, a1, bl[n].z, bl[n].w);
         acc[j][n][0] = fmaf(sg, d[0], acc[j][n][0]);
         acc[j][n][1] = fmaf(sg, d[1], acc[j][n][1]);
         acc[j][n][2] = fmaf(sg8, d[2], acc[j][n][2]);
@@ -939,7 +949,7 @@ __device__ __forceinline__ void moe_mma_tokens(int nt, int (&tok)[NTILE]) {
 // loads go through the warp's transposition buffer (two 16-byte stores, __syncwarp, two
 // ldmatrix.x4) so lane (g, q) holds word q of every group of rows g and g + 8 (moe_mma_sub).
 // FRAG (W_LAYOUT 1): the loads are already the fragment words; no transposition.
-template <int MT, int SUBS, int NTILE, int G, bool BIAS, bool FRAG, class Loads>
+template <int MT, int SUBS, int NTILE, int G, bool BIAS, bool FRAG, int XB, class Loads>
 __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uint4* xs, const float4* bias, int nt, uint4* tb,
                                              unsigned& flip, float (&acc)[MT][NTILE][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
@@ -976,8 +986,8 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
       uint4 bh[NTILE], bl[NTILE];
 #pragma unroll
       for (int n = 0; n < NTILE; ++n) {
-        bh[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 0)];
-        bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
+        bh[n] = xs[moe_mma_xs_slot<G, XB>(tok[n], X, q, 0)];
+        if constexpr (!XB) bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
       }
 #pragma unroll
       for (int j = 0; j < MT; ++j) {
@@ -996,9 +1006,9 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
           } else {
             moe_mma_zero(d, a0, bh[n].x, bh[n].y);
           }
-          moe_mma(d, a0, bl[n].x, bl[n].y);
+          if constexpr (!XB) moe_mma(d, a0, bl[n].x, bl[n].y);
           moe_mma(d, a1, bh[n].z, bh[n].w);
-          moe_mma(d, a1, bl[n].z, bl[n].w);
+          if constexpr (!XB) moe_mma(d, a1, bl[n].z, bl[n].w);
           acc[j][n][0] = fmaf(sg, d[0], acc[j][n][0]);
           acc[j][n][1] = fmaf(sg, d[1], acc[j][n][1]);
           acc[j][n][2] = fmaf(sg8, d[2], acc[j][n][2]);
@@ -1040,7 +1050,7 @@ __device__ __forceinline__ void moe_ring_issue(const Rows& t, int step, uint4* s
 
 // acc += step `step`'s 8 groups from a filled stage: ldmatrix straight from the copied slots, the
 // scales of A rows g and g + 8 as two 16-byte reads (the quad's lanes read the same bytes).
-template <int NTILE, int G, bool BIAS>
+template <int NTILE, int G, bool BIAS, int XB>
 __device__ __forceinline__ void moe_ring_math(const uint4* stage, int step, const uint4* xs, const float4* bias, int nt,
                                               float (&acc)[1][NTILE][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4;
@@ -1052,7 +1062,7 @@ __device__ __forceinline__ void moe_ring_math(const uint4* stage, int step, cons
     unsigned w[1][2][4];
     moe_ldsm_x4(w[0][0], stage + 64 * s + moe_mma_tb_slot(lane % 8, lane / 8));
     moe_ldsm_x4(w[0][1], stage + 64 * s + moe_mma_tb_slot(8 + lane % 8, lane / 8));
-    moe_mma_sub<1, NTILE, G, BIAS>(
+    moe_mma_sub<1, NTILE, G, BIAS, XB>(
         w, 2 * step + s,
         [&](int, int i, int h) {
           const int gi = kMoeMmaSub * s + i;  // group of the step: bf16 gi of A row g + 8 h's 16 bytes
@@ -1095,7 +1105,7 @@ __device__ __forceinline__ void moe_smem_ring_stream(int n_tiles, Issue issue, M
 // a lane holds 4 16-byte loads a step. RING 0: the PF register ring (moe_ring_stream), the loads
 // transposed through the warp's two buffers at wbuf; RING >= 2 (MT 1): the shared-memory ring at
 // wbuf (RING stages a warp, moe_smem_ring_stream). emit(tile, acc) gets the D fragments.
-template <int NTILE, int PF, int RING, int TILE, bool DIRECT, bool BIAS, class Rows, class Emit>
+template <int NTILE, int PF, int RING, int TILE, bool DIRECT, bool BIAS, int XB, class Rows, class Emit>
 __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* wbuf, int nt, Rows t,
                                                      Emit emit) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
@@ -1128,7 +1138,7 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
     uint4* ring = wbuf + RING * kMoeRingStage * (threadIdx.x / 32);  // the warp's stages
     moe_smem_ring_stream<RING, STEPS>(
         n_tiles, [&](int stage, int tile, int c) { moe_ring_issue(rows_of(tile), c, ring + stage * kMoeRingStage); },
-        [&](int stage, int, int c) { moe_ring_math<NTILE, G, BIAS>(ring + stage * kMoeRingStage, c, xs, bias, nt, acc); }, emit_tile);
+        [&](int stage, int, int c) { moe_ring_math<NTILE, G, BIAS, XB>(ring + stage * kMoeRingStage, c, xs, bias, nt, acc); }, emit_tile);
   } else {
     // MMA 2: each lane loads its rows' scales (8 registers a step); MMA 1: the quad shares them by
     // shuffles (2 registers: K2.6's down keeps two blocks an SM under 128 registers).
@@ -1137,15 +1147,15 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
     unsigned flip = 0;
     moe_ring_stream<PF, STEPS, Loads>(
         n_tiles, [&](Loads& L, int tile, int c) { moe_mma_load<MT, SUBS>(rows_of(tile), c, L); },
-        [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS, Rows::W_LAYOUT == 1>(L, c, xs, bias, nt, tb, flip, acc); }, emit_tile);
+        [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS, Rows::W_LAYOUT == 1, XB>(L, c, xs, bias, nt, tb, flip, acc); }, emit_tile);
   }
 }
 
 // The warps' rings (RING >= 2) in dynamic shared memory: past the staged rows (and MMA 3, 4's C
 // fragments), where families/moe_grouped.cc's moe_smem_bytes counts them.
-template <int K, int NT, int MMA>
+template <int K, int NT, int MMA, int XB>
 __device__ __forceinline__ uint4* moe_ring_buffers(uint4* xm) {
-  constexpr int staged = NT * ((K + kMoeChunk - 1) / kMoeChunk) * kMoeChunk * 4 + (MMA >= 3 ? K / 32 * ((NT + 7) / 8) * 64 : 0);
+  constexpr int staged = NT * ((K + kMoeChunk - 1) / kMoeChunk) * kMoeChunk * (XB ? 2 : 4) + (MMA >= 3 ? K / 32 * ((NT + 7) / 8) * 64 : 0);
   return xm + staged / 16;
 }
 
@@ -1186,7 +1196,7 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
 // MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
 // last one's row; their columns are dropped).
 template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS,
-          int W_LAYOUT>
+          int W_LAYOUT, int XB>
 __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                       const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                       int x_row_stride, uint4* xs, uint4* wbuf, i64* rows) {
@@ -1194,7 +1204,7 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
   const int nt = g.count;
   if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x] / TOPK) * x_row_stride;
   __syncthreads();  // rows[] written; the previous chunk's activations are no longer read
-  moe_stage_mma<H, X_DT, WARPS * 32, BIAS, NT, NTILE>(xs, x, rows, nt);
+  moe_stage_mma<H, X_DT, WARPS * 32, BIAS, NT, NTILE, XB>(xs, x, rows, nt);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   MoeTileRows<H, 1, 2, ROWS, I % TILE == 0, W_LAYOUT> t{{w_gate, w_up},
@@ -1215,8 +1225,8 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
         }
     }
   };
-  const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<H>(NT));
-  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS>((I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
+  const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<H, XB>(NT));
+  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB>((I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
 }
 
 // ROUTE > 0: the block routes the step's n_tokens <= ROUTE tokens itself (moe_router.cuh's
@@ -1253,7 +1263,7 @@ __device__ __forceinline__ const int* moe_route_step(void* topk_ids, const void*
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int ROUTE,
-          int RNORM, int W_LAYOUT = 0>
+          int RNORM, int W_LAYOUT = 0, int XB = 0>
 __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w_gate, const void* w_gate_scale, const void* w_up,
                                     const void* w_up_scale, void* h, int n_tokens, int x_row_stride, const void* logits, const void* bias,
                                     void* topk_weights, float routed_scaling) {
@@ -1264,6 +1274,7 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
   static_assert(ROUTE >= 0 && ROUTE <= 64 && E <= 1024, "ROUTE: at most 64 tokens routed in the launch");
   static_assert(W_LAYOUT == 0 || (MMA >= 1 && RING == 0 && I % 8 == 0 && H % 128 == 0),
                 "W_LAYOUT 1: the register ring's tensor-core path over whole octets and 128-column sub-blocks");
+  static_assert(XB == 0 || MMA >= 1, "XB 1 (activations rounded to bf16 once staged) is the tensor-core path's");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   __shared__ int route_ids[ROUTE > 0 ? ROUTE * TOPK : 1];
@@ -1280,11 +1291,11 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
     if constexpr (MMA >= 1) {
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[RING >= 2 || W_LAYOUT == 1 ? 1 : WARPS * 2 * 64];  // per warp two 1 KiB transposition buffers (none: RING, W_LAYOUT 1)
-      uint4* wbuf = RING >= 2 ? moe_ring_buffers<H, NT, MMA>(xm) : tbuf;
+      uint4* wbuf = RING >= 2 ? moe_ring_buffers<H, NT, MMA, XB>(xm) : tbuf;
       if (nt <= 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       }
       continue;
     } else {
@@ -1328,7 +1339,7 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
 }
 
 template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS,
-          int W_LAYOUT>
+          int W_LAYOUT, int XB>
 __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
                                                    const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* wbuf,
                                                    i64* rows) {
@@ -1336,7 +1347,7 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
   const int nt = g.count;
   if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x]) * I;
   __syncthreads();
-  moe_stage_mma<I, F32, WARPS * 32, BIAS, NT, NTILE>(xs, h, rows, nt);
+  moe_stage_mma<I, F32, WARPS * 32, BIAS, NT, NTILE, XB>(xs, h, rows, nt);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   MoeTileRows<I, 1, 1, ROWS, H % TILE == 0, W_LAYOUT> t{{w_down}, {static_cast<const unsigned short*>(w_down_scale)}, static_cast<i64>(g.expert) * H, warp * ROWS, H};
@@ -1359,11 +1370,12 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
           }
       }
   };
-  const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<I>(NT));
-  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS>((H + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
+  const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<I, XB>(NT));
+  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB>((H + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
 }
 
-template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int W_LAYOUT = 0>
+template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int W_LAYOUT = 0,
+          int XB = 0>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
@@ -1372,6 +1384,7 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
   static_assert(RING == 0 || (MMA >= 1 && ROWS == 16 && I % 256 == 0), "RING: MMA, one m-tile a warp, rows of whole 256-column steps");
   static_assert(W_LAYOUT == 0 || (MMA >= 1 && RING == 0 && H % 8 == 0 && I % 128 == 0),
                 "W_LAYOUT 1: the register ring's tensor-core path over whole octets and 128-column sub-blocks");
+  static_assert(XB == 0 || MMA >= 1, "XB 1 (activations rounded to bf16 once staged) is the tensor-core path's");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of I (the launch's smem_bytes)
@@ -1387,11 +1400,11 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
     if constexpr (MMA >= 1) {
       uint4* xm = static_cast<uint4*>(dynamic_smem());  // the staged hi / lo words (moe_stage_mma)
       __shared__ uint4 tbuf[RING >= 2 || W_LAYOUT == 1 ? 1 : WARPS * 2 * 64];  // per warp two 1 KiB transposition buffers (none: RING, W_LAYOUT 1)
-      uint4* wbuf = RING >= 2 ? moe_ring_buffers<I, NT, MMA>(xm) : tbuf;
+      uint4* wbuf = RING >= 2 ? moe_ring_buffers<I, NT, MMA, XB>(xm) : tbuf;
       if (nt <= 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
       }
       continue;
     } else {

@@ -8,10 +8,10 @@ namespace kplan::codegen {
 
 int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens) { return std::min(experts, n_tokens * top_k); }
 
-int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma, int64_t warps, int64_t ring) {
+int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma, int64_t warps, int64_t ring, int64_t xb) {
   const int64_t c_fragments = mma >= 3 ? reduction / 32 * ceil_div(pairs, 8) * 64 : 0;  // MMA 3, 4
   const int64_t rings = ring >= 2 ? warps * ring * kMoeRingStageBytes : 0;               // after them (moe_ring_buffers)
-  return pairs * ceil_div(reduction, 1024) * 1024 * 4 + c_fragments + rings;
+  return pairs * ceil_div(reduction, 1024) * 1024 * (xb == 1 ? 2 : 4) + c_fragments + rings;
 }
 
 namespace {
@@ -43,6 +43,8 @@ void check_experts(const ParamValues& p, const char* family, int64_t rows, int64
     require(p.at("ROWS") >= 1 && p.at("ROWS") <= 8, family, "ROWS must be 1..8");
     require(p.at("NT") >= 1 && p.at("NT") <= 8, family, "NT must be 1..8");
   }
+  require(p.at("XB") == 0 || p.at("XB") == 1, family, "XB must be 0 (activations as bf16 hi + lo) or 1 (rounded to bf16)");
+  require(p.at("XB") == 0 || p.at("MMA") >= 1, family, "XB 1 is the tensor-core path's (MMA 1..4)");
   require(p.at("PF") >= 0 && p.at("PF") <= 3, family, "PF (steps of loads in flight ahead of the math) must be 0..3");
   const int64_t ring = p.at("RING");
   require(ring == 0 || (ring >= 2 && ring <= 8), family, "RING (shared-memory stages a warp) must be 0 (the PF register ring) or 2..8");
@@ -64,7 +66,7 @@ void check_experts(const ParamValues& p, const char* family, int64_t rows, int64
   require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
   // The staged activations, the MMA transposition buffers or rings and the block's static few
   // hundred bytes within sm_90's 227 KiB.
-  require(moe_smem_bytes(k, p.at("NT"), p.at("MMA"), p.at("WARPS"), ring) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
+  require(moe_smem_bytes(k, p.at("NT"), p.at("MMA"), p.at("WARPS"), ring, p.at("XB")) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
           "NT staged rows of the reduction dim (and the warps' RING stages) exceed 224 KiB of shared memory");
 }
 
@@ -95,7 +97,7 @@ LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows
   const int64_t per_block = ceil_div(tiles, wanted);  // tiles per block, then as few blocks as that needs
   d.grid = {ceil_div(tiles, per_block), static_cast<uint32_t>(slots), static_cast<uint32_t>(chunks)};
   d.smem_bytes = static_cast<uint32_t>(
-      moe_smem_bytes(reduction, nt, kernel_param(k, "MMA"), kernel_param(k, "WARPS"), kernel_param(k, "RING")));
+      moe_smem_bytes(reduction, nt, kernel_param(k, "MMA"), kernel_param(k, "WARPS"), kernel_param(k, "RING"), kernel_param(k, "XB")));
   return d;
 }
 
@@ -128,7 +130,7 @@ const Family& family() {
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
                  tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
-                 dim_param("ROUTE", "route"), dim_param("RNORM", "rn"), dim_param("W_LAYOUT", "wl")},
+                 dim_param("ROUTE", "route"), dim_param("RNORM", "rn"), dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -155,7 +157,7 @@ const Family& family() {
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
                  tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
-                 dim_param("W_LAYOUT", "wl")},
+                 dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

@@ -93,11 +93,11 @@ KernelSource moe_combine_kernel(int64_t hidden, int64_t top_k, ElemType y, bool 
 // The grid's expert slots at n_tokens: min(E, n_tokens * TOPK) (one per distinct expert at most).
 int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens);
 // Dynamic shared memory of an expert kernel: `pairs` staged f32 activation rows of the reduction
-// dim, rounded up to whole 1024-column chunks; MMA 3, 4 (MMA 2, 1 with 128 + q weights) add,
+// dim (XB 1: bf16), rounded up to whole 1024-column chunks; MMA 3, 4 (MMA 2, 1 with 128 + q weights) add,
 // after them, each group's C fragments of the chunk's n-tiles: a float4 per quad lane
 // (kernels_templates/moe_grouped.cuh moe_stage_mma); RING >= 2 adds, after those, each of the
 // block's `warps` warps' RING stages of kMoeRingStageBytes (kMoeRingStage there).
-int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma = 0, int64_t warps = 0, int64_t ring = 0);
+int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma = 0, int64_t warps = 0, int64_t ring = 0, int64_t xb = 0);
 inline constexpr int64_t kMoeRingStageBytes = 2304;  // a step's 16 rows x 8 groups of INT4 words (2 KiB) + their bf16 scales
 
 }  // namespace kplan::codegen

@@ -224,6 +224,12 @@ int64_t moe_int4_layout(int64_t hidden, int64_t inter) {
   return fits && compile_switch("KPLAN_MOE_FRAG", true) ? 1 : 0;
 }
 
+int64_t moe_x_bf16() {
+  // The INT4 tensor-core MoE's activations as bf16 (one MMA a k-step, half the staged bytes)
+  // instead of the exact bf16 hi + lo split: opt-in until measured on the device.
+  return compile_switch("KPLAN_MOE_XBF16", false) ? 1 : 0;
+}
+
 int64_t moe_wide_min_tokens(std::string_view arch) {
   // Measured on the H200 (bench/RESULTS.md 2026-12-02, call 4, GpuOps.MoeGroupedKimiK26WidthInt4):
   // gate/up ROWS 16 NT 4 + down ROWS 32 NT 16 take 244 against 257 us at 8 tokens, 366 against

@@ -65,6 +65,11 @@ int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k);
 // KPLAN_MOE_FRAG=0 keeps the checkpoint's (the shared-memory ring, RING, needs it).
 int64_t moe_int4_layout(int64_t hidden, int64_t inter);
 
+// The INT4 tensor-core MoE kernels' XB: 1 stages their activations rounded to bf16 (one MMA a
+// k-step, half the shared memory a pair) where 0 splits them into bf16 hi + lo (two MMAs, within
+// f32 summation order of the CPU op). KPLAN_MOE_XBF16=1 turns it on (0 by default).
+int64_t moe_x_bf16();
+
 // Whether steps of 64+ tokens take the wide tensor-core instance (matmul_kernel's mma_rows 32,
 // token tiles of 16) rather than one tile of 64 tokens.
 bool matmul_wide_long_steps(std::string_view arch, int64_t n);

@@ -58,6 +58,8 @@ const TuningTable& sm90_tuning() {
       // Gate/up's lanes load their own scales (MMA 2: no shuffles in the math, 124 registers at
       // one block an SM); down shares them over the quad (MMA 1: 106 registers, two blocks an SM).
       // A caller that gives ROWS (a measured variant) tunes the rest itself from the CUDA-core defaults.
+      // XB (the tensor-core path's activations rounded to bf16 once staged: one MMA a k-step)
+      // follows KPLAN_MOE_XBF16 (heuristics.cc moe_x_bf16).
       // The INT4 steps in flight sit in the PF 1 register ring; a caller or KPLAN_TUNE giving RING
       // >= 2 moves them to the shared-memory ring (cp.async) and takes PF 0 with it. Not the default
       // until measured on the H200 (sm120.cc gives RING 0: its 99 KiB a block).
@@ -69,6 +71,7 @@ const TuningTable& sm90_tuning() {
            set(p, "WARPS", 8); set(p, "ROWS", 1); set(p, "NT", 2); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
          set(p, "RING", 0);
+         set(p, "XB", p.at("MMA") >= 1 ? moe_x_bf16() : 0);
        }},
       {"moe_grouped_down", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
@@ -78,6 +81,7 @@ const TuningTable& sm90_tuning() {
            set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 3); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
          set(p, "RING", 0);
+         set(p, "XB", p.at("MMA") >= 1 ? moe_x_bf16() : 0);
        }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},
       {"swiglu", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("I"))); }},

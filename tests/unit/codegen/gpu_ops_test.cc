@@ -1326,6 +1326,7 @@ struct K26Int4Tuning {
   int64_t rows, nt, pf, blocks;  // rows 0: the arch's heuristics
   int64_t mma = 0, warps = 0;    // warps 0: the arch's heuristics
   int64_t ring = 0;              // shared-memory stages a warp (cp.async), 0: the PF register ring
+  int64_t xb = 0;                // 1: activations rounded to bf16 once staged (one MMA a k-step)
 };
 struct K26Int4Variant {
   K26Int4Tuning gu, dn;
@@ -1362,7 +1363,12 @@ const std::vector<K26Int4Variant>& k26_int4_variants() {
       // The arch's tuning over experts in int4_frag order (W_LAYOUT 1: fragment words straight
       // from 512-byte runs, no transposition), then its PF 2 and 128 + q forms.
       {{0, 0, 0, 0}, {0, 0, 0, 0}, false, 1}, {{8, 4, 2, 132, 2, 16}, {16, 8, 2, 264, 1}, false, 1},
-      {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 4}, false, 1}};
+      {{8, 4, 1, 132, 3, 16}, {16, 8, 1, 264, 4}, false, 1},
+      // XB 1 over int4_frag: the arch's rows with one MMA a k-step, then the pairs a chunk the
+      // halved staging allows (gate/up NT 8: 112 KiB; down NT 16: 64 KiB), then PF 2.
+      {{8, 4, 1, 132, 2, 16, 0, 1}, {16, 8, 1, 264, 1, 8, 0, 1}, false, 1},
+      {{8, 8, 1, 132, 2, 16, 0, 1}, {16, 16, 1, 264, 1, 8, 0, 1}, false, 1},
+      {{8, 8, 2, 132, 2, 16, 0, 1}, {16, 16, 2, 264, 1, 8, 0, 1}, false, 1}};
   return variants;
 }
 
@@ -1370,7 +1376,7 @@ const std::vector<K26Int4Variant>& k26_int4_variants() {
 GroupedKernels k26_int4_instances(const K26Int4Variant& v, std::string_view arch) {
   const int64_t H = 7168, I = 2048, E = 384, K = 8;
   auto tuned = [&](ParamValues p, const K26Int4Tuning& t) {
-    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma, p["RING"] = t.ring;
+    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma, p["RING"] = t.ring, p["XB"] = t.xb;
     if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
@@ -1413,19 +1419,23 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   // KPLAN_MOE_VARIANTS=pf: the heuristics' instance and the deeper load rings (PF 2, 3) only;
   // =bias: the heuristics' instance and the 128 + q forms (MMA 3, 4) only; =ring: the
   // heuristics' instance, the shared-memory rings and the register ring timed beside them only;
-  // =frag: the heuristics' instance over both layouts and the int4_frag variants only.
+  // =frag: the heuristics' instance over both layouts and the int4_frag variants only; =xb: the
+  // heuristics' instance and the XB 1 variants (checked against the CPU op at the bf16 tolerance,
+  // 1e-2: their activations are rounded to bf16) only.
   const bool mma_only = only && std::string(only) == "mma";
   const bool pf_only = only && std::string(only) == "pf";
   const bool bias_only = only && std::string(only) == "bias";
   const bool ring_only = only && std::string(only) == "ring";
   const bool frag_only = only && std::string(only) == "frag";
-  if (only && !mma_only && !pf_only && !bias_only && !ring_only && !frag_only)
-    FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias, ring or frag, not " << only;
+  const bool xb_only = only && std::string(only) == "xb";
+  if (only && !mma_only && !pf_only && !bias_only && !ring_only && !frag_only && !xb_only)
+    FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias, ring, frag or xb, not " << only;
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const K26Int4Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
     const DeviceExperts& d = v.layout == 1 ? frag : rows;
-    if (frag_only && v.gu.rows && v.layout == 0) continue;
+    if (frag_only && v.gu.rows && (v.layout == 0 || v.gu.xb)) continue;
+    if (xb_only && v.gu.rows && !v.gu.xb) continue;
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
     if (bias_only && v.gu.rows && (v.gu.ring || v.dn.ring || (v.gu.mma < 3 && v.dn.mma < 3))) continue;
@@ -1440,7 +1450,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
           ids.push_back(pool[(t * 3 + j * (T == 1 ? 1 : 2)) % 16]);
           touched.insert(ids.back());
         }
-      check_grouped(*gpu, k, d, T, ids, 70 + T, 1e-4);
+      check_grouped(*gpu, k, d, T, ids, 70 + T, v.gu.xb || v.dn.xb ? 1e-2 : 1e-4);
       // Timing: the same launches without a host sync between them.
       const DevBuf x = gpu->upload(random_values(T * H, 5)), dids = gpu->upload(ids), w = gpu->upload(random_values(T * K, 6));
       const DevBuf scratch = gpu->alloc(4 * static_cast<size_t>(T * K * (I + H))), out = gpu->alloc(4 * T * H);

@@ -99,7 +99,7 @@ struct ReadCounter {
 // GZ: blocks an expert's pair chunks are dealt over (grid.z). GROWS / DROWS: gate/up's and
 // down's rows per warp (they differ with MMA 1: 8 gate + 8 up rows, 16 down rows an m-tile).
 template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA, int RING,
-          int W_LAYOUT>
+          int W_LAYOUT, int XB>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
@@ -109,25 +109,56 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
   cuda_host::launch(
       std::min(GX, gu_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, RING, 0, 0, W_LAYOUT>(
+        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, RING, 0, 0, W_LAYOUT, XB>(
             x.data(), const_cast<int32_t*>(ids.data()), g.w(), g.scale.data(), u.w(), u.scale.data(), h.data(), T, H, nullptr, nullptr,
             nullptr, 1.f);
       },
-      moe_smem_bytes(H, NT, MMA, WARPS, RING), GZ);
+      moe_smem_bytes(H, NT, MMA, WARPS, RING, XB), GZ);
   cuda_host::launch(
       std::min(GX, dn_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA, RING, W_LAYOUT>(h.data(), ids.data(), weights.data(), d.w(),
+        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA, RING, W_LAYOUT, XB>(h.data(), ids.data(), weights.data(), d.w(),
                                                                                     d.scale.data(), partial.data(), T);
       },
-      moe_smem_bytes(I, NT, MMA, WARPS, RING), GZ);
+      moe_smem_bytes(I, NT, MMA, WARPS, RING, XB), GZ);
   cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), out.data(), T, H); });
   return out;
 }
 
-// W_LAYOUT 1: the kernels read the stacks in fragment order (frag_stack). Returns the step's output.
+float to_bf16(float v) { return bf16_to_float(float_to_bf16(v)); }
+
+// XB 1's reference: the CPU op's experts with the activations rounded to bf16 where the kernels
+// stage them (x before gate/up, each pair's SwiGLU row before down), in double.
+std::vector<float> bf16_staged_experts(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x,
+                                       const std::vector<int32_t>& ids, const std::vector<float>& weights, int64_t H, int64_t I,
+                                       int64_t E, int64_t K) {
+  const int64_t T = static_cast<int64_t>(x.size()) / H;
+  std::vector<float> out(x.size(), 0.f), h(I);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t e = std::clamp<int64_t>(ids[t * K + k], 0, E - 1);
+      for (int64_t i = 0; i < I; ++i) {
+        double gs = 0, us = 0;
+        for (int64_t c = 0; c < H; ++c) {
+          const double xv = to_bf16(x[t * H + c]);
+          gs += xv * g.values[(e * I + i) * H + c];
+          us += xv * u.values[(e * I + i) * H + c];
+        }
+        h[i] = to_bf16(static_cast<float>(gs / (1 + std::exp(-gs)) * us));
+      }
+      for (int64_t j = 0; j < H; ++j) {
+        double s = 0;
+        for (int64_t i = 0; i < I; ++i) s += static_cast<double>(h[i]) * d.values[(e * H + j) * I + i];
+        out[t * H + j] += static_cast<float>(weights[t * K + k] * s);
+      }
+    }
+  return out;
+}
+
+// W_LAYOUT 1: the kernels read the stacks in fragment order (frag_stack). XB 1: against
+// bf16_staged_experts. Returns the step's output.
 template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA,
-          int RING = 0, int W_LAYOUT = 0>
+          int RING = 0, int W_LAYOUT = 0, int XB = 0>
 std::vector<float> check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads,
                                    double tol) {
   const int64_t T = static_cast<int64_t>(ids.size()) / K;
@@ -142,7 +173,7 @@ std::vector<float> check_step_with(const std::vector<int32_t>& ids, uint64_t see
   for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
   counter.E = E;
   cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
-  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, RING, W_LAYOUT>(g, u, d, x, ids, weights, y0);
+  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, RING, W_LAYOUT, XB>(g, u, d, x, ids, weights, y0);
   cuda_host::on_stream_load = nullptr;
   if (reads) *reads = counter.bytes;
 
@@ -155,10 +186,10 @@ std::vector<float> check_step_with(const std::vector<int32_t>& ids, uint64_t see
     experts.push_back({g.values.data() + e * I * H, u.values.data() + e * I * H, d.values.data() + e * H * I, I});
   Matrix xm(T, H);
   xm.data = x;
-  std::vector<float> want = cpu::moe_experts(xm, r, experts).data;
+  std::vector<float> want = XB ? bf16_staged_experts(g, u, d, x, ids, weights, H, I, E, K) : cpu::moe_experts(xm, r, experts).data;
   for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
   EXPECT_LT(relative_error(got, want), tol) << "H " << H << " I " << I << " W_FMT " << W_FMT << " MMA " << MMA << " RING " << RING << " NT " << NT
-                                                 << " W_LAYOUT " << W_LAYOUT << " tokens " << T;
+                                                 << " W_LAYOUT " << W_LAYOUT << " XB " << XB << " tokens " << T;
   return got;
 }
 
@@ -388,6 +419,33 @@ TEST(MoeGroupedOnHost, FragLayoutStreamsEachExpertOncePerNtPairs) {
   EXPECT_EQ((reads[{2, 3}]), 3 * H * I / 2);
   for (int64_t e : {1, 5}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 3 * I * H / 2) << "expert " << e;
   for (int64_t e : {0, 2, 4}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 0) << "expert " << e;
+}
+
+// XB 1 (activations rounded to bf16 once staged, one MMA a k-step, odd tokens' groups swapped):
+// every MMA form on both layouts and the shared-memory ring, one and two m-tiles and n-tiles, an
+// odd group count (H 224: 7 groups, their last pair's swap past G), a half last step, ragged
+// tiles, chunks over grid.z: the bf16-staged reference to f32 summation order, while the same
+// steps with XB 0 sit visibly further from it (the rounding is real, not a no-op).
+template <int H, int I, int E, int K, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX = 1u << 30, unsigned GZ = 1, int W_LAYOUT = 0>
+void check_bf16_staged(const std::vector<int32_t>& ids, uint64_t seed) {
+  auto one = [&]<int MMA>() {
+    const std::vector<float> xb = check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, 0, W_LAYOUT, 1>(ids, seed, nullptr, MMA >= 3 ? 3e-5 : 1e-5);
+    const std::vector<float> split = check_step_with<H, I, E, K, 1, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, 0, W_LAYOUT, 0>(ids, seed, nullptr, 1e-4);
+    EXPECT_GT(relative_error(split, xb), 1e-4) << "MMA " << MMA << " H " << H;
+  };
+  one.template operator()<1>();
+  one.template operator()<2>();
+  one.template operator()<3>();
+  one.template operator()<4>();
+}
+
+TEST(MoeGroupedOnHost, Bf16StagedActivationsMatchTheirReference) {
+  const std::vector<int32_t> ids = {2, 0, 1, 2, 3, 0, 2, 9, -1, 2, 1, 0, 2, 3, 0, 2, 1, 9, 2, 0, 3};
+  check_bf16_staged<256, 128, 4, 3, 5, 8, 16, 3, 1>(ids, 91);
+  check_bf16_staged<224, 96, 4, 3, 3, 8, 16, 9, 2, 1>(ids, 92);          // 7 and 3 groups: odd G; one block streams every tile
+  check_bf16_staged<256, 128, 4, 3, 2, 16, 32, 16, 1, 1, 2>(ids, 93);    // two m-tiles a warp, chunks over grid.z
+  check_bf16_staged<384, 128, 4, 3, 4, 8, 16, 4, 0, 1u << 30, 1, 1>(ids, 94);  // int4_frag order, a half last step
+  check_step_with<512, 256, 4, 3, 1, 5, 8, 16, 9, 0, 1, 1, 2, 3, 0, 1>(ids, 95, nullptr, 1e-5);  // the shared-memory ring
 }
 
 // The shared-memory ring against the CPU op: ragged row tiles (gate/up 5 warps x 8 rows over
