@@ -111,6 +111,7 @@ class Emitter {
       ctx.tokens = spec.tokens;
       ctx.max_context = s_.options.max_context;
       ctx.arch = s_.options.arch;
+      ctx.bf16_activations = stores_bf16_activations(s_, fn);
       ctx.views = &views;
       ctx.selected = &recorded->second;
       attach_fusions({s_.epilogue, s_.siblings, s_.rope_append, s_.norm_matmuls, s_.router_experts}, op, ctx);

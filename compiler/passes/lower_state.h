@@ -113,6 +113,9 @@ void emit_round(LowerState& s);      // emit_round.cc
 const ir::Value* storage_root(const ir::Value* v);
 // The dtype `v` (a root: an argument or an op result owning storage) is stored in on the device.
 DType stored_dtype(const LowerState& s, const ir::Value* v);
+// Whether `fn`'s activations are stored as bf16 (LowerOptions::activations, but not the
+// drafter's programs: storage_dtypes.cc).
+bool stores_bf16_activations(const LowerState& s, const ir::Function& fn);
 
 // plan-memory's verifier: every in-place alias updates a persistent KV cache slot that no other
 // value shares, results never share a live slot. Throws kplan::Error naming the value.

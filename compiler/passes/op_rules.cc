@@ -629,10 +629,13 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
                                .norm = ctx.router && ctx.router->attrs().get_bool("norm_topk_prob")};
       // The INT4 weights' device layout, as weight-layout recorded it on them (the same rule).
       const int64_t layout = int4 ? moe_int4_layout(x.width, inter) : 0;
+      // A bf16-activations program's INT4 experts stage their activations as bf16 too (XB 1, where
+      // the arch's tuning takes the tensor cores; heuristics' moe_x_bf16).
+      const ParamValues xb = int4 && ctx.bf16_activations ? ParamValues{{"XB", moe_x_bf16()}} : ParamValues{};
       KernelSource k0 = instance(ctx, 0, [&] {
-        return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, {}, route, layout);
+        return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, xb, route, layout);
       });
-      KernelSource k1 = instance(ctx, 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch, {}, layout); });
+      KernelSource k1 = instance(ctx, 1, [&] { return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch, xb, layout); });
       // With an epilogue add the combine writes the add's result: residual + the routed sum.
       const View& out = ctx.epilogue ? ctx.view(ctx.epilogue->out) : result();
       const View& residual = ctx.epilogue ? ctx.view(ctx.epilogue->residual) : out;
@@ -643,11 +646,11 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const int64_t wide_min = int4 ? moe_wide_min_tokens(arch) : 0;
       if (wide_min > 0 && ctx.tokens >= wide_min) {
         const KernelSource w0 = instance(ctx, next, [&] {
-          return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, moe_wide_tuning(arch, false), route,
+          return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, moe_wide_tuning(arch, false, xb), route,
                                             layout);
         });
         const KernelSource w1 = instance(ctx, next + 1, [&] {
-          return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch, moe_wide_tuning(arch, true), layout);
+          return moe_grouped_down_kernel(x.width, inter, experts, top_k, int4, arch, moe_wide_tuning(arch, true, xb), layout);
         });
         if (x.rows >= wide_min) k0 = w0, k1 = w1;
       }

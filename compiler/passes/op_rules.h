@@ -34,6 +34,7 @@ struct RuleContext {
   int64_t tokens = 1;       // this bucket's token count
   int64_t max_context = 0;  // KV cache rows
   std::string arch = "sm_90";
+  bool bf16_activations = false;  // the program stores its activations as bf16 (stores_bf16_activations)
   const std::map<const ir::Value*, View>* views = nullptr;
   // emit-plan: the op's instances as select-kernels recorded them; select-kernels: null, and
   // the instances the rule makes are appended to `chosen`.

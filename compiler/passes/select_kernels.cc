@@ -37,6 +37,7 @@ void select_kernels(LowerState& s) {
       ctx.tokens = s.max_tokens;
       ctx.max_context = s.options.max_context;
       ctx.arch = s.options.arch;
+      ctx.bf16_activations = stores_bf16_activations(s, *fn);
       ctx.views = &views;
       // Storage is not planned yet: any pointer will do, but a deferred concat is still refused.
       ctx.ptr = [&](const View& v) {

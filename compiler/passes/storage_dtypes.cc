@@ -50,6 +50,10 @@ bool is_draft_program(const ir::Function& fn) { return fn.name().rfind("draft", 
 
 }  // namespace
 
+bool stores_bf16_activations(const LowerState& s, const ir::Function& fn) {
+  return s.options.activations == DType::BF16 && !is_draft_program(fn);
+}
+
 const ir::Value* storage_root(const ir::Value* v) {
   while (const ir::Op* d = v->defining_op()) {
     if (!is_view_op(*d) && d->kind() != OpKind::KvAppend && d->kind() != OpKind::KvCompact) break;

@@ -225,9 +225,10 @@ int64_t moe_int4_layout(int64_t hidden, int64_t inter) {
 }
 
 int64_t moe_x_bf16() {
-  // The INT4 tensor-core MoE's activations as bf16 (one MMA a k-step, half the staged bytes)
-  // instead of the exact bf16 hi + lo split: opt-in until measured on the device.
-  return compile_switch("KPLAN_MOE_XBF16", false) ? 1 : 0;
+  // Measured on an H100 (bench/RESULTS.md 2026-12-05 19:00): the K2.6-width experts with XB 1,
+  // NT 8 / 16 and PF 2 took 84.6 / 158.9 / 163.3 / 196.8 / 244.0 us at 1 / 2 / 4 / 8 / 16 tokens
+  // against the split's 89.8 / 169.2 / 171.5 / 224.7 / 445.2 (GpuOps.MoeGroupedKimiK26WidthInt4).
+  return compile_switch("KPLAN_MOE_XBF16", true) ? 1 : 0;
 }
 
 int64_t moe_wide_min_tokens(std::string_view arch) {
@@ -241,10 +242,12 @@ int64_t moe_wide_min_tokens(std::string_view arch) {
   return &tuning_for(arch) == &sm90_tuning() ? 8 : 0;
 }
 
-ParamValues moe_wide_tuning(std::string_view arch, bool down) {
+ParamValues moe_wide_tuning(std::string_view arch, bool down, const ParamValues& also) {
   if (moe_wide_min_tokens(arch) == 0) throw Error("moe_wide_tuning: " + std::string(arch) + " has no many-token MoE tuning");
-  if (down) return {{"WARPS", 8}, {"ROWS", 32}, {"NT", 16}, {"PF", 1}, {"BLOCKS", 264}, {"MMA", 1}, {"RING", 0}};
-  return {{"WARPS", 8}, {"ROWS", 16}, {"NT", 4}, {"PF", 1}, {"BLOCKS", 264}, {"MMA", 1}, {"RING", 0}};
+  ParamValues p = down ? ParamValues{{"WARPS", 8}, {"ROWS", 32}, {"NT", 16}, {"PF", 1}, {"BLOCKS", 264}, {"MMA", 1}, {"RING", 0}}
+                       : ParamValues{{"WARPS", 8}, {"ROWS", 16}, {"NT", 4}, {"PF", 1}, {"BLOCKS", 264}, {"MMA", 1}, {"RING", 0}};
+  for (const auto& [name, value] : also) p[name] = value;
+  return p;
 }
 
 }  // namespace kplan::codegen

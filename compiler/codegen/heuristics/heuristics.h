@@ -65,9 +65,11 @@ int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k);
 // KPLAN_MOE_FRAG=0 keeps the checkpoint's (the shared-memory ring, RING, needs it).
 int64_t moe_int4_layout(int64_t hidden, int64_t inter);
 
-// The INT4 tensor-core MoE kernels' XB: 1 stages their activations rounded to bf16 (one MMA a
-// k-step, half the shared memory a pair) where 0 splits them into bf16 hi + lo (two MMAs, within
-// f32 summation order of the CPU op). KPLAN_MOE_XBF16=1 turns it on (0 by default).
+// The XB a bf16-activations program's INT4 MoE kernels ask for (op_rules.cc): 1 stages their
+// activations rounded to bf16 (one MMA a k-step, half the shared memory a pair, so the arch's
+// tuning takes twice the pairs a chunk) where 0 splits them into bf16 hi + lo (two MMAs, within
+// f32 summation order of the CPU op). 1 by default; KPLAN_MOE_XBF16=0 keeps the split. An f32
+// program's experts always split (heuristics default XB to 0).
 int64_t moe_x_bf16();
 
 // Whether steps of 64+ tokens take the wide tensor-core instance (matmul_kernel's mma_rows 32,
@@ -96,6 +98,6 @@ int64_t mla_split_max_tokens(std::string_view arch);
 // the default), its gate/up and down parameters from moe_wide_tuning (a measured variant, the
 // rest the table's).
 int64_t moe_wide_min_tokens(std::string_view arch);
-ParamValues moe_wide_tuning(std::string_view arch, bool down);
+ParamValues moe_wide_tuning(std::string_view arch, bool down, const ParamValues& also = {});
 
 }  // namespace kplan::codegen

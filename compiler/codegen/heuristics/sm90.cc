@@ -9,6 +9,13 @@ namespace {
 
 void set(ParamValues& p, const char* name, int64_t value) { p.try_emplace(name, value); }
 
+// XB (bf16-staged activations) is the tensor-core path's: a caller's XB 1 (a bf16-activations
+// program's experts, op_rules.cc) is dropped where the instance runs on the CUDA cores; 0 unless given.
+void moe_xb_where_mma(ParamValues& p) {
+  set(p, "XB", 0);
+  if (p.at("MMA") == 0) p["XB"] = 0;
+}
+
 }  // namespace
 
 const TuningTable& sm90_tuning() {
@@ -58,30 +65,35 @@ const TuningTable& sm90_tuning() {
       // Gate/up's lanes load their own scales (MMA 2: no shuffles in the math, 124 registers at
       // one block an SM); down shares them over the quad (MMA 1: 106 registers, two blocks an SM).
       // A caller that gives ROWS (a measured variant) tunes the rest itself from the CUDA-core defaults.
-      // XB (the tensor-core path's activations rounded to bf16 once staged: one MMA a k-step)
-      // follows KPLAN_MOE_XBF16 (heuristics.cc moe_x_bf16).
+      // XB 1 (asked for by a bf16-activations program: its activations rounded to bf16 once staged,
+      // one MMA a k-step, half the shared memory a pair) takes twice the pairs a chunk (gate/up NT
+      // 8: 112 KiB; down NT 16) and two steps of loads ahead (PF 2): measured on an H100 at K2.6
+      // width against the split's tuning, 84.6 against 89.8 us at 1 token, 244 against 445 at 16
+      // (bench/RESULTS.md 2026-12-05 19:00, GpuOps.MoeGroupedKimiK26WidthInt4).
       // The INT4 steps in flight sit in the PF 1 register ring; a caller or KPLAN_TUNE giving RING
       // >= 2 moves them to the shared-memory ring (cp.async) and takes PF 0 with it. Not the default
       // until measured on the H200 (sm120.cc gives RING 0: its 99 KiB a block).
       {"moe_grouped_gate_up", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
-           const bool ring = p.count("RING") && p.at("RING") >= 2;
-           set(p, "WARPS", 16); set(p, "ROWS", 8); set(p, "NT", 4); set(p, "PF", ring ? 0 : 1); set(p, "BLOCKS", 132); set(p, "MMA", 2);
+           const bool ring = p.count("RING") && p.at("RING") >= 2, xb = p.count("XB") && p.at("XB") == 1;
+           set(p, "WARPS", 16); set(p, "ROWS", 8); set(p, "NT", xb ? 8 : 4); set(p, "PF", ring ? 0 : xb ? 2 : 1); set(p, "BLOCKS", 132);
+           set(p, "MMA", 2);
          } else {
            set(p, "WARPS", 8); set(p, "ROWS", 1); set(p, "NT", 2); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
          set(p, "RING", 0);
-         set(p, "XB", p.at("MMA") >= 1 ? moe_x_bf16() : 0);
+         moe_xb_where_mma(p);
        }},
       {"moe_grouped_down", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
-           const bool ring = p.count("RING") && p.at("RING") >= 2;
-           set(p, "WARPS", 8); set(p, "ROWS", 16); set(p, "NT", 8); set(p, "PF", ring ? 0 : 1); set(p, "BLOCKS", 264); set(p, "MMA", 1);
+           const bool ring = p.count("RING") && p.at("RING") >= 2, xb = p.count("XB") && p.at("XB") == 1;
+           set(p, "WARPS", 8); set(p, "ROWS", 16); set(p, "NT", xb ? 16 : 8); set(p, "PF", ring ? 0 : xb ? 2 : 1); set(p, "BLOCKS", 264);
+           set(p, "MMA", 1);
          } else {
            set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 3); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
          set(p, "RING", 0);
-         set(p, "XB", p.at("MMA") >= 1 ? moe_x_bf16() : 0);
+         moe_xb_where_mma(p);
        }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},
       {"swiglu", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("I"))); }},

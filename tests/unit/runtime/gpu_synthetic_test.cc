@@ -143,14 +143,18 @@ TEST_F(GpuSynthetic, DeviceWeightsEqualTheHostsAndDecodeMatchesTheCpu) {
 // 384 INT4 experts, vocabulary 163840): a 2-layer slice (the dense layer and one MoE layer),
 // GPU against the CPU reference over the same plan, logits within the bf16 tolerance and the
 // greedy continuation identical. The CPU side generates ~15 GB of weights on the host and runs
-// them single-threaded, so it runs where KPLAN_TEST_K26_SLICE=1 is set (tools/device/width_check.sh).
+// them single-threaded, so it runs where KPLAN_TEST_K26_SLICE=1 is set (tools/device/width_check.sh);
+// KPLAN_TEST_K26_ACTIVATIONS=bf16 compiles the plan with bf16 activations (and so bf16-staged
+// INT4 experts, heuristics' moe_x_bf16).
 TEST_F(GpuSynthetic, KimiK26WidthTwoLayerSliceMatchesTheCpu) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
   if (!std::getenv("KPLAN_TEST_K26_SLICE")) GTEST_SKIP() << "KPLAN_TEST_K26_SLICE is not set (~15 GB of host weights)";
   const fs::path model = fs::path(KPLAN_SOURCE_DIR) / "tests/data/kimi-k2.6";
   const fs::path plan_file = dir.path() / "k26_l2.kplan";
-  const test::CliResult r = synthetic_test::compile_slice(model, 2, 5, plan_file, "--arch " + arch + " --max-context 64");
+  const char* activations = std::getenv("KPLAN_TEST_K26_ACTIVATIONS");
+  const std::string flags = "--arch " + arch + " --max-context 64" + (activations ? std::string(" --activations ") + activations : "");
+  const test::CliResult r = synthetic_test::compile_slice(model, 2, 5, plan_file, flags);
   ASSERT_EQ(r.status, 0) << r.err;
   expect_gpu_matches_cpu(plan_file, {163584, 1008, 4539, 150000}, 3, "K2.6-width 2-layer slice");
 }
