@@ -58,7 +58,8 @@
 //   - Activations are staged once per chunk already split into bf16 hi + lo = x - hi (two MMAs:
 //     products with the bf16 weights exact, x kept to ~2^-17 of itself, so results stay within
 //     f32 summation-order error of the CPU op), in B-fragment order: the same NT x K x 4 bytes,
-//     no conversion in the loop.
+//     no conversion in the loop. XB 1 (a bf16-activations plan's): hi only, x rounded to bf16 as
+//     such a plan stores activations: one MMA a k-step, NT x K x 2 bytes (twice the pairs fit).
 //   - A k-step's 16 k must lie in ONE group so D can be scaled per (row, group): each group's two
 //     k-steps go into a temp fragment (the first MMA's C is the constant 0: no zeroing moves),
 //     then acc += scale * temp. The k order inside a

@@ -256,6 +256,39 @@ TEST(CodegenLower, Int4ExpertsWithoutTheFragLayout) {
   }
 }
 
+// A bf16-activations program's INT4 tensor-core experts stage their activations as bf16 (XB 1,
+// with the arch's pairs a chunk and load ring for it: NT 8 / 16, PF 2 on sm_90); an f32 program's
+// keep the exact hi + lo split, and so does a bf16 one under KPLAN_MOE_XBF16=0.
+TEST(CodegenLower, Bf16ActivationsStageTheInt4ExpertsAsBf16) {
+  TempDir dir;
+  LowerOptions o;
+  const std::string ckpt = synth_tiny_int4(dir, 1, o);
+  auto experts = [&](const Lowered& l) {
+    std::vector<const KernelSource*> ks;
+    for (const plan::Launch& launch : l.plan.buckets[0].launches) {
+      const KernelSource& k = l.plan.kernels[launch.kernel];
+      if (k.family == "moe_grouped_gate_up" || k.family == "moe_grouped_down") ks.push_back(&k);
+    }
+    return ks;
+  };
+  const Lowered f32 = lower_config(ckpt, o);
+  ASSERT_FALSE(experts(f32).empty());
+  for (const KernelSource* k : experts(f32)) EXPECT_EQ(kernel_param(*k, "XB"), 0) << k->id;
+  o.activations = DType::BF16;
+  const Lowered bf16 = lower_config(ckpt, o);
+  ASSERT_FALSE(experts(bf16).empty());
+  for (const KernelSource* k : experts(bf16)) {
+    ASSERT_GE(kernel_param(*k, "MMA"), 1) << k->id;  // the tensor-core path (else XB would not apply)
+    EXPECT_EQ(kernel_param(*k, "XB"), 1) << k->id;
+    EXPECT_EQ(kernel_param(*k, "PF"), 2) << k->id;
+    EXPECT_EQ(kernel_param(*k, "NT"), k->family == "moe_grouped_down" ? 16 : 8) << k->id;
+  }
+  setenv("KPLAN_MOE_XBF16", "0", 1);
+  const Lowered split = lower_config(ckpt, o);
+  unsetenv("KPLAN_MOE_XBF16");
+  for (const KernelSource* k : experts(split)) EXPECT_EQ(kernel_param(*k, "XB"), 0) << k->id;
+}
+
 // The tensor-core split-MLA partial (KPLAN_TUNE=mla_split_partial:MMA=1) reads a bf16 cache: plan
 // memory sizes its workspace from the instance for the cache's stored dtype (the kv_append's
 // in-place result is the cache), so a plan with bf16 caches lowers with it. (`kplan compile` in a
