@@ -1,5 +1,6 @@
 // plan-memory: where every value lives. Step inputs and KV caches get their slots (a cache
-// "kv.L" is one persistent slot of max_context rows, shared by every program that names it; a
+// "kv.L" is one persistent slot of max_context rows (and the largest step's tokens of slack
+// rows past them, which only padded tokens read), shared by every program that names it; a
 // drafter cache "dk.L" / "dv.L" likewise, with the block's rows beyond); a drafter context
 // step's "hidden.L" are the target's "hidden.L" outputs (it runs right after the target step);
 // each op result that owns a buffer gets a slot sized at the largest bucket, reusing a freed
@@ -79,8 +80,14 @@ class MemoryPlanner {
       auto it = kv_slot_.find(n);
       if (it == kv_slot_.end()) {
         const uint64_t rows = static_cast<uint64_t>(cache_rows(n, s_.options.max_context, s_.draft_rows));
+        // Slack rows past the cache's: a verify step's padded tokens near the end of the context
+        // sit at rows past it; their appends are skipped (kv_cache.cuh), but each one's attention
+        // still reads the rows it sees, its own among them, up to the largest step's tokens past
+        // the last row. The slot holds them so those reads stay inside it (their results are
+        // dropped; no real token sees those rows).
+        const uint64_t slack = static_cast<uint64_t>(std::max<int64_t>(s_.max_tokens, 0));
         uint64_t bytes = 0;
-        if (__builtin_mul_overflow(row_bytes, rows, &bytes))
+        if (__builtin_mul_overflow(row_bytes, rows + slack, &bytes))
           throw Error("codegen: KV cache " + n + " of " + std::to_string(rows) + " rows x " + std::to_string(row_bytes) +
                       " bytes overflows 64 bits");
         const uint32_t slot = add_slot(n, plan::SlotRole::Persistent, bytes);

@@ -196,6 +196,20 @@ TEST(CodegenLower, Tiny2OddWidthsLower) {
   EXPECT_EQ(l.plan.kv_caches[0].row_bytes, (48u + 8u) * 4u);
 }
 
+// A KV cache's slot holds the largest step's tokens of slack rows past its max_context rows: a
+// verify step's padded tokens near the end of the context read rows up to there (plan_memory.cc).
+TEST(CodegenLower, KvCacheSlotsHoldTheLargestStepsRowsOfSlack) {
+  LowerOptions o;
+  o.buckets = {1, 5};
+  o.max_context = 64;
+  Lowered l = lower_config("tiny2", o);
+  ASSERT_FALSE(l.plan.kv_caches.empty());
+  for (const plan::KvCache& kv : l.plan.kv_caches) {
+    EXPECT_EQ(kv.rows, 64u) << kv.name;
+    EXPECT_EQ(l.plan.buffers.slots.at(kv.slot).size, (64u + 5u) * kv.row_bytes) << kv.name;
+  }
+}
+
 // `kplan synth tiny --int4` into dir/ckpt (its path), and lowering options for a 32-position plan
 // of one bucket of `tokens`.
 std::string synth_tiny_int4(const TempDir& dir, int64_t tokens, LowerOptions& o) {
