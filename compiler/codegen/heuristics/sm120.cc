@@ -15,14 +15,18 @@ const TuningTable& sm120_tuning() {
     // 188 SMs, and gate/up's staged pairs capped so two blocks fit sm_120's 100 KiB per SM
     // (K2.6's H = 7168: 28 KiB a pair, so NT 1; down's I = 2048: 8 KiB a pair).
     // The register ring (RING 0): Hopper's three stages of 16 warps would not fit beside the rows.
+    // PF 1 with XB too: Hopper's XB tuning takes PF 2, not measured on sm_120 (whose 188 SMs
+    // keep more bytes in flight at PF 1 already).
     t["moe_grouped_gate_up"] = [](ParamValues& p) {
       p.try_emplace("RING", 0);
+      if (p.at("RING") == 0) p.try_emplace("PF", 1);
       p.try_emplace("NT", moe_smem_bytes(p.at("H"), 2) <= 48 * 1024 ? 2 : 1);
       p.try_emplace("BLOCKS", 2 * 188);
       sm90_tuning().at("moe_grouped_gate_up")(p);
     };
     t["moe_grouped_down"] = [](ParamValues& p) {
       p.try_emplace("RING", 0);
+      if (p.at("RING") == 0) p.try_emplace("PF", 1);
       p.try_emplace("NT", moe_smem_bytes(p.at("I"), 3) <= 48 * 1024 ? 3 : 1);
       p.try_emplace("BLOCKS", 2 * 188);
       sm90_tuning().at("moe_grouped_down")(p);

@@ -301,6 +301,14 @@ TEST(CodegenLower, Bf16ActivationsStageTheInt4ExpertsAsBf16) {
   const Lowered split = lower_config(ckpt, o);
   unsetenv("KPLAN_MOE_XBF16");
   for (const KernelSource* k : experts(split)) EXPECT_EQ(kernel_param(*k, "XB"), 0) << k->id;
+  // sm_120 takes XB with its own pairs a chunk and PF 1 (Hopper's PF 2 is not measured there).
+  o.arch = "sm_120";
+  const Lowered blackwell = lower_config(ckpt, o);
+  ASSERT_FALSE(experts(blackwell).empty());
+  for (const KernelSource* k : experts(blackwell)) {
+    EXPECT_EQ(kernel_param(*k, "XB"), 1) << k->id;
+    EXPECT_EQ(kernel_param(*k, "PF"), 1) << k->id;
+  }
 }
 
 // The tensor-core split-MLA partial (KPLAN_TUNE=mla_split_partial:MMA=1) reads a bf16 cache: plan
