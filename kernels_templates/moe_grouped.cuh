@@ -109,7 +109,7 @@
 //   MMA 1..4 add WARPS * 2 KiB of static shared memory (the transposition buffers; W_LAYOUT 1:
 //   none; RING >= 2: none, but WARPS * RING * 2304 bytes of dynamic shared memory after the
 //   rest); MMA 3, 4 add K / 32 * ceil(NT / 8) * 64 bytes of dynamic shared memory (the C
-//   fragments).
+//   fragments); XB 1 halves the staged rows (2 KiB a pair per 1024 columns).
 //   combine: grid (ceil(H / THREADS), n_tokens), block THREADS.
 // Arguments:
 //   gate_up: x (X_DT, row t at t * x_row_stride), topk_ids (int32 [n_tokens, TOPK]; ROUTE > 0:
