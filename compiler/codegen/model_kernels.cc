@@ -85,8 +85,7 @@ std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const Stora
     const bool int4 = c.quant.enabled;
     const int64_t inter = c.moe_intermediate_size, experts = c.n_routed_experts, top_k = c.num_experts_per_tok;
     const int64_t layout = int4 ? moe_int4_layout(hidden, inter) : 0;  // as the lowering lays the INT4 weights out
-    // bf16 activations: the experts stage theirs as bf16 too (op_rules.cc, heuristics' moe_x_bf16).
-    const ParamValues xb = int4 && a == ElemType::BF16 ? ParamValues{{"XB", moe_x_bf16()}} : ParamValues{};
+    const ParamValues xb = moe_experts_tuning(int4, a == ElemType::BF16);  // as op_rules.cc instantiates them
     k.add(moe_grouped_gate_up_kernel(hidden, inter, experts, top_k, int4, a, kDefaultArch, xb, {}, layout));
     k.add(moe_grouped_down_kernel(hidden, inter, experts, top_k, int4, kDefaultArch, xb, layout));
     k.add(moe_combine_kernel(hidden, top_k, a, /*accumulate=*/true));  // a MoE layer without a shared expert

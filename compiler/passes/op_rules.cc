@@ -630,8 +630,8 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       // The INT4 weights' device layout, as weight-layout recorded it on them (the same rule).
       const int64_t layout = int4 ? moe_int4_layout(x.width, inter) : 0;
       // A bf16-activations program's INT4 experts stage their activations as bf16 too (XB 1, where
-      // the arch's tuning takes the tensor cores; heuristics' moe_x_bf16).
-      const ParamValues xb = int4 && ctx.bf16_activations ? ParamValues{{"XB", moe_x_bf16()}} : ParamValues{};
+      // the arch's tuning takes the tensor cores).
+      const ParamValues xb = moe_experts_tuning(int4, ctx.bf16_activations);
       KernelSource k0 = instance(ctx, 0, [&] {
         return moe_grouped_gate_up_kernel(x.width, inter, experts, top_k, int4, elem(operand(0)), arch, xb, route, layout);
       });

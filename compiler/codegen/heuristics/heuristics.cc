@@ -225,10 +225,14 @@ int64_t moe_int4_layout(int64_t hidden, int64_t inter) {
 }
 
 int64_t moe_x_bf16() {
-  // Measured on an H100 (bench/RESULTS.md 2026-12-05 19:00): the K2.6-width experts with XB 1,
+  // Measured on an H100 (bench/RESULTS.md 2026-12-05 18:44–19:27): the K2.6-width experts with XB 1,
   // NT 8 / 16 and PF 2 took 84.6 / 158.9 / 163.3 / 196.8 / 244.0 us at 1 / 2 / 4 / 8 / 16 tokens
   // against the split's 89.8 / 169.2 / 171.5 / 224.7 / 445.2 (GpuOps.MoeGroupedKimiK26WidthInt4).
   return compile_switch("KPLAN_MOE_XBF16", true) ? 1 : 0;
+}
+
+ParamValues moe_experts_tuning(bool int4, bool bf16_activations) {
+  return int4 && bf16_activations ? ParamValues{{"XB", moe_x_bf16()}} : ParamValues{};
 }
 
 int64_t moe_wide_min_tokens(std::string_view arch) {

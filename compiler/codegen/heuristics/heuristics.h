@@ -65,12 +65,15 @@ int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k);
 // KPLAN_MOE_FRAG=0 keeps the checkpoint's (the shared-memory ring, RING, needs it).
 int64_t moe_int4_layout(int64_t hidden, int64_t inter);
 
-// The XB a bf16-activations program's INT4 MoE kernels ask for (op_rules.cc): 1 stages their
-// activations rounded to bf16 (one MMA a k-step, half the shared memory a pair, so the arch's
-// tuning takes twice the pairs a chunk) where 0 splits them into bf16 hi + lo (two MMAs, within
-// f32 summation order of the CPU op). 1 by default; KPLAN_MOE_XBF16=0 keeps the split. An f32
-// program's experts always split (heuristics default XB to 0).
+// The XB a bf16-activations program's INT4 MoE kernels ask for: 1 stages their activations
+// rounded to bf16 (one MMA a k-step, half the shared memory a pair, so the arch's tuning takes
+// twice the pairs a chunk) where 0 splits them into bf16 hi + lo (two MMAs, within f32 summation
+// order of the CPU op). 1 by default; KPLAN_MOE_XBF16=0 keeps the split.
 int64_t moe_x_bf16();
+// The tuning the expert kernels of a MoE are instantiated with: {XB: moe_x_bf16()} for INT4
+// experts of a program storing bf16 activations, else none (an f32 program's experts split: the
+// arch's tuning defaults XB to 0).
+ParamValues moe_experts_tuning(bool int4, bool bf16_activations);
 
 // Whether steps of 64+ tokens take the wide tensor-core instance (matmul_kernel's mma_rows 32,
 // token tiles of 16) rather than one tile of 64 tokens.

@@ -69,7 +69,7 @@ const TuningTable& sm90_tuning() {
       // one MMA a k-step, half the shared memory a pair) takes twice the pairs a chunk (gate/up NT
       // 8: 112 KiB; down NT 16) and two steps of loads ahead (PF 2): measured on an H100 at K2.6
       // width against the split's tuning, 84.6 against 89.8 us at 1 token, 244 against 445 at 16
-      // (bench/RESULTS.md 2026-12-05 19:00, GpuOps.MoeGroupedKimiK26WidthInt4).
+      // (bench/RESULTS.md 2026-12-05 18:44–19:27, GpuOps.MoeGroupedKimiK26WidthInt4).
       // The INT4 steps in flight sit in the PF 1 register ring; a caller or KPLAN_TUNE giving RING
       // >= 2 moves them to the shared-memory ring (cp.async) and takes PF 0 with it. Not the default
       // until measured on the H200 (sm120.cc gives RING 0: its 99 KiB a block).
