@@ -67,6 +67,32 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 }
 #endif
 
+// ldmatrix.x4 (b16): lane l names row l % 8 of 8x8 matrix l / 8 (16 bytes of shared memory at
+// `row`, 16-byte aligned). Without .trans lane (g = l / 4, q = l % 4) gets 32-bit word q of row g
+// of matrix i in r[i] (an MMA A or B fragment of rows stored whole); with .trans it gets the
+// elements (row 2q, column g) and (row 2q + 1, column g), the lower row in the low half (a B
+// fragment of a matrix stored k-major, as attention's values are).
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* row) {
+#ifdef KP_HOST_SHIM
+  ::kplan::cuda_host::ldmatrix_x4(r, row);
+#else
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row))
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* row) {
+#ifdef KP_HOST_SHIM
+  ::kplan::cuda_host::ldmatrix_x4_trans(r, row);
+#else
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row))
+               : "memory");
+#endif
+}
+
 // cp.async.cg (sm_80+): 16 bytes from global straight into shared memory, not through registers;
 // !valid writes zeros (src-size 0: nothing read). STREAM: a weight stream's bytes (the host shim
 // counts them as streamed bytes for the tests that check what a kernel reads), not its scales.

@@ -26,6 +26,17 @@
 // the MMA 0 path long before HBM does. f32 queries and the probabilities enter as bf16 hi + lo
 // (two MMAs each: products exact, values kept to 2^-16 of themselves), so the result stays
 // within f32 summation-order differences of the CPU op, as the dense matmul's tensor-core path.
+// MMA 2 (bf16 queries and cache: a bf16-activations program's): a block takes every head of token
+// t (HEADS / 16 m-tiles, two warps each), so the cache is read once per (token, split) and one
+// block fills an SM (the queries, a 3-tile cp.async ring and the probabilities: 189 KiB at K2.6
+// width). Per tile of 32 keys: warp (m-tile, key half) scores its 16 heads x 16 keys over C + R
+// (ldmatrix fragments of the queries and keys, mma.sync m16n8k16), the two halves' row maxima meet
+// in shared memory, each warp writes its probabilities there as bf16; then every warp takes all
+// heads x its C / WARPS output columns (acc += P . V, the values' B fragments by ldmatrix.trans).
+// The probabilities enter the MMA rounded to bf16 (~2e-3 relative on the output, within the bf16
+// data path's 1e-2), so it is not taken for f32 programs. A split takes at least one tile: a short
+// context leaves the later splits empty (m = -inf, l = 0, the sums unwritten: the combine reads no
+// sum of a split it gives weight 0).
 //
 // Key ranges: token t's candidate keys are n_keys(t) = L + t + 1 (causal) or L + n_tokens (tree);
 // split i of n_splits takes [i * per, min((i + 1) * per, n_keys(t))), per = ceil(n_keys(t) /
@@ -45,10 +56,12 @@
 //           MMA 1: warps per block, each owning C / WARPS output columns of the block's 16 heads
 //   KT      keys per staged tile (1..32; a warp's visibility bits are one ballot; MMA 1: 16 or 32)
 //   MMA     0: CUDA cores; 1: tensor cores (KV_DT bf16, HEADS % 16 == 0, (C + R) % 16 == 0,
-//           C % (8 * WARPS) == 0); grid.z = HEADS / 16
+//           C % (8 * WARPS) == 0); grid.z = HEADS / 16. 2: tensor cores, every head a block
+//           (Q_DT and KV_DT bf16, HEADS % 16 == 0, (C + R) % 16 == 0, WARPS = HEADS / 8, KT 32,
+//           C % (16 * WARPS) == 0); grid.z = 1
 // Launch: grid (n_splits, n_tokens, head groups), block (32 * WARPS), dynamic shared memory
 // mla_split_smem_bytes (MMA 0: KT * (C + R) * 4 bytes; MMA 1: the bf16 tile, the queries' hi and
-// lo rows and the tile's f32 scores, families/mla_split.cc).
+// lo rows and the tile's f32 scores; MMA 2: MlaWideSmem; families/mla_split.cc).
 // Arguments:
 //   q_latent      Q_DT; (t, h) row at t * q_latent_row_stride + h * C
 //   q_rope        Q_DT; (t, h) row at t * q_rope_row_stride + h * q_rope_head_stride
@@ -187,6 +200,20 @@ __device__ __forceinline__ void mla_stage_queries(const void* q_latent, const vo
   }
 }
 
+// Rows [base, base + nk) of a bf16 cache into the padded bf16 rows tile[KT][DP] by cp.async,
+// every 16-byte piece of a thread in flight at once (no register round trip each); the keys the
+// token does not see and rows past nk as zeros (their scores are masked, and their P.V weight 0
+// must meet a finite row: stage_cache_tile). The caller commits the group.
+template <int D, int DP, int KT, int THREADS>
+__device__ __forceinline__ void mla_stage_tile_async(const void* kv_cache, int base, int nk, unsigned visible, unsigned short* tile) {
+  constexpr int PIECES = D / 8;
+  for (int e = threadIdx.x; e < KT * PIECES; e += THREADS) {
+    const int k = e / PIECES, p = e - k * PIECES;
+    const bool seen = k < nk && ((visible >> k) & 1u) != 0u;
+    cp_async16<true>(tile + k * DP + 8 * p, offset<BF16>(kv_cache, static_cast<i64>(base + (seen ? k : 0)) * D + 8 * p), seen);
+  }
+}
+
 template <int HEADS, int C, int R, int Q_DT, int WARPS, int KT>
 __device__ void mla_split_partial_mma(const void* q_latent, const void* q_rope, const void* kv_cache, const void* cache_len,
                                       const void* tree_mask, void* workspace, int n_tokens, int n_splits, int q_latent_row_stride,
@@ -222,16 +249,8 @@ __device__ void mla_split_partial_mma(const void* q_latent, const void* q_rope, 
   for (int base = begin; base < end; base += KT) {
     const int nk = min(KT, end - base);
     __syncthreads();  // the previous tile's keys and scores have been read
-    // Stage the tile by cp.async, every 16-byte piece of a thread in flight at once (no register
-    // round trip each); the keys the token does not see and rows past nk as zeros (their scores
-    // are masked, and their P.V weight 0 must meet a finite row: stage_cache_tile).
     const unsigned visible = mla_visible_keys(base, nk, past, t, mask, mask_words);
-    constexpr int PIECES = D / 8;
-    for (int e = threadIdx.x; e < KT * PIECES; e += 32 * WARPS) {
-      const int k = e / PIECES, p = e - k * PIECES;
-      const bool seen = k < nk && ((visible >> k) & 1u) != 0u;
-      cp_async16<true>(kt + k * DP + 8 * p, offset<BF16>(kv_cache, static_cast<i64>(base + (seen ? k : 0)) * D + 8 * p), seen);
-    }
+    mla_stage_tile_async<D, DP, KT, 32 * WARPS>(kv_cache, base, nk, visible, kt);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
@@ -343,13 +362,223 @@ __device__ void mla_split_partial_mma(const void* q_latent, const void* q_rope, 
   }
 }
 
+// ---- MMA 2: every head of the token in one block (see the doc block) ----
+
+// Tiles in MMA 2's cp.async ring: two in flight while the block works on a third.
+constexpr int kMlaWideStages = 3;
+
+// MMA 2's shared memory, in bf16 elements from the start: the queries [HEADS][DP], the ring's
+// tiles [kMlaWideStages][KT][DP], the probabilities [HEADS][PP]; then f32 from byte F32: each
+// key half's row maxima [2][HEADS], the rows' rescaling [HEADS], each key half's row sums
+// [2][HEADS]. Every part starts 16-byte aligned (DP and PP are multiples of 8). The host's
+// mla_split_smem_bytes (families/mla_split.cc) mirrors BYTES.
+template <int HEADS, int C, int R, int KT>
+struct MlaWideSmem {
+  static constexpr int D = C + R, DP = D + kMlaMmaPad, PP = KT + 8;
+  static constexpr int TILES = HEADS * DP, P = TILES + kMlaWideStages * KT * DP, F32 = 2 * (P + HEADS * PP);
+  static constexpr int BYTES = F32 + 5 * HEADS * 4;
+};
+
+template <int HEADS, int C, int R, int WARPS, int KT>
+__device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope, const void* kv_cache, const void* cache_len,
+                                       const void* tree_mask, void* workspace, int n_tokens, int n_splits, int q_latent_row_stride,
+                                       int q_rope_row_stride, int q_rope_head_stride, int mask_words, float softmax_scale) {
+  using L = MlaWideSmem<HEADS, C, R, KT>;
+  constexpr int D = L::D, DP = L::DP, PP = L::PP, ST = kMlaWideStages, THREADS = 32 * WARPS;
+  constexpr int MT = HEADS / 16;  // m-tiles of heads
+  constexpr int CW = C / WARPS;   // output columns a warp owns (P.V)
+  constexpr int NP = CW / 16;     // their n-tile pairs (one ldmatrix.x4.trans each)
+  static_assert(HEADS % 16 == 0 && D % 16 == 0 && KT == 32 && WARPS == 2 * MT && C % (16 * WARPS) == 0, "MMA 2 shapes");
+  const int split = blockIdx.x, t = blockIdx.y;
+  if (t >= n_tokens || split >= n_splits) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int past = max(static_cast<const int*>(cache_len)[0], 0);
+  const unsigned* mask = static_cast<const unsigned*>(tree_mask);
+  unsigned short* qs = static_cast<unsigned short*>(dynamic_smem());
+  unsigned short* ring = qs + L::TILES;
+  unsigned short* ps = qs + L::P;
+  float* row_max = reinterpret_cast<float*>(reinterpret_cast<char*>(qs) + L::F32);  // [2][HEADS]
+  float* rescale = row_max + 2 * HEADS;                                              // [HEADS]
+  float* row_sum = rescale + HEADS;                                                  // [2][HEADS]
+  float* ws = static_cast<float*>(workspace);
+  auto partial = [&](int h) { return ws + ((static_cast<i64>(t) * HEADS + h) * n_splits + split) * (C + 2); };
+
+  // A split takes at least a tile: a short context leaves the later splits empty (m = -inf,
+  // l = 0, their sums unwritten: the combine reads no sum of a weight-0 split).
+  const int n_keys = mask == nullptr ? past + t + 1 : past + n_tokens;
+  const int per = max((n_keys + n_splits - 1) / n_splits, KT);
+  const int begin = min(split * per, n_keys), end = min(begin + per, n_keys);
+  const int n_tiles = (end - begin + KT - 1) / KT;
+  if (n_tiles == 0) {
+    for (int h = threadIdx.x; h < HEADS; h += THREADS) {
+      partial(h)[0] = neg_inf();
+      partial(h)[1] = 0.f;
+    }
+    return;
+  }
+
+  auto stage = [&](int i) {  // tile i into ring slot i % ST; one group a call, empty past the last tile
+    if (i < n_tiles) {
+      const int base = begin + i * KT, nk = min(KT, end - base);
+      mla_stage_tile_async<D, DP, KT, THREADS>(kv_cache, base, nk, mla_visible_keys(base, nk, past, t, mask, mask_words),
+                                               ring + (i % ST) * KT * DP);
+    }
+    cp_async_commit();
+  };
+  for (int i = 0; i < ST - 1; ++i) stage(i);
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+    mla_stage_queries<C, R, BF16, THREADS>(q_latent, q_rope, t, 16 * i, q_latent_row_stride, q_rope_row_stride, q_rope_head_stride,
+                                           qs + 16 * i * DP, nullptr);
+
+  // Scores: warp (mt, kh) takes heads 16 mt.. (rows g, g + 8 of its m-tile) and keys 16 kh.. of
+  // every tile; its rows' running max (the same in both key halves' warps) and its keys' share of
+  // their sums. Values: every warp all HEADS rows and its CW columns.
+  const int mt = warp % MT, kh = warp / MT;
+  float m_run[2] = {neg_inf(), neg_inf()}, l_run[2] = {0.f, 0.f}, o[MT][2 * NP][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < 2 * NP; ++j) o[i][j][0] = o[i][j][1] = o[i][j][2] = o[i][j][3] = 0.f;
+  // ldmatrix rows: lane l names row l % 8 (+ 8 for matrices 1, 3) at column 8 (l / 16) of an A
+  // fragment's 16 x 16; of the scores' B (keys as rows) key l % 8 + 8 (l / 16), column 8 ((l / 8) % 2).
+  const int a_row = lane % 8 + 8 * ((lane / 8) % 2), a_col = 8 * (lane / 16);
+  const unsigned short* q_frag = qs + (16 * mt + a_row) * DP + a_col;
+  const int k_row = 16 * kh + lane % 8 + 8 * (lane / 16), k_col = 8 * ((lane / 8) % 2);
+
+  for (int i = 0; i < n_tiles; ++i) {
+    cp_async_wait<ST - 2>();
+    __syncthreads();  // tile i has landed; every warp is done with tile i - 1 (its slot, ps, rescale)
+    stage(i + ST - 1);
+    const int base = begin + i * KT, nk = min(KT, end - base);
+    const unsigned visible = mla_visible_keys(base, nk, past, t, mask, mask_words);
+    if (visible == 0u) continue;  // uniform: no head of this token sees a key of the tile
+    const unsigned short* tile = ring + (i % ST) * KT * DP;
+
+    // S[16 x 16] over the D dims: two key n-tiles, even / odd k-steps in separate chains.
+    float cc[2][2][4] = {};
+    const unsigned short* k_frag = tile + k_row * DP + k_col;
+#pragma unroll 4
+    for (int k0 = 0; k0 < D; k0 += 16) {
+      unsigned a[4], b[4];
+      ldsm_x4(a, q_frag + k0);
+      ldsm_x4(b, k_frag + k0);
+      const int chain = (k0 / 16) % 2;
+      mma_bf16_16816(cc[chain][0], a, b[0], b[1]);
+      mma_bf16_16816(cc[chain][1], a, b[2], b[3]);
+    }
+    // s[j][e]: row g + 8 (e / 2), key 16 kh + 8 j + 2 q + e % 2; a hidden key's is -inf.
+    float s[2][4], mx[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = 16 * kh + 8 * j + 2 * q + (e & 1);
+        s[j][e] = ((visible >> key) & 1u) ? (cc[0][j][e] + cc[1][j][e]) * softmax_scale : neg_inf();
+        mx[e / 2] = fmaxf(mx[e / 2], s[j][e]);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      if (q == 0) row_max[kh * HEADS + 16 * mt + g + 8 * r] = mx[r];
+    }
+    __syncthreads();  // both key halves' maxima
+    float corr[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = 16 * mt + g + 8 * r;
+      const float m_new = fmaxf(m_run[r], fmaxf(row_max[row], row_max[HEADS + row]));  // finite: the tile holds a visible key
+      corr[r] = expf(m_run[r] - m_new);                                                // 0 while m = -inf
+      m_run[r] = m_new;
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        p[e] = expf(s[j][e] - m_run[e / 2]);  // 0 for a hidden key
+        sum[e / 2] += p[e];
+      }
+      const int key = 16 * kh + 8 * j + 2 * q;
+      *reinterpret_cast<unsigned*>(ps + (16 * mt + g) * PP + key) = pack_bf16x2(p[0], p[1]);
+      *reinterpret_cast<unsigned*>(ps + (16 * mt + g + 8) * PP + key) = pack_bf16x2(p[2], p[3]);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+      l_run[r] = l_run[r] * corr[r] + sum[r];
+      if (kh == 0 && q == 0) rescale[16 * mt + g + 8 * r] = corr[r];
+    }
+    __syncthreads();  // the tile's probabilities and every row's rescaling
+
+    // o = o * rescale + P . V: P [HEADS x KT] bf16 as A, V = the tile's first C columns (keys as
+    // rows: ldmatrix.trans gives the B fragments), this warp's CW of them.
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const float c0 = rescale[16 * i + g], c1 = rescale[16 * i + g + 8];
+#pragma unroll
+      for (int j = 0; j < 2 * NP; ++j) {
+        o[i][j][0] *= c0;
+        o[i][j][1] *= c0;
+        o[i][j][2] *= c1;
+        o[i][j][3] *= c1;
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < KT / 16; ++ks) {
+      unsigned a[MT][4];
+#pragma unroll
+      for (int i = 0; i < MT; ++i) ldsm_x4(a[i], ps + (16 * i + a_row) * PP + 16 * ks + a_col);
+      const unsigned short* v_frag = tile + (16 * ks + a_row) * DP + warp * CW + a_col;
+#pragma unroll
+      for (int np = 0; np < NP; ++np) {
+        unsigned b[4];
+        ldsm_x4_trans(b, v_frag + 16 * np);
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          mma_bf16_16816(o[i][2 * np], a[i], b[0], b[1]);
+          mma_bf16_16816(o[i][2 * np + 1], a[i], b[2], b[3]);
+        }
+      }
+    }
+  }
+
+  // The partials: (m, l) of each head (l: both key halves' sums), then this warp's columns.
+  if (q == 0)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_sum[kh * HEADS + 16 * mt + g + 8 * r] = l_run[r];
+      if (kh == 0) rescale[16 * mt + g + 8 * r] = m_run[r];
+    }
+  __syncthreads();
+  for (int h = threadIdx.x; h < HEADS; h += THREADS) {
+    partial(h)[0] = rescale[h];
+    partial(h)[1] = row_sum[h] + row_sum[HEADS + h];
+  }
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < 2 * NP; ++j) {
+      const int col = warp * CW + 8 * j + 2 * q;
+      *reinterpret_cast<float2*>(partial(16 * i + g) + 2 + col) = make_float2(o[i][j][0], o[i][j][1]);
+      *reinterpret_cast<float2*>(partial(16 * i + g + 8) + 2 + col) = make_float2(o[i][j][2], o[i][j][3]);
+    }
+}
+
 template <int HEADS, int C, int R, int Q_DT, int KV_DT, int WARPS, int KT, int MMA>
 __device__ void mla_split_partial(const void* q_latent, const void* q_rope, const void* kv_cache,
                                   const void* cache_len, const void* tree_mask, void* workspace,
                                   int n_tokens, int n_splits, int q_latent_row_stride, int q_rope_row_stride,
                                   int q_rope_head_stride, int mask_words, float softmax_scale) {
   static_assert(KT >= 1 && KT <= 32, "KT keys per tile: 1..32");
-  if constexpr (MMA == 1) {
+  if constexpr (MMA == 2) {
+    static_assert(KV_DT == BF16 && Q_DT == BF16, "MMA 2 reads bf16 queries and a bf16 cache");
+    mla_split_partial_wide<HEADS, C, R, WARPS, KT>(q_latent, q_rope, kv_cache, cache_len, tree_mask, workspace, n_tokens, n_splits,
+                                                   q_latent_row_stride, q_rope_row_stride, q_rope_head_stride, mask_words, softmax_scale);
+    return;
+  } else if constexpr (MMA == 1) {
     static_assert(KV_DT == BF16, "MMA 1 reads a bf16 cache");
     mla_split_partial_mma<HEADS, C, R, Q_DT, WARPS, KT>(q_latent, q_rope, kv_cache, cache_len, tree_mask, workspace, n_tokens, n_splits,
                                                         q_latent_row_stride, q_rope_row_stride, q_rope_head_stride, mask_words,
@@ -502,7 +731,8 @@ __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens
   for (int c = threadIdx.x; c < C; c += THREADS) {
     float v = 0.f;
 #pragma unroll 16
-    for (int s = 0; s < n_splits; ++s) v += w[s * (C + 2) + 2 + c] * weight[s];  // weight 0: the split adds 0
+    for (int s = 0; s < n_splits; ++s)
+      if (weight[s] != 0.f) v += w[s * (C + 2) + 2 + c] * weight[s];  // a weight-0 split's sums may be unwritten (MMA 2)
     store<O_DT>(out, o + c, v * inv_l);
   }
 }

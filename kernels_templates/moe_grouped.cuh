@@ -586,20 +586,6 @@ __device__ __forceinline__ void moe_mma_zero(float (&d)[4], const unsigned (&a)[
 #endif
 }
 
-// ldmatrix.x4 (b16, no transpose): lane l names row l % 8 of 8x8 matrix l / 8 (16 bytes of
-// shared memory at `row`); lane (g = l / 4, q = l % 4) gets 32-bit word q of row g of matrix i
-// in r[i].
-__device__ __forceinline__ void moe_ldsm_x4(unsigned (&r)[4], const uint4* row) {
-#ifdef KP_HOST_SHIM
-  ::kplan::cuda_host::ldmatrix_x4(r, row);
-#else
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_address(row))
-               : "memory");
-#endif
-}
-
 // a * b + c on two bf16 lanes, rounded to nearest (exact for the dequantisation below).
 __device__ __forceinline__ unsigned moe_bf16x2_fma(unsigned a, unsigned b, unsigned c) {
 #ifdef KP_HOST_SHIM
@@ -977,8 +963,8 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
       buf[moe_mma_tb_slot(g, q)] = L.q[s][j][0];
       buf[moe_mma_tb_slot(g + 8, q)] = L.q[s][j][1];
       __syncwarp();
-      moe_ldsm_x4(w[j][0], buf + moe_mma_tb_slot(lane % 8, lane / 8));
-      moe_ldsm_x4(w[j][1], buf + moe_mma_tb_slot(8 + lane % 8, lane / 8));
+      ldsm_x4(w[j][0], buf + moe_mma_tb_slot(lane % 8, lane / 8));
+      ldsm_x4(w[j][1], buf + moe_mma_tb_slot(8 + lane % 8, lane / 8));
     }
 #pragma unroll
     for (int i = 0; i < kMoeMmaSub; ++i) {
@@ -1061,8 +1047,8 @@ __device__ __forceinline__ void moe_ring_math(const uint4* stage, int step, cons
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
     unsigned w[1][2][4];
-    moe_ldsm_x4(w[0][0], stage + 64 * s + moe_mma_tb_slot(lane % 8, lane / 8));
-    moe_ldsm_x4(w[0][1], stage + 64 * s + moe_mma_tb_slot(8 + lane % 8, lane / 8));
+    ldsm_x4(w[0][0], stage + 64 * s + moe_mma_tb_slot(lane % 8, lane / 8));
+    ldsm_x4(w[0][1], stage + 64 * s + moe_mma_tb_slot(8 + lane % 8, lane / 8));
     moe_mma_sub<1, NTILE, G, BIAS, XB>(
         w, 2 * step + s,
         [&](int, int i, int h) {

@@ -297,7 +297,7 @@ const View& RuleContext::view(const Value* v) const {
 
 std::string RuleContext::where(const ir::Op& op) const { return op_label(*fn, op_index, op); }
 
-uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context, std::string_view arch, DType kv_cache) {
+uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context, std::string_view arch, DType kv_cache, DType queries) {
   if (op.kind() == OpKind::MlaAttention) {
     const int64_t split_max = mla_split_max_tokens(arch);
     if (split_max == 0) return 0;
@@ -306,7 +306,8 @@ uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context
     const int64_t heads = op.operand(0)->type().shape.at(1).constant, c = op.operand(0)->type().shape.at(2).constant;
     const int64_t r = op.operand(1)->type().shape.at(2).constant;
     const ElemType kv = kv_cache == DType::BF16 ? ElemType::BF16 : ElemType::F32;
-    return mla_split_workspace_bytes(mla_split_partial_kernel(heads, c, r, kF32, kv, arch), max_context,
+    const ElemType q = queries == DType::BF16 ? ElemType::BF16 : ElemType::F32;  // the instance the rule will take
+    return mla_split_workspace_bytes(mla_split_partial_kernel(heads, c, r, q, kv, arch), max_context,
                                      std::min(max_tokens, split_max), arch);
   }
   if (op.kind() != OpKind::MoeExperts && op.kind() != OpKind::MoeExpertsInt4) return 0;

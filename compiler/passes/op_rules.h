@@ -91,8 +91,9 @@ void lower_op(const ir::Op& op, RuleContext& ctx);
 
 // Bytes of the scratch buffer the op needs at `max_tokens` over a cache of `max_context` rows,
 // lowered for `arch` (0: none).
-// `kv_cache`: the dtype an mla_attention's cache is stored in (the split partial's instance, whose
-// tuning may need a bf16 cache, sizes the workspace).
-uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context, std::string_view arch, DType kv_cache = DType::F32);
+// `kv_cache`, `queries`: the dtypes an mla_attention's cache and queries are stored in (the split
+// partial's instance, whose tuning may need a bf16 cache and bf16 queries, sizes the workspace).
+uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context, std::string_view arch, DType kv_cache = DType::F32,
+                       DType queries = DType::F32);
 
 }  // namespace kplan::passes

@@ -168,8 +168,10 @@ class MemoryPlanner {
         s_.storage[op.result()] = s_.storage.at(view_root(op.operand(0)));
       }
       // The attention's cache operand is a kv_append's in-place result: its dtype is the cache's.
-      const DType kv = op.kind() == OpKind::MlaAttention ? stored_dtype(s_, storage_root(op.operand(2))) : DType::F32;
-      const uint64_t scratch = scratch_bytes(op, s_.max_tokens, s_.options.max_context, s_.options.arch, kv);
+      const bool mla = op.kind() == OpKind::MlaAttention;
+      const DType kv = mla ? stored_dtype(s_, storage_root(op.operand(2))) : DType::F32;
+      const DType queries = mla ? stored_dtype(s_, storage_root(op.operand(0))) : DType::F32;
+      const uint64_t scratch = scratch_bytes(op, s_.max_tokens, s_.options.max_context, s_.options.arch, kv, queries);
       if (scratch) s_.scratch[&op] = slot_for(scratch, false);
       auto place = [&](const Value* v) {
         if (s_.unstored(v) || s_.storage.count(v)) return;  // never written / placed by its producer

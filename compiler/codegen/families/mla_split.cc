@@ -1,26 +1,36 @@
 #include "compiler/codegen/families/mla_split.h"
 
 #include <algorithm>
+#include <string>
 
 #include "compiler/codegen/heuristics/heuristics.h"
 
 namespace kplan::codegen {
 
-int64_t mla_split_smem_bytes(int64_t kv_lora, int64_t rope, int64_t keys_per_tile, bool mma, bool f32_queries) {
-  if (!mma) return keys_per_tile * (kv_lora + rope) * 4;
+int64_t mla_split_smem_bytes(int64_t heads, int64_t kv_lora, int64_t rope, int64_t keys_per_tile, int64_t mma, bool f32_queries) {
+  if (mma == 0) return keys_per_tile * (kv_lora + rope) * 4;
   const int64_t row = 2 * (kv_lora + rope + 8);  // a padded bf16 row (kMlaMmaPad)
+  if (mma == 2)  // MlaWideSmem: the queries, the ring's tiles, the probabilities, 5 f32 a head
+    return heads * row + kMlaWideStages * keys_per_tile * row + heads * 2 * (keys_per_tile + 8) + 5 * heads * 4;
   return keys_per_tile * row + 16 * row * (f32_queries ? 2 : 1) + 16 * (keys_per_tile + 1) * 4;
 }
 
 int64_t mla_split_heads_per_block(const KernelSource& partial) {
-  return kernel_param(partial, "MMA") == 1 ? 16 : kernel_param(partial, "WARPS");
+  switch (kernel_param(partial, "MMA")) {
+    case 1: return 16;
+    case 2: return kernel_param(partial, "HEADS");
+    default: return kernel_param(partial, "WARPS");
+  }
 }
 
 int64_t mla_split_count(const KernelSource& partial, int64_t max_context, int64_t n_tokens, std::string_view arch) {
+  const bool wide = kernel_param(partial, "MMA") == 2;
   const int64_t tokens = std::max<int64_t>(n_tokens, 1);
   const int64_t groups = ceil_div(kernel_param(partial, "HEADS"), mla_split_heads_per_block(partial));
-  const int64_t by_keys = ceil_div(std::max<int64_t>(max_context, 0) + tokens, mla_split_min_keys(arch));
-  const int64_t by_grid = std::max<int64_t>(1, mla_split_blocks(arch) / (tokens * groups));
+  const int64_t by_keys = ceil_div(std::max<int64_t>(max_context, 0) + tokens, mla_split_min_keys(arch, wide));
+  // MMA 2's block fills an SM's shared memory: one an SM, where the others take two.
+  const int64_t blocks = wide ? mla_split_blocks(arch) / 2 : mla_split_blocks(arch);
+  const int64_t by_grid = std::max<int64_t>(1, blocks / (tokens * groups));
   const int64_t splits = std::clamp<int64_t>(by_keys, 1, by_grid);
   require(splits <= kMlaMaxSplits, "mla_split_partial", "more splits than the combine's shared memory holds");
   return splits;
@@ -39,15 +49,23 @@ void check(const ParamValues& p) {
   require(p.at("KT") >= 1 && p.at("KT") <= 32, "mla_split_partial", "KT (keys per tile) must be 1..32");
   require(p.at("WARPS") >= 1 && p.at("WARPS") <= 32, "mla_split_partial", "WARPS (heads per block) must be 1..32");
   const int64_t mma = p.at("MMA");
-  require(mma == 0 || mma == 1, "mla_split_partial", "MMA must be 0 (CUDA cores) or 1 (tensor cores)");
-  if (mma == 1) {
-    require(p.at("KV_DT") == 1, "mla_split_partial", "MMA 1 reads a bf16 cache (KV_DT bf16)");
+  require(mma >= 0 && mma <= 2, "mla_split_partial", "MMA must be 0 (CUDA cores), 1 (tensor cores, 16 heads a block) or 2 (tensor cores, every head)");
+  if (mma >= 1) {
+    require(p.at("KV_DT") == 1, "mla_split_partial", "MMA " + std::to_string(mma) + " reads a bf16 cache (KV_DT bf16)");
     require(p.at("HEADS") % 16 == 0 && (p.at("C") + p.at("R")) % 16 == 0, "mla_split_partial",
-            "MMA 1 takes heads in m-tiles of 16 and C + R a multiple of 16");
+            "MMA " + std::to_string(mma) + " takes heads in m-tiles of 16 and C + R a multiple of 16");
+  }
+  if (mma == 1) {
     require(p.at("C") % (8 * p.at("WARPS")) == 0, "mla_split_partial", "MMA 1 splits C over WARPS warps in n-tiles of 8");
     require(p.at("KT") == 16 || p.at("KT") == 32, "mla_split_partial", "MMA 1 takes KT 16 or 32 (k-steps of 16 keys)");
   }
-  require(mla_split_smem_bytes(p.at("C"), p.at("R"), p.at("KT"), mma == 1, p.at("Q_DT") == 0) <= 224 * 1024, "mla_split_partial",
+  if (mma == 2) {
+    require(p.at("Q_DT") == 1, "mla_split_partial", "MMA 2 takes bf16 queries (Q_DT bf16: a bf16-activations program's)");
+    require(p.at("WARPS") == 2 * p.at("HEADS") / 16, "mla_split_partial", "MMA 2 takes two warps an m-tile of 16 heads (WARPS = HEADS / 8)");
+    require(p.at("KT") == 32, "mla_split_partial", "MMA 2 takes KT 32 (two warps' halves of 16 keys)");
+    require(p.at("C") % (16 * p.at("WARPS")) == 0, "mla_split_partial", "MMA 2 splits C over WARPS warps in n-tile pairs of 16");
+  }
+  require(mla_split_smem_bytes(p.at("HEADS"), p.at("C"), p.at("R"), p.at("KT"), mma, p.at("Q_DT") == 0) <= 224 * 1024, "mla_split_partial",
           "the staged rows exceed 224 KiB of shared memory");
 }
 
@@ -55,8 +73,8 @@ void check(const ParamValues& p) {
 LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
   LaunchDims d = block_of(k);
   d.grid = {static_cast<uint32_t>(s.batch), static_cast<uint32_t>(s.rows), ceil_div(kernel_param(k, "HEADS"), mla_split_heads_per_block(k))};
-  d.smem_bytes = static_cast<uint32_t>(mla_split_smem_bytes(kernel_param(k, "C"), kernel_param(k, "R"), kernel_param(k, "KT"),
-                                                            kernel_param(k, "MMA") == 1, kernel_param(k, "Q_DT") == 0));
+  d.smem_bytes = static_cast<uint32_t>(mla_split_smem_bytes(kernel_param(k, "HEADS"), kernel_param(k, "C"), kernel_param(k, "R"),
+                                                            kernel_param(k, "KT"), kernel_param(k, "MMA"), kernel_param(k, "Q_DT") == 0));
   return d;
 }
 

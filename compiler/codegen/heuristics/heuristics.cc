@@ -200,12 +200,12 @@ void choose_tuning(const Family& family, std::string_view arch, ParamValues& par
   it->second(params);
 }
 
-int64_t mla_split_min_keys(std::string_view arch) {
+int64_t mla_split_min_keys(std::string_view arch, bool all_heads) {
   (void)tuning_for(arch);  // refuses an arch with no table
   // 128 keys a split (until 2026-12-04) gave the K2.6 slice's 1-token step 9 splits over 512 keys
   // (72 blocks, 2 tiles each): 51 us for 3 layers' partials, the blocks' f32 score and value math
   // serial per warp. One tile a split lets the grid's 2 blocks an SM take the keys side by side.
-  return compile_count("KPLAN_MLA_MIN_KEYS", 32, "a key count >= 1", 1);  // 0 would divide by zero
+  return compile_count("KPLAN_MLA_MIN_KEYS", all_heads ? 128 : 32, "a key count >= 1", 1);  // 0 would divide by zero
 }
 
 int64_t mla_split_max_tokens(std::string_view arch) {

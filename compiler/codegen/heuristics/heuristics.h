@@ -87,8 +87,10 @@ int64_t mla_split_blocks(std::string_view arch);
 
 // Keys a split of the split MLA pair takes at least: 32 (one staged tile), so a 1-token step
 // over a short context still fills the grid (the partial's f32 math binds it, not the cache
-// bytes); KPLAN_MLA_MIN_KEYS overrides it for a compile, to measure.
-int64_t mla_split_min_keys(std::string_view arch);
+// bytes); `all_heads` (MMA 2, a block per token's every head) 128: each split writes a partial of
+// HEADS x (C + 2) f32 (128 KiB at K2.6 width, 3.6 tiles' cache bytes) that the combine reads
+// back. KPLAN_MLA_MIN_KEYS overrides both for a compile, to measure.
+int64_t mla_split_min_keys(std::string_view arch, bool all_heads = false);
 
 // The largest step (tokens) whose mla_attention lowers to the split pair (mla_split_partial +
 // mla_split_combine) rather than one mla_attention launch: 8 (the H200 measured the pair 5-10x

@@ -181,10 +181,13 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
                                   0, 0, c.num_experts_per_tok));
   sources.push_back(matmul_kernel(c.moe_intermediate_size, c.hidden_size, ElemType::BF16, ElemType::F32, false, true, kDefaultArch, 16, 0,
                                   0, 0, c.num_experts_per_tok));
-  // The tensor-core split-MLA partial (MMA 1) over the bf16 cache, f32 and bf16 queries.
+  // The tensor-core split-MLA partials over the bf16 cache: MMA 1 with f32 and bf16 queries.
   for (const int64_t q : {0, 1})
     sources.push_back(instantiate("mla_split_partial", {{"HEADS", c.num_attention_heads}, {"C", c.kv_lora_rank}, {"R", c.qk_rope_head_dim},
                                                         {"Q_DT", q}, {"KV_DT", 1}, {"MMA", 1}}));
+  // And MMA 2 (every head a block: ldmatrix and its .trans, the cp.async ring), bf16 queries.
+  sources.push_back(instantiate("mla_split_partial", {{"HEADS", c.num_attention_heads}, {"C", c.kv_lora_rank}, {"R", c.qk_rope_head_dim},
+                                                      {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", 2}}));
   // A device round at the K2.6 drafter's block (16, mask 163838) and the largest verify bucket.
   sources.push_back(round_draft_inputs_kernel(16, 163838));
   sources.push_back(round_tree_kernel(128, 127, 15, 128));

@@ -2,7 +2,7 @@
 // Runs a kernel template's CUDA source on the host, for tests without a GPU: one std::thread per
 // CUDA thread of a block (a pool per launch), blocks one after another, __syncthreads and the
 // warp intrinsics as barriers over the block / the warp; the warp-collective mma.sync and
-// ldmatrix of moe_grouped.cuh's MMA path as emulations of their PTX fragment layouts, cp.async
+// ldmatrix (and its .trans) of the MMA paths as emulations of their PTX fragment layouts, cp.async
 // as an immediate copy (its commit and wait then nothing to do) (the template calls them under
 // KP_HOST_SHIM). Only the subset the templates tested this way use
 // (kernels_templates/moe_grouped.cuh, mla_split.cuh): include this, then the template. The
@@ -34,6 +34,10 @@ struct uint4 {
   unsigned x, y, z, w;
 };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+struct float2 {
+  float x, y;
+};
+inline float2 make_float2(float x, float y) { return {x, y}; }
 struct float4 {
   float x, y, z, w;
 };
@@ -137,6 +141,21 @@ inline void ldmatrix_x4(unsigned (&r)[4], const void* row) {
   for (unsigned i = 0; i < 4; ++i) {
     const auto* p = reinterpret_cast<const unsigned char*>(current->exchange[base + 8 * i + lane / 4]);
     std::memcpy(&r[i], p + 4 * (lane % 4), 4);
+  }
+  warp_barrier().arrive_and_wait();
+}
+
+// ldmatrix...x4.trans.shared.b16: lane l names row l % 8 of matrix l / 8; lane (g, q) gets the
+// elements (row 2q, column g) and (row 2q + 1, column g) of matrix i in r[i], row 2q low.
+inline void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) {
+  const unsigned lane = thread_index.x % 32, base = thread_index.x - lane;
+  current->exchange[thread_index.x] = reinterpret_cast<unsigned long long>(row);
+  warp_barrier().arrive_and_wait();
+  for (unsigned i = 0; i < 4; ++i) {
+    uint16_t lo, hi;
+    std::memcpy(&lo, reinterpret_cast<const unsigned char*>(current->exchange[base + 8 * i + 2 * (lane % 4)]) + 2 * (lane / 4), 2);
+    std::memcpy(&hi, reinterpret_cast<const unsigned char*>(current->exchange[base + 8 * i + 2 * (lane % 4) + 1]) + 2 * (lane / 4), 2);
+    r[i] = lo | (static_cast<unsigned>(hi) << 16);
   }
   warp_barrier().arrive_and_wait();
 }

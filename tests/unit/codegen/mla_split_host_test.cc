@@ -84,7 +84,7 @@ Result run(int64_t past, int64_t T, int splits, bool tree, uint64_t seed, int64_
         kp::mla_split_partial<H, C, R, Q_DT, KV_DT, WARPS, KT, MMA>(q_lat, q_rot, kv, len.data(), tree ? mask.data() : nullptr, ws.data(),
                                                                     T, splits, ql_stride, qr_stride, QR_HEAD, words, scale);
       },
-      mla_split_smem_bytes(C, R, KT, MMA == 1, Q_DT == kp::F32), MMA == 1 ? H / 16 : (H + WARPS - 1) / WARPS);
+      mla_split_smem_bytes(H, C, R, KT, MMA, Q_DT == kp::F32), MMA == 2 ? 1 : MMA == 1 ? H / 16 : (H + WARPS - 1) / WARPS);
   Result res;
   for (int64_t p = 0; p < T * H * splits; ++p) res.empty_splits += std::isinf(ws[p * (C + 2)]) && ws[p * (C + 2)] < 0;
   cuda_host::launch(H, T, 64, [&] { kp::mla_split_combine<H, C, kp::F32, 64>(ws.data(), out.data(), T, splits, H * C); });
@@ -186,6 +186,27 @@ TEST(MlaSplitHost, TensorCorePartialMatchesTheCpuOp) {
   EXPECT_LT(r.error, 1e-4);
 }
 
+// MMA 2 (every head of a token a block, bf16 queries and probabilities, a 3-tile cp.async ring):
+// against the CPU op over the same bf16 queries and cache, the probabilities' rounding to bf16
+// its only difference (within 1e-2 relative, as the bf16 data path; more than 1e-4 off, so the
+// rounding is real). Causal and tree-masked, 1, 2 and 4 m-tiles (2, 4, 8 warps), splits past the
+// context (their partial m = -inf, sums unwritten: the combine must skip them), a split of more
+// tiles than the ring holds, a last tile of a few keys, and padded query rows.
+TEST(MlaSplitHost, AllHeadsTensorCorePartialMatchesTheCpuOp) {
+  Result r = run<16, 64, 16, kp::BF16, 2, 32, 2, kp::BF16, true>(37, 5, 3, false, 21);
+  EXPECT_LT(r.error, 1e-2);
+  EXPECT_GT(r.error, 1e-4) << "the probabilities enter the MMA as bf16";
+  r = run<16, 64, 16, kp::BF16, 2, 32, 2, kp::BF16, true>(0, 7, 4, false, 22);  // 7 keys at most: one split has keys
+  EXPECT_LT(r.error, 1e-2);
+  EXPECT_GT(r.empty_splits, 0) << "the later splits have no key";
+  r = run<32, 64, 32, kp::BF16, 4, 32, 2, kp::BF16>(11, 40, 2, true, 23);  // tree-masked, padded q rows
+  EXPECT_LT(r.error, 1e-2);
+  r = run<16, 32, 32, kp::BF16, 2, 32, 2, kp::BF16, true>(200, 3, 1, false, 24);  // 7 tiles in one split: the ring wraps
+  EXPECT_LT(r.error, 1e-2);
+  r = run<64, 128, 64, kp::BF16, 8, 32, 2, kp::BF16, true>(70, 2, 2, true, 25);  // K2.6's heads: 4 m-tiles, 8 warps
+  EXPECT_LT(r.error, 1e-2);
+}
+
 TEST(MlaSplitHost, SplitCountFollowsTheContext) {
   // K2.6 width on sm_90 (132 SMs, 8 head groups of 8): 1 token over 1,000 rows takes 32 splits
   // of at least 32 keys (one tile); from 1,024 rows on the grid's 264 blocks cap it at 33; 64 tree
@@ -219,6 +240,20 @@ TEST(MlaSplitHost, SplitCountFollowsTheContext) {
   EXPECT_EQ(md.block[0], 128u);
   EXPECT_EQ(md.smem_bytes, 32u * 1168 + 2 * 16 * 1168 + 16 * 33 * 4);
   EXPECT_EQ(mla_split_count(m, 32768, 1, "sm_90"), 66);
+  // MMA 2 (KPLAN_TUNE=mla_split_partial:MMA=2, bf16 queries): every head a block on 8 warps, one
+  // block an SM (132 splits at 32768 keys, 8 a token at 16 tokens), splits of 128+ keys (33 over
+  // 4096); the 64 query rows, 3 tiles of 32 rows (584 bf16 each), 64 x 40 bf16 probabilities and
+  // 5 x 64 f32.
+  const KernelSource w = instantiate(mla_split_partial::family(), {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", 2}}, "sm_90");
+  EXPECT_EQ(w.id, "mla_split_partial_h64_c512_r64_qbf16_kvbf16_w8_kt32_mma2");
+  const LaunchDims wd = launch_dims(w, 3, 5);
+  EXPECT_EQ(wd.grid, (std::array<uint32_t, 3>{5, 3, 1}));
+  EXPECT_EQ(wd.block[0], 256u);
+  EXPECT_EQ(wd.smem_bytes, 64u * 1168 + 3 * 32 * 1168 + 64 * 40 * 2 + 5 * 64 * 4);
+  EXPECT_EQ(mla_split_count(w, 32768, 1, "sm_90"), 132);
+  EXPECT_EQ(mla_split_count(w, 32768, 16, "sm_90"), 8);
+  EXPECT_EQ(mla_split_count(w, 4096, 1, "sm_90"), 33);
+  EXPECT_EQ(mla_split_count(w, 512, 1, "sm_90"), 5);
 }
 
 // MMA 1's shapes, refused by name: a cache in f32, heads not in m-tiles of 16, C not split evenly
@@ -240,8 +275,22 @@ TEST(MlaSplitHost, TensorCoreShapesAreClearErrors) {
   EXPECT_NE(message(p).find("n-tiles of 8"), std::string::npos) << message(p);
   p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 1}, {"KT", 24}};
   EXPECT_NE(message(p).find("KT 16 or 32"), std::string::npos) << message(p);
-  p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 2}};
+  p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 3}};
   EXPECT_NE(message(p).find("MMA must be 0"), std::string::npos) << message(p);
+  // MMA 2: bf16 queries, two warps an m-tile, KT 32, C in n-tile pairs over the warps, the
+  // shared memory of 64 heads' queries and three tiles (128 heads: past 224 KiB).
+  p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 2}};
+  EXPECT_NE(message(p).find("MMA 2 takes bf16 queries"), std::string::npos) << message(p);
+  p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", 2}, {"WARPS", 4}};
+  EXPECT_NE(message(p).find("two warps an m-tile"), std::string::npos) << message(p);
+  p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", 2}, {"KT", 16}};
+  EXPECT_NE(message(p).find("MMA 2 takes KT 32"), std::string::npos) << message(p);
+  p = {{"HEADS", 64}, {"C", 120}, {"R", 8}, {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", 2}};
+  EXPECT_NE(message(p).find("n-tile pairs of 16"), std::string::npos) << message(p);
+  p = {{"HEADS", 128}, {"C", 512}, {"R", 64}, {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", 2}};
+  EXPECT_NE(message(p).find("exceed 224 KiB"), std::string::npos) << message(p);
+  p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 1}, {"KV_DT", 0}, {"MMA", 2}};
+  EXPECT_NE(message(p).find("MMA 2 reads a bf16 cache"), std::string::npos) << message(p);
 }
 
 // KPLAN_MLA_MIN_KEYS (measuring) sets the keys a split; 0 would divide by zero: refused by name.
