@@ -26,15 +26,15 @@
 // the MMA 0 path long before HBM does. f32 queries and the probabilities enter as bf16 hi + lo
 // (two MMAs each: products exact, values kept to 2^-16 of themselves), so the result stays
 // within f32 summation-order differences of the CPU op, as the dense matmul's tensor-core path.
-// MMA 2 (bf16 queries and cache: a bf16-activations program's): a block takes every head of token
+// MMA 2 (a bf16 cache): a block takes every head of token
 // t (HEADS / 16 m-tiles, two warps each), so the cache is read once per (token, split) and one
 // block fills an SM (the queries, a 3-tile cp.async ring and the probabilities: 189 KiB at K2.6
 // width). Per tile of 32 keys: warp (m-tile, key half) scores its 16 heads x 16 keys over C + R
 // (ldmatrix fragments of the queries and keys, mma.sync m16n8k16), the two halves' row maxima meet
 // in shared memory, each warp writes its probabilities there as bf16; then every warp takes all
 // heads x its C / WARPS output columns (acc += P . V, the values' B fragments by ldmatrix.trans).
-// The probabilities enter the MMA rounded to bf16 (~2e-3 relative on the output, within the bf16
-// data path's 1e-2), so it is not taken for f32 programs. A split takes at least one tile: a short
+// The queries (f32 ones rounded once staged) and the probabilities enter the MMA as bf16 (~2e-3
+// relative on the output, within the bf16 data path's 1e-2). A split takes at least one tile: a short
 // context leaves the later splits empty (m = -inf, l = 0, the sums unwritten: the combine reads no
 // sum of a split it gives weight 0).
 //
@@ -57,7 +57,7 @@
 //   KT      keys per staged tile (1..32; a warp's visibility bits are one ballot; MMA 1: 16 or 32)
 //   MMA     0: CUDA cores; 1: tensor cores (KV_DT bf16, HEADS % 16 == 0, (C + R) % 16 == 0,
 //           C % (8 * WARPS) == 0); grid.z = HEADS / 16. 2: tensor cores, every head a block
-//           (Q_DT and KV_DT bf16, HEADS % 16 == 0, (C + R) % 16 == 0, WARPS = HEADS / 8, KT 32,
+//           (KV_DT bf16, HEADS % 16 == 0, (C + R) % 16 == 0, WARPS = HEADS / 8, KT 32,
 //           C % (16 * WARPS) == 0); grid.z = 1
 // Launch: grid (n_splits, n_tokens, head groups), block (32 * WARPS), dynamic shared memory
 // mla_split_smem_bytes (MMA 0: KT * (C + R) * 4 bytes; MMA 1: the bf16 tile, the queries' hi and
@@ -152,7 +152,7 @@ constexpr int kMlaMmaPad = 8;
 __device__ __forceinline__ unsigned mla_word(const unsigned short* row, int e) { return *reinterpret_cast<const unsigned*>(row + e); }
 
 // The block's 16 query rows [q_latent | q_rope] of token t, heads h0.., as padded bf16 rows: hi,
-// and (f32 queries) lo = the f32 residual. 16-byte loads, all of a thread's issued before the first
+// and (f32 queries, ql not null) lo = the f32 residual. 16-byte loads, all of a thread's issued before the first
 // store (a store may alias them for the compiler: one round trip each otherwise) where the
 // pointers and strides allow, else element by element.
 template <int C, int R, int Q_DT, int THREADS>
@@ -167,7 +167,8 @@ __device__ __forceinline__ void mla_stage_queries(const void* q_latent, const vo
   auto put = [&](int r, int d, float v) {
     const unsigned short hi = f32_to_bf16(v);
     qh[r * DP + d] = hi;
-    if constexpr (Q_DT == F32) ql[r * DP + d] = f32_to_bf16(v - bf16_to_f32(hi));
+    if constexpr (Q_DT == F32)
+      if (ql != nullptr) ql[r * DP + d] = f32_to_bf16(v - bf16_to_f32(hi));
   };
   const bool vec = C % QV == 0 && R % QV == 0 && ((reinterpret_cast<unsigned long long>(q_latent) | reinterpret_cast<unsigned long long>(q_rope)) & 15u) == 0 &&
                    q_latent_row_stride % QV == 0 && q_rope_row_stride % QV == 0 && q_rope_head_stride % QV == 0;
@@ -379,7 +380,7 @@ struct MlaWideSmem {
   static constexpr int BYTES = F32 + 5 * HEADS * 4;
 };
 
-template <int HEADS, int C, int R, int WARPS, int KT>
+template <int HEADS, int C, int R, int Q_DT, int WARPS, int KT>
 __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope, const void* kv_cache, const void* cache_len,
                                        const void* tree_mask, void* workspace, int n_tokens, int n_splits, int q_latent_row_stride,
                                        int q_rope_row_stride, int q_rope_head_stride, int mask_words, float softmax_scale) {
@@ -428,7 +429,7 @@ __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope,
   for (int i = 0; i < ST - 1; ++i) stage(i);
 #pragma unroll
   for (int i = 0; i < MT; ++i)
-    mla_stage_queries<C, R, BF16, THREADS>(q_latent, q_rope, t, 16 * i, q_latent_row_stride, q_rope_row_stride, q_rope_head_stride,
+    mla_stage_queries<C, R, Q_DT, THREADS>(q_latent, q_rope, t, 16 * i, q_latent_row_stride, q_rope_row_stride, q_rope_head_stride,
                                            qs + 16 * i * DP, nullptr);
 
   // Scores: warp (mt, kh) takes heads 16 mt.. (rows g, g + 8 of its m-tile) and keys 16 kh.. of
@@ -574,8 +575,8 @@ __device__ void mla_split_partial(const void* q_latent, const void* q_rope, cons
                                   int q_rope_head_stride, int mask_words, float softmax_scale) {
   static_assert(KT >= 1 && KT <= 32, "KT keys per tile: 1..32");
   if constexpr (MMA == 2) {
-    static_assert(KV_DT == BF16 && Q_DT == BF16, "MMA 2 reads bf16 queries and a bf16 cache");
-    mla_split_partial_wide<HEADS, C, R, WARPS, KT>(q_latent, q_rope, kv_cache, cache_len, tree_mask, workspace, n_tokens, n_splits,
+    static_assert(KV_DT == BF16, "MMA 2 reads a bf16 cache");
+    mla_split_partial_wide<HEADS, C, R, Q_DT, WARPS, KT>(q_latent, q_rope, kv_cache, cache_len, tree_mask, workspace, n_tokens, n_splits,
                                                    q_latent_row_stride, q_rope_row_stride, q_rope_head_stride, mask_words, softmax_scale);
     return;
   } else if constexpr (MMA == 1) {

@@ -60,7 +60,6 @@ void check(const ParamValues& p) {
     require(p.at("KT") == 16 || p.at("KT") == 32, "mla_split_partial", "MMA 1 takes KT 16 or 32 (k-steps of 16 keys)");
   }
   if (mma == 2) {
-    require(p.at("Q_DT") == 1, "mla_split_partial", "MMA 2 takes bf16 queries (Q_DT bf16: a bf16-activations program's)");
     require(p.at("WARPS") == 2 * p.at("HEADS") / 16, "mla_split_partial", "MMA 2 takes two warps an m-tile of 16 heads (WARPS = HEADS / 8)");
     require(p.at("KT") == 32, "mla_split_partial", "MMA 2 takes KT 32 (two warps' halves of 16 keys)");
     require(p.at("C") % (16 * p.at("WARPS")) == 0, "mla_split_partial", "MMA 2 splits C over WARPS warps in n-tile pairs of 16");

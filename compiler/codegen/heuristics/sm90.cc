@@ -36,7 +36,7 @@ const TuningTable& sm90_tuning() {
       // thread at K2.6 width, no spills). The combine: a thread a column. MMA 1 (the tensor-core
       // partial: 16 heads a block, 4 warps of C / 4 output columns each) is opt-in until measured
       // (KPLAN_TUNE=mla_split_partial:MMA=1); so is MMA 2 (every head a block, two warps an m-tile
-      // of 16 heads: 8 warps at K2.6; bf16 queries only) until measured (KPLAN_TUNE=mla_split_partial:MMA=2).
+      // of 16 heads: 8 warps at K2.6; a bf16 cache) until measured (KPLAN_TUNE=mla_split_partial:MMA=2).
       {"mla_split_partial",
        [](ParamValues& p) {
          set(p, "MMA", 0);
