@@ -299,16 +299,16 @@ std::string RuleContext::where(const ir::Op& op) const { return op_label(*fn, op
 
 uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context, std::string_view arch, DType kv_cache, DType queries) {
   if (op.kind() == OpKind::MlaAttention) {
-    const int64_t split_max = mla_split_max_tokens(arch);
-    if (split_max == 0) return 0;
+    if (mla_split_max_tokens(arch) == 0) return 0;
     // The split pair's partials [T, heads, n_splits, C + 2] f32 (the largest T * n_splits of
     // any bucket up to max_tokens that takes the pair).
     const int64_t heads = op.operand(0)->type().shape.at(1).constant, c = op.operand(0)->type().shape.at(2).constant;
     const int64_t r = op.operand(1)->type().shape.at(2).constant;
     const ElemType kv = kv_cache == DType::BF16 ? ElemType::BF16 : ElemType::F32;
     const ElemType q = queries == DType::BF16 ? ElemType::BF16 : ElemType::F32;  // the instance the rule will take
-    return mla_split_workspace_bytes(mla_split_partial_kernel(heads, c, r, q, kv, arch), max_context,
-                                     std::min(max_tokens, split_max), arch);
+    const KernelSource part = mla_split_partial_kernel(heads, c, r, q, kv, arch);
+    const int64_t split_max = mla_split_max_tokens(arch, kernel_param(part, "MMA") == 2);
+    return mla_split_workspace_bytes(part, max_context, std::min(max_tokens, split_max), arch);
   }
   if (op.kind() != OpKind::MoeExperts && op.kind() != OpKind::MoeExpertsInt4) return 0;
   // h [T * top_k, inter] f32 between the grouped gate/up and down kernels, then the down
@@ -539,11 +539,16 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       // stage a tile of cache rows once for 8 heads and write per-split partials to the scratch;
       // the combine merges them. Against mla_attention (a block per head, each re-reading the
       // whole cache) it reads the cache heads / 8 times fewer, and its splits fill the SMs at 1
-      // token; at many tokens (one split) it is slower. n_splits follows the bucket's token count
-      // and max_context (mla_split_count); the scratch is sized for the largest such bucket's.
-      const int64_t split_max = mla_split_max_tokens(arch);
+      // token; at many tokens (one split) it is slower. An all-heads partial (MMA 2: the cache
+      // read once per split for every head) has its own step limit (mla_split_max_tokens). n_splits
+      // follows the bucket's token count and max_context (mla_split_count); the scratch is sized
+      // for the largest such bucket's.
       const KernelSource whole = instance(ctx, 0, [&] { return mla_attention_kernel(heads, c, r, elem(ql), elem(kv), elem(result()), arch); });
-      if (split_max == 0 || (ctx.selected && t > split_max)) {
+      const bool split = mla_split_max_tokens(arch) > 0;
+      const KernelSource part = split ? instance(ctx, 1, [&] { return mla_split_partial_kernel(heads, c, r, elem(ql), elem(kv), arch); }) : whole;
+      const KernelSource comb = split ? instance(ctx, 2, [&] { return mla_split_combine_kernel(heads, c, elem(result()), arch); }) : whole;
+      if (!ctx.selected) return;  // select-kernels: the instances are recorded
+      if (!split || t > mla_split_max_tokens(arch, kernel_param(part, "MMA") == 2)) {
         // Without a mask operand the host's causal TreeMask gives the same visibility.
         launch(ctx, whole, t,
                mla_attention::Args{.q_latent = P(ql), .q_rope = P(qr), .kv_cache = P(kv), .cache_len = step(plan::StepInputKind::CacheLength),
@@ -553,9 +558,6 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
                                    .softmax_scale = op.attrs().get_float("scale")});
         return;
       }
-      const KernelSource part = instance(ctx, 1, [&] { return mla_split_partial_kernel(heads, c, r, elem(ql), elem(kv), arch); });
-      const KernelSource comb = instance(ctx, 2, [&] { return mla_split_combine_kernel(heads, c, elem(result()), arch); });
-      if (!ctx.selected) return;  // select-kernels: the instances are recorded
       const int64_t splits = mla_split_count(part, ctx.max_context, t, arch);
       const LaunchArg ws = ctx.scratch(op);
       // Without a mask operand the host's causal TreeMask gives the same visibility.

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "compiler/codegen/families/mla_split.h"
 #include "compiler/codegen/heuristics/tune_override.h"
 #include "ir/support/int4_frag.h"
 #include "ir/support/error.h"
@@ -208,15 +209,29 @@ int64_t mla_split_min_keys(std::string_view arch, bool all_heads) {
   return compile_count("KPLAN_MLA_MIN_KEYS", all_heads ? 128 : 32, "a key count >= 1", 1);  // 0 would divide by zero
 }
 
-int64_t mla_split_max_tokens(std::string_view arch) {
+namespace {
+// The all-heads split MLA (MMA 2): whether it is the default where it fits, and the largest step
+// that takes the split pair with it. Not yet measured on the device: opt-in (KPLAN_MLA_WIDE=1).
+constexpr bool kMlaWideDefault = false;
+constexpr int64_t kMlaWideMaxTokens = 8;
+}  // namespace
+
+int64_t mla_split_max_tokens(std::string_view arch, bool wide) {
   (void)tuning_for(arch);  // refuses an arch with no table
   // Measured on the H200 (bench/RESULTS.md 2026-12-02 08:10, GpuOps.MlaSplitAtK26WidthFigures):
   // at 1 token the pair takes 0.076 against 0.390 ms over 4096 keys, 0.51 against 4.9 ms over
   // 32768 (the cache read once per 8 heads, splits filling the SMs); at 64 tokens (one split,
   // the grid full of tokens already) 3.5 against 2.8 ms. Up to 8 tokens a step still has 4+
   // splits. sm_120 is not measured: the same rule.
-  if (!std::getenv("KPLAN_MLA_SPLIT")) return 8;
+  if (!std::getenv("KPLAN_MLA_SPLIT")) return wide ? kMlaWideMaxTokens : 8;
   return compile_switch("KPLAN_MLA_SPLIT", false) ? std::numeric_limits<int64_t>::max() : 0;
+}
+
+bool mla_split_wide(const ParamValues& p) {
+  const int64_t heads = p.at("HEADS"), c = p.at("C"), r = p.at("R");
+  const bool fits = p.at("KV_DT") == 1 && heads % 16 == 0 && (c + r) % 16 == 0 && c % (16 * (heads / 8)) == 0 &&
+                    mla_split_smem_bytes(heads, c, r, 32, 2) <= 224 * 1024;
+  return fits && compile_switch("KPLAN_MLA_WIDE", kMlaWideDefault);
 }
 
 int64_t moe_int4_layout(int64_t hidden, int64_t inter) {

@@ -35,11 +35,11 @@ const TuningTable& sm90_tuning() {
       // K2.6's C + R = 576), so two blocks fit an SM's 228 KiB and its 64 K registers (ptxas: 128 a
       // thread at K2.6 width, no spills). The combine: a thread a column. MMA 1 (the tensor-core
       // partial: 16 heads a block, 4 warps of C / 4 output columns each) is opt-in until measured
-      // (KPLAN_TUNE=mla_split_partial:MMA=1); so is MMA 2 (every head a block, two warps an m-tile
-      // of 16 heads: 8 warps at K2.6; a bf16 cache) until measured (KPLAN_TUNE=mla_split_partial:MMA=2).
+      // (KPLAN_TUNE=mla_split_partial:MMA=1). MMA 2 (every head a block, two warps an m-tile of 16
+      // heads: 8 warps at K2.6) where it fits a bf16 cache and mla_split_wide (heuristics.cc) says so.
       {"mla_split_partial",
        [](ParamValues& p) {
-         set(p, "MMA", 0);
+         set(p, "MMA", mla_split_wide(p) ? 2 : 0);
          set(p, "WARPS", p.at("MMA") == 2 ? 2 * p.at("HEADS") / 16 : p.at("MMA") == 1 ? 4 : std::min<int64_t>(8, p.at("HEADS")));
          set(p, "KT", 32);
        }},

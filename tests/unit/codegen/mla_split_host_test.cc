@@ -297,6 +297,23 @@ TEST(MlaSplitHost, TensorCoreShapesAreClearErrors) {
   EXPECT_NE(message(p).find("MMA 2 reads a bf16 cache"), std::string::npos) << message(p);
 }
 
+// Where MMA 2 fits (a bf16 cache, heads by 16 whose queries and ring fit the shared memory, C in
+// n-tile pairs over HEADS / 8 warps) KPLAN_MLA_WIDE=1 makes it the partial's tuning; elsewhere the
+// CUDA-core partial stays; KPLAN_MLA_WIDE=0 keeps MMA 0 everywhere.
+TEST(MlaSplitHost, AllHeadsPartialWhereItFits) {
+  auto mma = [](int64_t heads, int64_t c, ElemType kv) { return kernel_param(mla_split_partial_kernel(heads, c, 64, ElemType::F32, kv, "sm_90"), "MMA"); };
+  setenv("KPLAN_MLA_WIDE", "1", 1);
+  EXPECT_EQ(mma(64, 512, ElemType::BF16), 2);
+  EXPECT_EQ(mma(16, 512, ElemType::BF16), 2);
+  EXPECT_EQ(mma(64, 512, ElemType::F32), 0) << "an f32 cache";
+  EXPECT_EQ(mma(8, 512, ElemType::BF16), 0) << "heads not by 16";
+  EXPECT_EQ(mma(128, 512, ElemType::BF16), 0) << "128 heads' queries and the ring exceed the shared memory";
+  EXPECT_EQ(mma(64, 480, ElemType::BF16), 0) << "C not in n-tile pairs over 8 warps";
+  setenv("KPLAN_MLA_WIDE", "0", 1);
+  EXPECT_EQ(mma(64, 512, ElemType::BF16), 0);
+  unsetenv("KPLAN_MLA_WIDE");
+}
+
 // KPLAN_MLA_MIN_KEYS (measuring) sets the keys a split; 0 would divide by zero: refused by name.
 TEST(MlaSplitHost, MinKeysSwitchSetsTheSplitsAndRefusesZero) {
   const KernelSource k = mla_split_partial_kernel(64, 512, 64, ElemType::F32, ElemType::F32, "sm_90");
