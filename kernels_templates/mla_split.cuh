@@ -36,7 +36,9 @@
 // The queries (f32 ones rounded once staged) and the probabilities enter the MMA as bf16 (~2e-3
 // relative on the output, within the bf16 data path's 1e-2). A split takes at least one tile: a short
 // context leaves the later splits empty (m = -inf, l = 0, the sums unwritten: the combine reads no
-// sum of a split it gives weight 0).
+// sum of a split it gives weight 0). MMA 3: the same block, each scoring warp holding its 16
+// heads' queries over one depth half (C + R by 32) in registers and scoring all 32 keys over it;
+// the halves meet in shared memory (half the fragment bytes MMA 2 reads from it a tile).
 //
 // Key ranges: token t's candidate keys are n_keys(t) = L + t + 1 (causal) or L + n_tokens (tree);
 // split i of n_splits takes [i * per, min((i + 1) * per, n_keys(t))), per = ceil(n_keys(t) /
@@ -58,7 +60,7 @@
 //   MMA     0: CUDA cores; 1: tensor cores (KV_DT bf16, HEADS % 16 == 0, (C + R) % 16 == 0,
 //           C % (8 * WARPS) == 0); grid.z = HEADS / 16. 2: tensor cores, every head a block
 //           (KV_DT bf16, HEADS % 16 == 0, (C + R) % 16 == 0, WARPS = HEADS / 8, KT 32,
-//           C % (16 * WARPS) == 0); grid.z = 1
+//           C % (16 * WARPS) == 0); grid.z = 1. 3: MMA 2 with (C + R) % 32 == 0
 // Launch: grid (n_splits, n_tokens, head groups), block (32 * WARPS), dynamic shared memory
 // mla_split_smem_bytes (MMA 0: KT * (C + R) * 4 bytes; MMA 1: the bf16 tile, the queries' hi and
 // lo rows and the tile's f32 scores; MMA 2: MlaWideSmem; families/mla_split.cc).
@@ -363,33 +365,44 @@ __device__ void mla_split_partial_mma(const void* q_latent, const void* q_rope, 
   }
 }
 
-// ---- MMA 2: every head of the token in one block (see the doc block) ----
+// ---- MMA 2 and 3: every head of the token in one block (see the doc block) ----
 
-// Tiles in MMA 2's cp.async ring: two in flight while the block works on a third.
+// Tiles in the all-heads partial's cp.async ring: two in flight while the block works on a third.
 constexpr int kMlaWideStages = 3;
 
-// MMA 2's shared memory, in bf16 elements from the start: the queries [HEADS][DP], the ring's
-// tiles [kMlaWideStages][KT][DP], the probabilities [HEADS][PP]; then f32 from byte F32: each
-// key half's row maxima [2][HEADS], the rows' rescaling [HEADS], each key half's row sums
-// [2][HEADS]. Every part starts 16-byte aligned (DP and PP are multiples of 8). The host's
-// mla_split_smem_bytes (families/mla_split.cc) mirrors BYTES.
-template <int HEADS, int C, int R, int KT>
+// The all-heads partial's shared memory, in bf16 elements from the start: the queries
+// [HEADS][DP], the ring's tiles [kMlaWideStages][KT][DP], the probabilities [HEADS][PP]; then f32
+// from byte F32: each key half's row maxima [2][HEADS], the rows' rescaling [HEADS], each key
+// half's row sums [2][HEADS]; MMA 3 (QREG) then the second depth half's scores [HEADS][SP]. Every
+// part starts 16-byte aligned (DP, PP and SP are multiples of 8). The host's mla_split_smem_bytes
+// (families/mla_split.cc) mirrors BYTES.
+template <int HEADS, int C, int R, int KT, bool QREG>
 struct MlaWideSmem {
-  static constexpr int D = C + R, DP = D + kMlaMmaPad, PP = KT + 8;
+  static constexpr int D = C + R, DP = D + kMlaMmaPad, PP = KT + 8, SP = KT + 8;
   static constexpr int TILES = HEADS * DP, P = TILES + kMlaWideStages * KT * DP, F32 = 2 * (P + HEADS * PP);
-  static constexpr int BYTES = F32 + 5 * HEADS * 4;
+  static constexpr int SCORES = F32 + 5 * HEADS * 4;
+  static constexpr int BYTES = SCORES + (QREG ? HEADS * SP * 4 : 0);
 };
 
-template <int HEADS, int C, int R, int Q_DT, int WARPS, int KT>
+// QREG false (MMA 2): warp (m-tile, kh) scores its 16 heads x keys 16 kh.. of a tile over all D
+// dims, the queries' fragments read from shared memory each tile; the key halves' row maxima meet
+// in shared memory and both warps take their keys' softmax. QREG true (MMA 3): warp (m-tile, kh)
+// keeps its 16 heads' queries over dims kh * D / 2.. in registers (read from shared memory once)
+// and scores all KT keys over that half; the kh 1 warps leave their scores in shared memory, the
+// kh 0 warps add them and take the whole tile's softmax. Per tile MMA 3 reads half the fragment
+// bytes from shared memory (its ldmatrix traffic binds MMA 2 near the HBM floor).
+template <int HEADS, int C, int R, int Q_DT, int WARPS, int KT, bool QREG>
 __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope, const void* kv_cache, const void* cache_len,
                                        const void* tree_mask, void* workspace, int n_tokens, int n_splits, int q_latent_row_stride,
                                        int q_rope_row_stride, int q_rope_head_stride, int mask_words, float softmax_scale) {
-  using L = MlaWideSmem<HEADS, C, R, KT>;
-  constexpr int D = L::D, DP = L::DP, PP = L::PP, ST = kMlaWideStages, THREADS = 32 * WARPS;
+  using L = MlaWideSmem<HEADS, C, R, KT, QREG>;
+  constexpr int D = L::D, DP = L::DP, PP = L::PP, SP = L::SP, ST = kMlaWideStages, THREADS = 32 * WARPS;
   constexpr int MT = HEADS / 16;  // m-tiles of heads
   constexpr int CW = C / WARPS;   // output columns a warp owns (P.V)
   constexpr int NP = CW / 16;     // their n-tile pairs (one ldmatrix.x4.trans each)
-  static_assert(HEADS % 16 == 0 && D % 16 == 0 && KT == 32 && WARPS == 2 * MT && C % (16 * WARPS) == 0, "MMA 2 shapes");
+  constexpr int QK = QREG ? D / 32 : 1;  // k-steps of a depth half (MMA 3's query fragments)
+  static_assert(HEADS % 16 == 0 && D % (QREG ? 32 : 16) == 0 && KT == 32 && WARPS == 2 * MT && C % (16 * WARPS) == 0,
+                "MMA 2 / 3 shapes");
   const int split = blockIdx.x, t = blockIdx.y;
   if (t >= n_tokens || split >= n_splits) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
@@ -401,6 +414,7 @@ __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope,
   float* row_max = reinterpret_cast<float*>(reinterpret_cast<char*>(qs) + L::F32);  // [2][HEADS]
   float* rescale = row_max + 2 * HEADS;                                              // [HEADS]
   float* row_sum = rescale + HEADS;                                                  // [2][HEADS]
+  float* half_scores = reinterpret_cast<float*>(reinterpret_cast<char*>(qs) + L::SCORES);  // [HEADS][SP] (QREG)
   float* ws = static_cast<float*>(workspace);
   auto partial = [&](int h) { return ws + ((static_cast<i64>(t) * HEADS + h) * n_splits + split) * (C + 2); };
 
@@ -432,9 +446,10 @@ __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope,
     mla_stage_queries<C, R, Q_DT, THREADS>(q_latent, q_rope, t, 16 * i, q_latent_row_stride, q_rope_row_stride, q_rope_head_stride,
                                            qs + 16 * i * DP, nullptr);
 
-  // Scores: warp (mt, kh) takes heads 16 mt.. (rows g, g + 8 of its m-tile) and keys 16 kh.. of
-  // every tile; its rows' running max (the same in both key halves' warps) and its keys' share of
-  // their sums. Values: every warp all HEADS rows and its CW columns.
+  // Scores: warp (mt, kh) takes heads 16 mt.. (rows g, g + 8 of its m-tile): keys 16 kh.. over all
+  // dims (MMA 2) or all keys over dims kh * D / 2.. (MMA 3). The rows' running max and sum are
+  // kept by both key halves' warps (MMA 2: the same max, each its keys' share of the sum) or by the
+  // kh 0 warps (MMA 3). Values: every warp all HEADS rows and its CW columns.
   const int mt = warp % MT, kh = warp / MT;
   float m_run[2] = {neg_inf(), neg_inf()}, l_run[2] = {0.f, 0.f}, o[MT][2 * NP][4];
 #pragma unroll
@@ -445,7 +460,13 @@ __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope,
   // fragment's 16 x 16; of the scores' B (keys as rows) key l % 8 + 8 (l / 16), column 8 ((l / 8) % 2).
   const int a_row = lane % 8 + 8 * ((lane / 8) % 2), a_col = 8 * (lane / 16);
   const unsigned short* q_frag = qs + (16 * mt + a_row) * DP + a_col;
-  const int k_row = 16 * kh + lane % 8 + 8 * (lane / 16), k_col = 8 * ((lane / 8) % 2);
+  const int k_row = (QREG ? 0 : 16 * kh) + lane % 8 + 8 * (lane / 16), k_col = 8 * ((lane / 8) % 2) + (QREG ? kh * (D / 2) : 0);
+  unsigned qf[QK][4];  // MMA 3: this warp's query fragments over its depth half
+  if constexpr (QREG) {
+    __syncthreads();  // the queries are staged
+#pragma unroll
+    for (int ks = 0; ks < QK; ++ks) ldsm_x4(qf[ks], q_frag + kh * (D / 2) + 16 * ks);
+  }
 
   for (int i = 0; i < n_tiles; ++i) {
     cp_async_wait<ST - 2>();
@@ -455,62 +476,107 @@ __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope,
     const unsigned visible = mla_visible_keys(base, nk, past, t, mask, mask_words);
     if (visible == 0u) continue;  // uniform: no head of this token sees a key of the tile
     const unsigned short* tile = ring + (i % ST) * KT * DP;
-
-    // S[16 x 16] over the D dims: two key n-tiles, even / odd k-steps in separate chains.
-    float cc[2][2][4] = {};
     const unsigned short* k_frag = tile + k_row * DP + k_col;
+
+    // s[j][e]: row g + 8 (e / 2), key k0 + 8 j + 2 q + e % 2 (k0 = 16 kh for MMA 2, 0 for MMA 3) of
+    // the n-tiles this warp holds; a hidden key's is -inf.
+    constexpr int NS = QREG ? KT / 8 : 2;
+    float s[NS][4], mx[2] = {neg_inf(), neg_inf()};
+    bool softmax = true;  // whether this warp takes its rows' softmax of the tile
+    if constexpr (QREG) {
+      float cc[NS][4] = {};
+#pragma unroll
+      for (int ks = 0; ks < QK; ++ks) {
+        unsigned b[4], b2[4];
+        ldsm_x4(b, k_frag + 16 * ks);
+        ldsm_x4(b2, k_frag + 16 * DP + 16 * ks);
+        mma_bf16_16816(cc[0], qf[ks], b[0], b[1]);
+        mma_bf16_16816(cc[1], qf[ks], b[2], b[3]);
+        mma_bf16_16816(cc[2], qf[ks], b2[0], b2[1]);
+        mma_bf16_16816(cc[3], qf[ks], b2[2], b2[3]);
+      }
+      float* half = half_scores + (16 * mt + g) * SP + 2 * q;
+      if (kh == 1)
+#pragma unroll
+        for (int j = 0; j < NS; ++j) {
+          *reinterpret_cast<float2*>(half + 8 * j) = make_float2(cc[j][0], cc[j][1]);
+          *reinterpret_cast<float2*>(half + 8 * SP + 8 * j) = make_float2(cc[j][2], cc[j][3]);
+        }
+      __syncthreads();  // the second depth half's scores
+      softmax = kh == 0;
+      if (softmax)
+#pragma unroll
+        for (int j = 0; j < NS; ++j) {
+          const float2 lo = *reinterpret_cast<const float2*>(half + 8 * j), hi = *reinterpret_cast<const float2*>(half + 8 * SP + 8 * j);
+          s[j][0] = cc[j][0] + lo.x;
+          s[j][1] = cc[j][1] + lo.y;
+          s[j][2] = cc[j][2] + hi.x;
+          s[j][3] = cc[j][3] + hi.y;
+        }
+    } else {
+      // S[16 x 16] over the D dims: two key n-tiles, even / odd k-steps in separate chains.
+      float cc[2][2][4] = {};
 #pragma unroll 4
-    for (int k0 = 0; k0 < D; k0 += 16) {
-      unsigned a[4], b[4];
-      ldsm_x4(a, q_frag + k0);
-      ldsm_x4(b, k_frag + k0);
-      const int chain = (k0 / 16) % 2;
-      mma_bf16_16816(cc[chain][0], a, b[0], b[1]);
-      mma_bf16_16816(cc[chain][1], a, b[2], b[3]);
-    }
-    // s[j][e]: row g + 8 (e / 2), key 16 kh + 8 j + 2 q + e % 2; a hidden key's is -inf.
-    float s[2][4], mx[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = 16 * kh + 8 * j + 2 * q + (e & 1);
-        s[j][e] = ((visible >> key) & 1u) ? (cc[0][j][e] + cc[1][j][e]) * softmax_scale : neg_inf();
-        mx[e / 2] = fmaxf(mx[e / 2], s[j][e]);
+      for (int k0 = 0; k0 < D; k0 += 16) {
+        unsigned a[4], b[4];
+        ldsm_x4(a, q_frag + k0);
+        ldsm_x4(b, k_frag + k0);
+        const int chain = (k0 / 16) % 2;
+        mma_bf16_16816(cc[chain][0], a, b[0], b[1]);
+        mma_bf16_16816(cc[chain][1], a, b[2], b[3]);
       }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      if (q == 0) row_max[kh * HEADS + 16 * mt + g + 8 * r] = mx[r];
+      for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[j][e] = cc[0][j][e] + cc[1][j][e];
     }
-    __syncthreads();  // both key halves' maxima
-    float corr[2], sum[2] = {0.f, 0.f};
+    const int k0 = QREG ? 0 : 16 * kh;
+    if (softmax) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = 16 * mt + g + 8 * r;
-      const float m_new = fmaxf(m_run[r], fmaxf(row_max[row], row_max[HEADS + row]));  // finite: the tile holds a visible key
-      corr[r] = expf(m_run[r] - m_new);                                                // 0 while m = -inf
-      m_run[r] = m_new;
-    }
+      for (int j = 0; j < NS; ++j)
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      float p[4];
+        for (int e = 0; e < 4; ++e) {
+          const int key = k0 + 8 * j + 2 * q + (e & 1);
+          s[j][e] = ((visible >> key) & 1u) ? s[j][e] * softmax_scale : neg_inf();
+          mx[e / 2] = fmaxf(mx[e / 2], s[j][e]);
+        }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        p[e] = expf(s[j][e] - m_run[e / 2]);  // 0 for a hidden key
-        sum[e / 2] += p[e];
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        if (!QREG && q == 0) row_max[kh * HEADS + 16 * mt + g + 8 * r] = mx[r];
       }
-      const int key = 16 * kh + 8 * j + 2 * q;
-      *reinterpret_cast<unsigned*>(ps + (16 * mt + g) * PP + key) = pack_bf16x2(p[0], p[1]);
-      *reinterpret_cast<unsigned*>(ps + (16 * mt + g + 8) * PP + key) = pack_bf16x2(p[2], p[3]);
     }
+    if constexpr (!QREG) __syncthreads();  // both key halves' maxima
+    if (softmax) {
+      float corr[2], sum[2] = {0.f, 0.f};
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
-      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
-      l_run[r] = l_run[r] * corr[r] + sum[r];
-      if (kh == 0 && q == 0) rescale[16 * mt + g + 8 * r] = corr[r];
+      for (int r = 0; r < 2; ++r) {
+        const int row = 16 * mt + g + 8 * r;
+        const float m_tile = QREG ? mx[r] : fmaxf(row_max[row], row_max[HEADS + row]);
+        const float m_new = fmaxf(m_run[r], m_tile);  // finite: the tile holds a visible key
+        corr[r] = expf(m_run[r] - m_new);             // 0 while m = -inf
+        m_run[r] = m_new;
+      }
+#pragma unroll
+      for (int j = 0; j < NS; ++j) {
+        float p[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          p[e] = expf(s[j][e] - m_run[e / 2]);  // 0 for a hidden key
+          sum[e / 2] += p[e];
+        }
+        const int key = k0 + 8 * j + 2 * q;
+        *reinterpret_cast<unsigned*>(ps + (16 * mt + g) * PP + key) = pack_bf16x2(p[0], p[1]);
+        *reinterpret_cast<unsigned*>(ps + (16 * mt + g + 8) * PP + key) = pack_bf16x2(p[2], p[3]);
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+        sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+        l_run[r] = l_run[r] * corr[r] + sum[r];
+        if (kh == 0 && q == 0) rescale[16 * mt + g + 8 * r] = corr[r];
+      }
     }
     __syncthreads();  // the tile's probabilities and every row's rescaling
 
@@ -546,8 +612,9 @@ __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope,
     }
   }
 
-  // The partials: (m, l) of each head (l: both key halves' sums), then this warp's columns.
-  if (q == 0)
+  // The partials: (m, l) of each head (l: both key halves' sums; MMA 3 the kh 0 warps'), then this
+  // warp's columns.
+  if (q == 0 && (!QREG || kh == 0))
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       row_sum[kh * HEADS + 16 * mt + g + 8 * r] = l_run[r];
@@ -556,7 +623,7 @@ __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope,
   __syncthreads();
   for (int h = threadIdx.x; h < HEADS; h += THREADS) {
     partial(h)[0] = rescale[h];
-    partial(h)[1] = row_sum[h] + row_sum[HEADS + h];
+    partial(h)[1] = QREG ? row_sum[h] : row_sum[h] + row_sum[HEADS + h];
   }
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -574,9 +641,9 @@ __device__ void mla_split_partial(const void* q_latent, const void* q_rope, cons
                                   int n_tokens, int n_splits, int q_latent_row_stride, int q_rope_row_stride,
                                   int q_rope_head_stride, int mask_words, float softmax_scale) {
   static_assert(KT >= 1 && KT <= 32, "KT keys per tile: 1..32");
-  if constexpr (MMA == 2) {
-    static_assert(KV_DT == BF16, "MMA 2 reads a bf16 cache");
-    mla_split_partial_wide<HEADS, C, R, Q_DT, WARPS, KT>(q_latent, q_rope, kv_cache, cache_len, tree_mask, workspace, n_tokens, n_splits,
+  if constexpr (MMA == 2 || MMA == 3) {
+    static_assert(KV_DT == BF16, "MMA 2 and 3 read a bf16 cache");
+    mla_split_partial_wide<HEADS, C, R, Q_DT, WARPS, KT, MMA == 3>(q_latent, q_rope, kv_cache, cache_len, tree_mask, workspace, n_tokens, n_splits,
                                                    q_latent_row_stride, q_rope_row_stride, q_rope_head_stride, mask_words, softmax_scale);
     return;
   } else if constexpr (MMA == 1) {

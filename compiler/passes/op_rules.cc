@@ -307,7 +307,7 @@ uint64_t scratch_bytes(const ir::Op& op, int64_t max_tokens, int64_t max_context
     const ElemType kv = kv_cache == DType::BF16 ? ElemType::BF16 : ElemType::F32;
     const ElemType q = queries == DType::BF16 ? ElemType::BF16 : ElemType::F32;  // the instance the rule will take
     const KernelSource part = mla_split_partial_kernel(heads, c, r, q, kv, arch);
-    const int64_t split_max = mla_split_max_tokens(arch, kernel_param(part, "MMA") == 2);
+    const int64_t split_max = mla_split_max_tokens(arch, kernel_param(part, "MMA") >= 2);
     return mla_split_workspace_bytes(part, max_context, std::min(max_tokens, split_max), arch);
   }
   if (op.kind() != OpKind::MoeExperts && op.kind() != OpKind::MoeExpertsInt4) return 0;
@@ -548,7 +548,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const KernelSource part = split ? instance(ctx, 1, [&] { return mla_split_partial_kernel(heads, c, r, elem(ql), elem(kv), arch); }) : whole;
       const KernelSource comb = split ? instance(ctx, 2, [&] { return mla_split_combine_kernel(heads, c, elem(result()), arch); }) : whole;
       if (!ctx.selected) return;  // select-kernels: the instances are recorded
-      if (!split || t > mla_split_max_tokens(arch, kernel_param(part, "MMA") == 2)) {
+      if (!split || t > mla_split_max_tokens(arch, kernel_param(part, "MMA") >= 2)) {
         // Without a mask operand the host's causal TreeMask gives the same visibility.
         launch(ctx, whole, t,
                mla_attention::Args{.q_latent = P(ql), .q_rope = P(qr), .kv_cache = P(kv), .cache_len = step(plan::StepInputKind::CacheLength),

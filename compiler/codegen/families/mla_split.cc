@@ -10,21 +10,23 @@ namespace kplan::codegen {
 int64_t mla_split_smem_bytes(int64_t heads, int64_t kv_lora, int64_t rope, int64_t keys_per_tile, int64_t mma, bool f32_queries) {
   if (mma == 0) return keys_per_tile * (kv_lora + rope) * 4;
   const int64_t row = 2 * (kv_lora + rope + 8);  // a padded bf16 row (kMlaMmaPad)
-  if (mma == 2)  // MlaWideSmem: the queries, the ring's tiles, the probabilities, 5 f32 a head
-    return heads * row + kMlaWideStages * keys_per_tile * row + heads * 2 * (keys_per_tile + 8) + 5 * heads * 4;
+  if (mma >= 2)  // MlaWideSmem: the queries, the ring's tiles, the probabilities, 5 f32 a head (MMA 3: a score row too)
+    return heads * row + kMlaWideStages * keys_per_tile * row + heads * 2 * (keys_per_tile + 8) + 5 * heads * 4 +
+           (mma == 3 ? heads * 4 * (keys_per_tile + 8) : 0);
   return keys_per_tile * row + 16 * row * (f32_queries ? 2 : 1) + 16 * (keys_per_tile + 1) * 4;
 }
 
 int64_t mla_split_heads_per_block(const KernelSource& partial) {
   switch (kernel_param(partial, "MMA")) {
     case 1: return 16;
-    case 2: return kernel_param(partial, "HEADS");
+    case 2:
+    case 3: return kernel_param(partial, "HEADS");
     default: return kernel_param(partial, "WARPS");
   }
 }
 
 int64_t mla_split_count(const KernelSource& partial, int64_t max_context, int64_t n_tokens, std::string_view arch) {
-  const bool wide = kernel_param(partial, "MMA") == 2;
+  const bool wide = kernel_param(partial, "MMA") >= 2;
   const int64_t tokens = std::max<int64_t>(n_tokens, 1);
   const int64_t groups = ceil_div(kernel_param(partial, "HEADS"), mla_split_heads_per_block(partial));
   const int64_t by_keys = ceil_div(std::max<int64_t>(max_context, 0) + tokens, mla_split_min_keys(arch, wide));
@@ -49,7 +51,8 @@ void check(const ParamValues& p) {
   require(p.at("KT") >= 1 && p.at("KT") <= 32, "mla_split_partial", "KT (keys per tile) must be 1..32");
   require(p.at("WARPS") >= 1 && p.at("WARPS") <= 32, "mla_split_partial", "WARPS (heads per block) must be 1..32");
   const int64_t mma = p.at("MMA");
-  require(mma >= 0 && mma <= 2, "mla_split_partial", "MMA must be 0 (CUDA cores), 1 (tensor cores, 16 heads a block) or 2 (tensor cores, every head)");
+  require(mma >= 0 && mma <= 3, "mla_split_partial",
+          "MMA must be 0 (CUDA cores), 1 (tensor cores, 16 heads a block), 2 or 3 (tensor cores, every head)");
   if (mma >= 1) {
     require(p.at("KV_DT") == 1, "mla_split_partial", "MMA " + std::to_string(mma) + " reads a bf16 cache (KV_DT bf16)");
     require(p.at("HEADS") % 16 == 0 && (p.at("C") + p.at("R")) % 16 == 0, "mla_split_partial",
@@ -59,11 +62,14 @@ void check(const ParamValues& p) {
     require(p.at("C") % (8 * p.at("WARPS")) == 0, "mla_split_partial", "MMA 1 splits C over WARPS warps in n-tiles of 8");
     require(p.at("KT") == 16 || p.at("KT") == 32, "mla_split_partial", "MMA 1 takes KT 16 or 32 (k-steps of 16 keys)");
   }
-  if (mma == 2) {
-    require(p.at("WARPS") == 2 * p.at("HEADS") / 16, "mla_split_partial", "MMA 2 takes two warps an m-tile of 16 heads (WARPS = HEADS / 8)");
-    require(p.at("KT") == 32, "mla_split_partial", "MMA 2 takes KT 32 (two warps' halves of 16 keys)");
-    require(p.at("C") % (16 * p.at("WARPS")) == 0, "mla_split_partial", "MMA 2 splits C over WARPS warps in n-tile pairs of 16");
+  if (mma >= 2) {
+    const std::string m = "MMA " + std::to_string(mma);
+    require(p.at("WARPS") == 2 * p.at("HEADS") / 16, "mla_split_partial", m + " takes two warps an m-tile of 16 heads (WARPS = HEADS / 8)");
+    require(p.at("KT") == 32, "mla_split_partial", m + " takes KT 32 (two warps' halves of 16 keys)");
+    require(p.at("C") % (16 * p.at("WARPS")) == 0, "mla_split_partial", m + " splits C over WARPS warps in n-tile pairs of 16");
   }
+  if (mma == 3)
+    require((p.at("C") + p.at("R")) % 32 == 0, "mla_split_partial", "MMA 3 splits C + R in two halves of 16-wide k-steps (a multiple of 32)");
   require(mla_split_smem_bytes(p.at("HEADS"), p.at("C"), p.at("R"), p.at("KT"), mma, p.at("Q_DT") == 0) <= 224 * 1024, "mla_split_partial",
           "the staged rows exceed 224 KiB of shared memory");
 }

@@ -63,9 +63,9 @@ KernelSource mla_split_combine_kernel(int64_t heads, int64_t kv_lora, ElemType o
 inline constexpr int64_t kMlaMaxSplits = 512;
 
 // Splits of a step of n_tokens queries over a cache of up to max_context rows, for `partial` (its
-// heads per block) on `arch`: ceil((max_context + n_tokens) / mla_split_min_keys(arch, MMA 2)),
+// heads per block) on `arch`: ceil((max_context + n_tokens) / mla_split_min_keys(arch, MMA >= 2)),
 // clamped to [1, max(1, blocks / (n_tokens * head groups))] where blocks is two per SM of the
-// arch (mla_split_blocks in heuristics), one per SM for MMA 2 (its shared memory fills the SM).
+// arch (mla_split_blocks in heuristics), one per SM for MMA 2 and 3 (their shared memory fills the SM).
 // The kernel takes any runtime cache length.
 int64_t mla_split_count(const KernelSource& partial, int64_t max_context, int64_t n_tokens, std::string_view arch);
 
@@ -78,12 +78,13 @@ inline constexpr int64_t kMlaWideStages = 3;
 
 // Dynamic shared memory of a partial: MMA 0, its KT staged rows of C + R f32; MMA 1, the KT rows
 // and the 16 query rows as bf16 (padded by 8 elements; f32 queries a lo row too) and the tile's
-// 16 x (KT + 1) f32 scores; MMA 2, every head's query row and kMlaWideStages tiles of KT rows
-// (padded bf16), the heads' probabilities [heads][KT + 8] bf16 and 5 f32 a head.
+// 16 x (KT + 1) f32 scores; MMA 2 and 3, every head's query row and kMlaWideStages tiles of KT rows
+// (padded bf16), the heads' probabilities [heads][KT + 8] bf16 and 5 f32 a head (MMA 3 also a row
+// of KT + 8 f32 scores a head).
 int64_t mla_split_smem_bytes(int64_t heads, int64_t kv_lora, int64_t rope, int64_t keys_per_tile, int64_t mma = 0, bool f32_queries = false);
 
 // Heads a partial's block takes: WARPS (one warp a head), 16 for MMA 1 (one m-tile), every head
-// for MMA 2.
+// for MMA 2 and 3.
 int64_t mla_split_heads_per_block(const KernelSource& partial);
 
 }  // namespace kplan::codegen

@@ -40,7 +40,7 @@ const TuningTable& sm90_tuning() {
       {"mla_split_partial",
        [](ParamValues& p) {
          set(p, "MMA", mla_split_wide(p) ? 2 : 0);
-         set(p, "WARPS", p.at("MMA") == 2 ? 2 * p.at("HEADS") / 16 : p.at("MMA") == 1 ? 4 : std::min<int64_t>(8, p.at("HEADS")));
+         set(p, "WARPS", p.at("MMA") >= 2 ? 2 * p.at("HEADS") / 16 : p.at("MMA") == 1 ? 4 : std::min<int64_t>(8, p.at("HEADS")));
          set(p, "KT", 32);
        }},
       {"mla_split_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C"))); }},

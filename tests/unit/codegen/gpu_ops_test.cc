@@ -879,15 +879,15 @@ struct MlaSplitPair {
   KernelSource partial, combine;
   int64_t heads = 0, C = 0, R = 0;
   ElemType q_t = ElemType::F32;  // the queries' dtype (MMA 2: bf16)
-  // mma: the tensor-core partials (1: 16 heads a block; 2: every head, bf16 queries), a bf16 cache.
+  // mma: the tensor-core partials (1: 16 heads a block; 2, 3: every head, bf16 queries), a bf16 cache.
   MlaSplitPair(const cpu::MlaDims& d, ElemType kv_t, const std::string& arch, int mma = 0)
       : partial(mma ? instantiate(mla_split_partial::family(),
-                                  {{"HEADS", d.heads}, {"C", d.kv_lora}, {"R", d.rope}, {"Q_DT", mma == 2 ? 1 : 0},
+                                  {{"HEADS", d.heads}, {"C", d.kv_lora}, {"R", d.rope}, {"Q_DT", mma >= 2 ? 1 : 0},
                                    {"KV_DT", dtype_code(kv_t)}, {"MMA", mma}},
                                   arch)
                     : mla_split_partial_kernel(d.heads, d.kv_lora, d.rope, ElemType::F32, kv_t, arch)),
         combine(mla_split_combine_kernel(d.heads, d.kv_lora, ElemType::F32, arch)), heads(d.heads), C(d.kv_lora), R(d.rope),
-        q_t(mma == 2 ? ElemType::BF16 : ElemType::F32) {}
+        q_t(mma >= 2 ? ElemType::BF16 : ElemType::F32) {}
   size_t workspace_bytes(int64_t T, int64_t splits) const { return static_cast<size_t>(T * heads * splits * (C + 2) * 4); }
   // q rows dense ([T, heads * C] and [T, heads * R]), out [T, heads * C].
   void launch(Gpu& g, const DevBuf& ql, const DevBuf& qr, const DevBuf& cache, const DevBuf& len, const DevBuf* mask, const DevBuf& ws,
@@ -916,10 +916,13 @@ TEST(GpuOps, MlaSplitMatchesTheCpuOp) {
                         // MMA 2 (every head a block, bf16 queries and probabilities: 1e-2): K2.6 width
                         // causal over several tiles a split, 16 heads tree-masked with splits past the keys.
                         Case{{64, 512, 128, 64, 128}, 300, 3, 2, false, BF16, 2}, Case{{16, 64, 32, 16, 32}, 11, 40, 6, true, BF16, 2},
-                        Case{{64, 512, 128, 64, 128}, 1000, 1, 3, false, BF16, 2}}) {
+                        Case{{64, 512, 128, 64, 128}, 1000, 1, 3, false, BF16, 2},
+                        // MMA 3 (the queries' depth halves in registers): the same.
+                        Case{{64, 512, 128, 64, 128}, 300, 3, 2, false, BF16, 3}, Case{{16, 64, 32, 16, 32}, 11, 40, 6, true, BF16, 3},
+                        Case{{64, 512, 128, 64, 128}, 1000, 1, 3, false, BF16, 3}}) {
     const cpu::MlaDims& d = c.d;
     const int64_t D = d.kv_lora + d.rope, max_slots = c.past + c.T + 3;
-    const bool bf16_q = c.mma == 2;
+    const bool bf16_q = c.mma >= 2;
     const std::vector<float> qlat = random_values(c.T * d.heads * d.kv_lora, 14, 1.f, bf16_q);
     const std::vector<float> qrope = random_values(c.T * d.heads * d.rope, 15, 1.f, bf16_q);
     const std::vector<float> cache = random_values(max_slots * D, 16, 1.f, c.kv_t == BF16);
@@ -939,7 +942,7 @@ TEST(GpuOps, MlaSplitMatchesTheCpuOp) {
     }
     const Matrix want = cpu::mla_attention_absorbed(matrix(c.T, d.heads * d.kv_lora, qlat), matrix(c.T, d.heads * d.rope, qrope),
                                                     latent, krope, c.past, mask, d, scale);
-    EXPECT_LT(relative_error(gpu->download<float>(d_out, want.data.size()), want.data), c.mma == 2 ? 1e-2 : 1e-4)
+    EXPECT_LT(relative_error(gpu->download<float>(d_out, want.data.size()), want.data), c.mma >= 2 ? 1e-2 : 1e-4)
         << pair.partial.id << " tree=" << c.tree << " splits=" << c.splits;
   }
 }
@@ -960,7 +963,7 @@ TEST(GpuOps, MlaSplitAtK26WidthFigures) {
     for (int64_t j = 0; j <= t; ++j) mask[t * words + j / 32] |= 1u << (j % 32);
   DevBuf d_mask = gpu->upload(mask), d_out = gpu->alloc(T * d.heads * d.kv_lora * 4);
   const float scale = 0.0723f;
-  for (const auto& [kv_t, mma] : {std::pair{F32, 0}, std::pair{BF16, 0}, std::pair{BF16, 1}, std::pair{BF16, 2}}) {
+  for (const auto& [kv_t, mma] : {std::pair{F32, 0}, std::pair{BF16, 0}, std::pair{BF16, 1}, std::pair{BF16, 2}, std::pair{BF16, 3}}) {
     const MlaSplitPair pair(d, kv_t, gpu->arch(), mma);
     DevBuf d_ql = gpu->upload_as(qlat, pair.q_t), d_qr = gpu->upload_as(qrope, pair.q_t);
     const KernelSource old = mla_attention_kernel(d.heads, d.kv_lora, d.rope, F32, kv_t, F32, gpu->arch());
@@ -980,10 +983,10 @@ TEST(GpuOps, MlaSplitAtK26WidthFigures) {
         }
         const Matrix want = cpu::mla_attention_absorbed(matrix(1, d.heads * d.kv_lora, qlat), matrix(1, d.heads * d.rope, qrope), latent,
                                                         krope, past, {}, d, scale);
-        EXPECT_LT(relative_error(gpu->download<float>(d_out, want.data.size()), want.data), mma == 2 ? 1e-2 : 1e-4) << pair.partial.id;
+        EXPECT_LT(relative_error(gpu->download<float>(d_out, want.data.size()), want.data), mma >= 2 ? 1e-2 : 1e-4) << pair.partial.id;
       }
       const double elem = kv_t == BF16 ? 2.0 : 4.0;
-      if (mma == 2)  // the split count's trade: SMs busy against the partials the combine reads back
+      if (mma >= 2)  // the split count's trade: SMs busy against the partials the combine reads back
         for (const int64_t splits : {int64_t{33}, int64_t{66}, int64_t{132}}) {
           const double ms = gpu->time_us([&] {
             for (int r = 0; r < 10; ++r) pair.launch(*gpu, d_ql, d_qr, d_cache, d_len, nullptr, d_ws, d_out, 1, splits, scale);
@@ -991,8 +994,8 @@ TEST(GpuOps, MlaSplitAtK26WidthFigures) {
           const double part_ms = gpu->time_us([&] {
             for (int r = 0; r < 10; ++r) pair.launch_partial(*gpu, d_ql, d_qr, d_cache, d_len, nullptr, d_ws, 1, splits, scale);
           }) / 1000.0 / 10;
-          std::printf("[ figures  ] mla_split pair (all heads) K2.6 bf16 cache, %lld keys, 1 token, %lld splits: %.4f ms (partial %.4f), %.2f TB/s over the cache\n",
-                      static_cast<long long>(past), static_cast<long long>(splits), ms, part_ms, elem * (past + 1) * D / (ms * 1e-3) / 1e12);
+          std::printf("[ figures  ] mla_split pair (all heads, MMA %d) K2.6 bf16 cache, %lld keys, 1 token, %lld splits: %.4f ms (partial %.4f), %.2f TB/s over the cache\n",
+                      mma, static_cast<long long>(past), static_cast<long long>(splits), ms, part_ms, elem * (past + 1) * D / (ms * 1e-3) / 1e12);
         }
       for (const int64_t t : {int64_t{1}, int64_t{8}, int64_t{16}, T}) {
         const bool tree = t > 1;
@@ -1001,10 +1004,10 @@ TEST(GpuOps, MlaSplitAtK26WidthFigures) {
         const double split_ms = gpu->time_us([&] {
           for (int r = 0; r < reps; ++r) pair.launch(*gpu, d_ql, d_qr, d_cache, d_len, tree ? &d_mask : nullptr, d_ws, d_out, t, splits, scale);
         }) / 1000.0 / reps;
-        if (mma == 2) {  // (its queries are bf16: mla_attention's f32 rows are timed with the others)
+        if (mma >= 2) {  // (its queries are bf16: mla_attention's f32 rows are timed with the others)
           const double bytes = elem * (past + t) * D, flop = 2.0 * t * d.heads * (past + t) * (D + d.kv_lora);
-          std::printf("[ figures  ] mla_split pair (all heads) K2.6 bf16 cache, %lld keys, %lld tokens (%lld splits): %.4f ms, %.2f TB/s over the cache, %.1f TFLOP/s\n",
-                      static_cast<long long>(past), static_cast<long long>(t), static_cast<long long>(splits), split_ms,
+          std::printf("[ figures  ] mla_split pair (all heads, MMA %d) K2.6 bf16 cache, %lld keys, %lld tokens (%lld splits): %.4f ms, %.2f TB/s over the cache, %.1f TFLOP/s\n",
+                      mma, static_cast<long long>(past), static_cast<long long>(t), static_cast<long long>(splits), split_ms,
                       bytes / (split_ms * 1e-3) / 1e12, flop / (split_ms * 1e-3) / 1e12);
           continue;
         }

@@ -84,7 +84,7 @@ Result run(int64_t past, int64_t T, int splits, bool tree, uint64_t seed, int64_
         kp::mla_split_partial<H, C, R, Q_DT, KV_DT, WARPS, KT, MMA>(q_lat, q_rot, kv, len.data(), tree ? mask.data() : nullptr, ws.data(),
                                                                     T, splits, ql_stride, qr_stride, QR_HEAD, words, scale);
       },
-      mla_split_smem_bytes(H, C, R, KT, MMA, Q_DT == kp::F32), MMA == 2 ? 1 : MMA == 1 ? H / 16 : (H + WARPS - 1) / WARPS);
+      mla_split_smem_bytes(H, C, R, KT, MMA, Q_DT == kp::F32), MMA >= 2 ? 1 : MMA == 1 ? H / 16 : (H + WARPS - 1) / WARPS);
   Result res;
   for (int64_t p = 0; p < T * H * splits; ++p) res.empty_splits += std::isinf(ws[p * (C + 2)]) && ws[p * (C + 2)] < 0;
   cuda_host::launch(H, T, 64, [&] { kp::mla_split_combine<H, C, kp::F32, 64>(ws.data(), out.data(), T, splits, H * C); });
@@ -213,6 +213,25 @@ TEST(MlaSplitHost, AllHeadsTensorCorePartialMatchesTheCpuOp) {
   EXPECT_LT(r.error, 1e-2);
 }
 
+// MMA 3 (MMA 2 with each warp's queries over its depth half in registers, the halves' scores
+// added through shared memory, the kh 0 warps taking the softmax): the same cases.
+TEST(MlaSplitHost, AllHeadsRegisterQueriesPartialMatchesTheCpuOp) {
+  Result r = run<16, 64, 32, kp::BF16, 2, 32, 3, kp::BF16, true>(37, 5, 3, false, 31);
+  EXPECT_LT(r.error, 1e-2);
+  EXPECT_GT(r.error, 1e-4) << "the probabilities enter the MMA as bf16";
+  r = run<16, 64, 32, kp::BF16, 2, 32, 3, kp::BF16, true>(0, 7, 4, false, 32);
+  EXPECT_LT(r.error, 1e-2);
+  EXPECT_GT(r.empty_splits, 0) << "the later splits have no key";
+  r = run<32, 64, 32, kp::BF16, 4, 32, 3, kp::BF16>(11, 40, 2, true, 33);
+  EXPECT_LT(r.error, 1e-2);
+  r = run<16, 32, 32, kp::BF16, 2, 32, 3, kp::BF16, true>(200, 3, 1, false, 34);
+  EXPECT_LT(r.error, 1e-2);
+  r = run<64, 128, 64, kp::BF16, 8, 32, 3, kp::BF16, true>(70, 2, 2, true, 35);
+  EXPECT_LT(r.error, 1e-2);
+  r = run<32, 64, 32, kp::BF16, 4, 32, 3, kp::F32, true>(45, 6, 3, true, 36);
+  EXPECT_LT(r.error, 1e-2);
+}
+
 TEST(MlaSplitHost, SplitCountFollowsTheContext) {
   // K2.6 width on sm_90 (132 SMs, 8 head groups of 8): 1 token over 1,000 rows takes 32 splits
   // of at least 32 keys (one tile); from 1,024 rows on the grid's 264 blocks cap it at 33; 64 tree
@@ -260,6 +279,11 @@ TEST(MlaSplitHost, SplitCountFollowsTheContext) {
   EXPECT_EQ(mla_split_count(w, 32768, 16, "sm_90"), 8);
   EXPECT_EQ(mla_split_count(w, 4096, 1, "sm_90"), 33);
   EXPECT_EQ(mla_split_count(w, 512, 1, "sm_90"), 5);
+  // MMA 3: the same grid, and a row of 40 f32 scores a head more.
+  const KernelSource w3 = instantiate(mla_split_partial::family(), {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", 3}}, "sm_90");
+  EXPECT_EQ(launch_dims(w3, 3, 5).smem_bytes, wd.smem_bytes + 64 * 40 * 4);
+  EXPECT_EQ(launch_dims(w3, 3, 5).grid, wd.grid);
+  EXPECT_EQ(mla_split_count(w3, 32768, 1, "sm_90"), 132);
 }
 
 // MMA 1's shapes, refused by name: a cache in f32, heads not in m-tiles of 16, C not split evenly
@@ -281,8 +305,10 @@ TEST(MlaSplitHost, TensorCoreShapesAreClearErrors) {
   EXPECT_NE(message(p).find("n-tiles of 8"), std::string::npos) << message(p);
   p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 1}, {"KT", 24}};
   EXPECT_NE(message(p).find("KT 16 or 32"), std::string::npos) << message(p);
-  p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 3}};
+  p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 4}};
   EXPECT_NE(message(p).find("MMA must be 0"), std::string::npos) << message(p);
+  p = {{"HEADS", 64}, {"C", 512}, {"R", 48}, {"Q_DT", 0}, {"KV_DT", 1}, {"MMA", 3}};
+  EXPECT_NE(message(p).find("MMA 3 splits C + R in two halves"), std::string::npos) << message(p);
   // MMA 2: two warps an m-tile, KT 32, C in n-tile pairs over the warps, the
   // shared memory of 64 heads' queries and three tiles (128 heads: past 224 KiB).
   p = {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", 2}, {"WARPS", 4}};
