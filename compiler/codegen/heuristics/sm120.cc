@@ -36,8 +36,10 @@ const TuningTable& sm120_tuning() {
     t["matmul"] = [](ParamValues& p) { matmul_tiling(p, 188, 24, 4); };
     t["matmul_int4"] = [](ParamValues& p) { matmul_int4_tiling(p, 188, 24); };
     t["matmul_siblings"] = [](ParamValues& p) { matmul_siblings_tiling(p, 188, 24); };
-    // Split-context MLA: tiles of 16 keys (36 KiB at K2.6 width), so two blocks fit 100 KiB.
+    // Split-context MLA: tiles of 16 keys (36 KiB at K2.6 width), so two blocks fit 100 KiB; the
+    // CUDA-core partial (the all-heads MMA 2 / 3 stage 189+ KiB at K2.6 width: past 99 KiB a block).
     t["mla_split_partial"] = [](ParamValues& p) {
+      p.try_emplace("MMA", 0);
       p.try_emplace("KT", 16);
       sm90_tuning().at("mla_split_partial")(p);
     };

@@ -335,6 +335,7 @@ TEST(MlaSplitHost, AllHeadsPartialWhereItFits) {
   EXPECT_EQ(mma(8, 512, ElemType::BF16), 0) << "heads not by 16";
   EXPECT_EQ(mma(128, 512, ElemType::BF16), 0) << "128 heads' queries and the ring exceed the shared memory";
   EXPECT_EQ(mma(64, 480, ElemType::BF16), 0) << "C not in n-tile pairs over 8 warps";
+  EXPECT_EQ(kernel_param(mla_split_partial_kernel(64, 512, 64, ElemType::F32, ElemType::BF16, "sm_120"), "MMA"), 0) << "sm_120's 99 KiB a block";
   setenv("KPLAN_MLA_WIDE", "0", 1);
   EXPECT_EQ(mma(64, 512, ElemType::BF16), 0);
   unsetenv("KPLAN_MLA_WIDE");
