@@ -73,7 +73,7 @@ int64_t mla_split_count(const KernelSource& partial, int64_t max_context, int64_
 // HEADS * (C + 2) f32.
 uint64_t mla_split_workspace_bytes(const KernelSource& partial, int64_t max_context, int64_t max_tokens, std::string_view arch);
 
-// Tiles in MMA 2's cp.async ring (kp::kMlaWideStages in mla_split.cuh).
+// Tiles in the all-heads partials' cp.async ring (kp::kMlaWideStages in mla_split.cuh).
 inline constexpr int64_t kMlaWideStages = 3;
 
 // Dynamic shared memory of a partial: MMA 0, its KT staged rows of C + R f32; MMA 1, the KT rows
