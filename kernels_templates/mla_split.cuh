@@ -613,16 +613,17 @@ __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope,
   }
 
   // The partials: (m, l) of each head (l: both key halves' sums; MMA 3 the kh 0 warps'), then this
-  // warp's columns.
+  // warp's columns. m goes to row_max, not rescale: a warp still in its last tile's P.V may read
+  // rescale, while every warp read row_max before the last tile's final barrier.
   if (q == 0 && (!QREG || kh == 0))
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       row_sum[kh * HEADS + 16 * mt + g + 8 * r] = l_run[r];
-      if (kh == 0) rescale[16 * mt + g + 8 * r] = m_run[r];
+      if (kh == 0) row_max[16 * mt + g + 8 * r] = m_run[r];
     }
   __syncthreads();
   for (int h = threadIdx.x; h < HEADS; h += THREADS) {
-    partial(h)[0] = rescale[h];
+    partial(h)[0] = row_max[h];
     partial(h)[1] = QREG ? row_sum[h] : row_sum[h] + row_sum[HEADS + h];
   }
 #pragma unroll
