@@ -4,7 +4,7 @@
 # k26_l3.kplan compiled here: kplan compile --model ../shared/models/kimi-k2.6 --no-weights --layers 3
 # --synthetic-weights 1 --arch sm_90 -o k26_l3.kplan, and the bundled pair mini-v3.kplan).
 # Prints: the MoE and dense matmul kernels against the CPU op with their GB/s (the GPU tests' figure
-# lines), the slice's per-kernel table at 1, 16 and 64 tokens, its verify time against nodes, and
+# lines), the split MLA partials (CUDA cores, MMA 1, the all-heads MMA 2 / 3) with their TB/s, the slice's per-kernel table at 1, 16 and 64 tokens, its verify time against nodes, and
 # the soak on the GPU; everything in $OUT/width.txt.
 set -uo pipefail
 default_out=/tmp/kplan-width
@@ -16,6 +16,9 @@ echo "== MoE grouped kernels (GpuOps.MoeGrouped*) and dense matmuls (GpuOps.Matm
 timeout ${KPLAN_KERNEL_TESTS_S:-240} "$bin/codegen_tests" --gtest_color=no --gtest_filter='GpuOps.MoeGrouped*:GpuOps.Matmul*' \
   > "$out/kernel_tests.txt" 2>&1
 grep -E "^\[ (figures|lm_head|moe|sweep)|^\[  (PASSED|FAILED) |Failure|OK \]|^moe_grouped |^[a-z_]+ +matmul_|^shape " "$out/kernel_tests.txt" | head -160
+echo "== split MLA at K2.6 width (GpuOps.MlaSplit*): every partial against the CPU op, then ms and TB/s at 4096 / 32768 keys"
+timeout ${KPLAN_MLA_TESTS_S:-150} "$bin/codegen_tests" --gtest_color=no --gtest_filter='GpuOps.MlaSplit*' > "$out/mla_tests.txt" 2>&1
+grep -E "^\[ figures|^\[  (PASSED|FAILED) |Failure|OK \]" "$out/mla_tests.txt" | grep -v "mla_attention  K2.6 f32" | head -80
 echo "== K2.6-width 2-layer slice, GPU against the CPU reference (~6 minutes: the CPU side at full width)"
 KPLAN_TEST_K26_SLICE=1 timeout ${KPLAN_K26_SLICE_S:-480} "$bin/runtime_tests" --gtest_color=no --gtest_filter='GpuSynthetic.KimiK26*' \
   2>&1 | grep -E "figures|OK \]|FAILED|Failure"
