@@ -185,9 +185,11 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
   for (const int64_t q : {0, 1})
     sources.push_back(instantiate("mla_split_partial", {{"HEADS", c.num_attention_heads}, {"C", c.kv_lora_rank}, {"R", c.qk_rope_head_dim},
                                                         {"Q_DT", q}, {"KV_DT", 1}, {"MMA", 1}}));
-  // And MMA 2 (every head a block: ldmatrix and its .trans, the cp.async ring), bf16 queries.
-  sources.push_back(instantiate("mla_split_partial", {{"HEADS", c.num_attention_heads}, {"C", c.kv_lora_rank}, {"R", c.qk_rope_head_dim},
-                                                      {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", 2}}));
+  // And the all-heads MMA 2 and 3 (ldmatrix and its .trans, the cp.async ring; MMA 3's register
+  // queries), bf16 queries.
+  for (const int64_t mma : {2, 3})
+    sources.push_back(instantiate("mla_split_partial", {{"HEADS", c.num_attention_heads}, {"C", c.kv_lora_rank}, {"R", c.qk_rope_head_dim},
+                                                        {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", mma}}));
   // A device round at the K2.6 drafter's block (16, mask 163838) and the largest verify bucket.
   sources.push_back(round_draft_inputs_kernel(16, 163838));
   sources.push_back(round_tree_kernel(128, 127, 15, 128));

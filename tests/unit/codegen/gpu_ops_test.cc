@@ -917,8 +917,8 @@ TEST(GpuOps, MlaSplitMatchesTheCpuOp) {
                         // causal over several tiles a split, 16 heads tree-masked with splits past the keys.
                         Case{{64, 512, 128, 64, 128}, 300, 3, 2, false, BF16, 2}, Case{{16, 64, 32, 16, 32}, 11, 40, 6, true, BF16, 2},
                         Case{{64, 512, 128, 64, 128}, 1000, 1, 3, false, BF16, 2},
-                        // MMA 3 (the queries' depth halves in registers): the same.
-                        Case{{64, 512, 128, 64, 128}, 300, 3, 2, false, BF16, 3}, Case{{16, 64, 32, 16, 32}, 11, 40, 6, true, BF16, 3},
+                        // MMA 3 (the queries' depth halves in registers): the same (C + R by 32).
+                        Case{{64, 512, 128, 64, 128}, 300, 3, 2, false, BF16, 3}, Case{{16, 64, 32, 32, 32}, 11, 40, 6, true, BF16, 3},
                         Case{{64, 512, 128, 64, 128}, 1000, 1, 3, false, BF16, 3}}) {
     const cpu::MlaDims& d = c.d;
     const int64_t D = d.kv_lora + d.rope, max_slots = c.past + c.T + 3;
