@@ -336,6 +336,40 @@ TEST(CodegenLower, TheTensorCoreMlaPartialLowersOverABf16Cache) {
       << "the 1-token bucket takes the split pair with the tensor-core partial";
 }
 
+// KPLAN_MLA_WIDE=1 (the all-heads partial, MMA 2) over a bf16 cache: one block an SM, so a
+// 1-token step over 32768 keys takes 132 splits (the CUDA-core partial's 8 groups of 8 heads take
+// 33), and plan memory sizes the scratch from that instance: 132 partials of 64 heads x (128 + 2)
+// f32. (tiny with K2.6's 64 heads and a latent of 128; `kplan compile` in a process of its own.)
+TEST(CodegenLower, TheAllHeadsMlaPartialSizesItsScratch) {
+  TempDir dir;
+  std::ifstream in(std::string(KPLAN_TEST_DATA_DIR) + "/configs/tiny.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& [field, value] : {std::pair{"\"num_attention_heads\"", "64"}, std::pair{"\"num_key_value_heads\"", "64"},
+                                     std::pair{"\"kv_lora_rank\"", "128"}}) {
+    const size_t at = text.find(field);
+    ASSERT_NE(at, std::string::npos) << field;
+    text.replace(at, text.find(',', at) - at, std::string(field) + ": " + value);
+  }
+  std::ofstream(dir.path() / "config.json") << text;
+  const std::filesystem::path dump = dir.path() / "lowered.txt";
+  const std::string cmd = "KPLAN_MLA_WIDE=1 " + std::string(KPLAN_BINARY) + " compile --model " + dir.path().string() +
+                          " --no-weights --buckets 1,4 --max-context 32768 --kv-cache bf16 --dump-ir-after=emit-plan > " + dump.string() +
+                          " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << " (" << dump.string() << ")";
+  std::ifstream lowered(dump);
+  const std::string out((std::istreambuf_iterator<char>(lowered)), std::istreambuf_iterator<char>());
+  const size_t op = out.find("mla_split_partial_h64_c128_r16_qf32_kvbf16_w8_kt32_mma2");
+  ASSERT_NE(op, std::string::npos) << "the all-heads partial";
+  const size_t at = out.find("scratch = slot ", op);
+  ASSERT_NE(at, std::string::npos);
+  const std::string slot = out.substr(at + 15, out.find(' ', at + 15) - at - 15);
+  const size_t line = out.find("slot " + slot + ": ");
+  ASSERT_NE(line, std::string::npos) << slot;
+  const std::string row = out.substr(line, out.find('\n', line) - line);  // "slot N: scratch.N scratch BYTES bytes"
+  const std::string bytes = row.substr(0, row.rfind(" bytes"));
+  EXPECT_EQ(std::stoll(bytes.substr(bytes.rfind(' ') + 1)), int64_t{132} * 64 * 130 * 4) << row;
+}
+
 TEST(CodegenLower, BadOptionsAreRefused) {
   LowerOptions o;
   o.buckets = {};
