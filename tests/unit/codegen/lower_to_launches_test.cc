@@ -311,27 +311,35 @@ TEST(CodegenLower, Bf16ActivationsStageTheInt4ExpertsAsBf16) {
   }
 }
 
-// The tensor-core split-MLA partial (KPLAN_TUNE=mla_split_partial:MMA=1) reads a bf16 cache: plan
-// memory sizes its workspace from the instance for the cache's stored dtype (the kv_append's
-// in-place result is the cache), so a plan with bf16 caches lowers with it. (`kplan compile` in a
-// process of its own: KPLAN_TUNE is read once a process.)
-TEST(CodegenLower, TheTensorCoreMlaPartialLowersOverABf16Cache) {
-  // tiny with 16 heads (the partial's m-tile of heads).
-  TempDir dir;
+// `kplan compile --dump-ir-after=emit-plan` of tiny with `fields` of its config.json replaced
+// (e.g. 16 heads, which the tensor-core MLA partials need), in a process of its own (KPLAN_TUNE and
+// the compile switches in `env` are read once a process): the dump's text.
+std::string lowered_tiny(const TempDir& dir, const std::map<std::string, std::string>& fields, const std::string& env,
+                         const std::string& flags) {
   std::ifstream in(std::string(KPLAN_TEST_DATA_DIR) + "/configs/tiny.json");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const char* field : {"\"num_attention_heads\"", "\"num_key_value_heads\""}) {
+  for (const auto& [name, value] : fields) {
+    const std::string field = "\"" + name + "\"";
     const size_t at = text.find(field);
-    ASSERT_NE(at, std::string::npos) << field;
-    text.replace(at, text.find(',', at) - at, std::string(field) + ": 16");
+    EXPECT_NE(at, std::string::npos) << field;
+    if (at != std::string::npos) text.replace(at, text.find(',', at) - at, field + ": " + value);
   }
   std::ofstream(dir.path() / "config.json") << text;
   const std::filesystem::path dump = dir.path() / "lowered.txt";
-  const std::string cmd = "KPLAN_TUNE=mla_split_partial:MMA=1 " + std::string(KPLAN_BINARY) + " compile --model " + dir.path().string() +
-                          " --no-weights --buckets 1,4 --max-context 256 --kv-cache bf16 --dump-ir-after=emit-plan > " + dump.string() + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << " (" << dump.string() << ")";
+  const std::string cmd = env + " " + std::string(KPLAN_BINARY) + " compile --model " + dir.path().string() + " --no-weights " + flags +
+                          " --dump-ir-after=emit-plan > " + dump.string() + " 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd << " (" << dump.string() << ")";
   std::ifstream lowered(dump);
-  const std::string out((std::istreambuf_iterator<char>(lowered)), std::istreambuf_iterator<char>());
+  return std::string((std::istreambuf_iterator<char>(lowered)), std::istreambuf_iterator<char>());
+}
+
+// The tensor-core split-MLA partial (KPLAN_TUNE=mla_split_partial:MMA=1) reads a bf16 cache: plan
+// memory sizes its workspace from the instance for the cache's stored dtype (the kv_append's
+// in-place result is the cache), so a plan with bf16 caches lowers with it.
+TEST(CodegenLower, TheTensorCoreMlaPartialLowersOverABf16Cache) {
+  TempDir dir;  // tiny with 16 heads (the partial's m-tile of heads)
+  const std::string out = lowered_tiny(dir, {{"num_attention_heads", "16"}, {"num_key_value_heads", "16"}}, "KPLAN_TUNE=mla_split_partial:MMA=1",
+                                       "--buckets 1,4 --max-context 256 --kv-cache bf16");
   EXPECT_NE(out.find("mla_split_partial_h16_c64_r16_qf32_kvbf16_w4_kt32_mma1"), std::string::npos)
       << "the 1-token bucket takes the split pair with the tensor-core partial";
 }
@@ -339,25 +347,12 @@ TEST(CodegenLower, TheTensorCoreMlaPartialLowersOverABf16Cache) {
 // KPLAN_MLA_WIDE=1 (the all-heads partial, MMA 2) over a bf16 cache: one block an SM, so a
 // 1-token step over 32768 keys takes 132 splits (the CUDA-core partial's 8 groups of 8 heads take
 // 33), and plan memory sizes the scratch from that instance: 132 partials of 64 heads x (128 + 2)
-// f32. (tiny with K2.6's 64 heads and a latent of 128; `kplan compile` in a process of its own.)
+// f32. (tiny with K2.6's 64 heads and a latent of 128.)
 TEST(CodegenLower, TheAllHeadsMlaPartialSizesItsScratch) {
   TempDir dir;
-  std::ifstream in(std::string(KPLAN_TEST_DATA_DIR) + "/configs/tiny.json");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const auto& [field, value] : {std::pair{"\"num_attention_heads\"", "64"}, std::pair{"\"num_key_value_heads\"", "64"},
-                                     std::pair{"\"kv_lora_rank\"", "128"}}) {
-    const size_t at = text.find(field);
-    ASSERT_NE(at, std::string::npos) << field;
-    text.replace(at, text.find(',', at) - at, std::string(field) + ": " + value);
-  }
-  std::ofstream(dir.path() / "config.json") << text;
-  const std::filesystem::path dump = dir.path() / "lowered.txt";
-  const std::string cmd = "KPLAN_MLA_WIDE=1 " + std::string(KPLAN_BINARY) + " compile --model " + dir.path().string() +
-                          " --no-weights --buckets 1,4 --max-context 32768 --kv-cache bf16 --dump-ir-after=emit-plan > " + dump.string() +
-                          " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << " (" << dump.string() << ")";
-  std::ifstream lowered(dump);
-  const std::string out((std::istreambuf_iterator<char>(lowered)), std::istreambuf_iterator<char>());
+  const std::string out =
+      lowered_tiny(dir, {{"num_attention_heads", "64"}, {"num_key_value_heads", "64"}, {"kv_lora_rank", "128"}}, "KPLAN_MLA_WIDE=1",
+                   "--buckets 1,4 --max-context 32768 --kv-cache bf16");
   const size_t op = out.find("mla_split_partial_h64_c128_r16_qf32_kvbf16_w8_kt32_mma2");
   ASSERT_NE(op, std::string::npos) << "the all-heads partial";
   const size_t at = out.find("scratch = slot ", op);
