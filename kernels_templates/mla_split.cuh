@@ -801,7 +801,7 @@ __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens
     float v = 0.f;
 #pragma unroll 16
     for (int s = 0; s < n_splits; ++s)
-      if (weight[s] != 0.f) v += w[s * (C + 2) + 2 + c] * weight[s];  // a weight-0 split's sums may be unwritten (MMA 2)
+      if (weight[s] != 0.f) v += w[s * (C + 2) + 2 + c] * weight[s];  // a weight-0 split's sums may be unwritten (MMA 2, 3)
     store<O_DT>(out, o + c, v * inv_l);
   }
 }

@@ -44,6 +44,16 @@ uint64_t mla_split_workspace_bytes(const KernelSource& partial, int64_t max_cont
   return 4 * static_cast<uint64_t>(rows * kernel_param(partial, "HEADS") * (kernel_param(partial, "C") + 2));
 }
 
+std::string mla_split_all_heads_misfit(int64_t heads, int64_t kv_lora, int64_t rope, int64_t kv_dtype, int64_t mma) {
+  const std::string m = "MMA " + std::to_string(mma);
+  if (kv_dtype != 1) return m + " reads a bf16 cache (KV_DT bf16)";
+  if (heads % 16 != 0 || (kv_lora + rope) % 16 != 0) return m + " takes heads in m-tiles of 16 and C + R a multiple of 16";
+  if (kv_lora % (16 * (heads / 8)) != 0) return m + " splits C over WARPS = HEADS / 8 warps in n-tile pairs of 16";
+  if (mma == 3 && (kv_lora + rope) % 32 != 0) return "MMA 3 splits C + R in two halves of 16-wide k-steps (a multiple of 32)";
+  if (mla_split_smem_bytes(heads, kv_lora, rope, 32, mma) > 224 * 1024) return "the staged rows exceed 224 KiB of shared memory";
+  return "";
+}
+
 namespace mla_split_partial {
 namespace {
 
@@ -53,25 +63,23 @@ void check(const ParamValues& p) {
   const int64_t mma = p.at("MMA");
   require(mma >= 0 && mma <= 3, "mla_split_partial",
           "MMA must be 0 (CUDA cores), 1 (tensor cores, 16 heads a block), 2 or 3 (tensor cores, every head)");
-  if (mma >= 1) {
-    require(p.at("KV_DT") == 1, "mla_split_partial", "MMA " + std::to_string(mma) + " reads a bf16 cache (KV_DT bf16)");
-    require(p.at("HEADS") % 16 == 0 && (p.at("C") + p.at("R")) % 16 == 0, "mla_split_partial",
-            "MMA " + std::to_string(mma) + " takes heads in m-tiles of 16 and C + R a multiple of 16");
-  }
   if (mma == 1) {
+    require(p.at("KV_DT") == 1, "mla_split_partial", "MMA 1 reads a bf16 cache (KV_DT bf16)");
+    require(p.at("HEADS") % 16 == 0 && (p.at("C") + p.at("R")) % 16 == 0, "mla_split_partial",
+            "MMA 1 takes heads in m-tiles of 16 and C + R a multiple of 16");
     require(p.at("C") % (8 * p.at("WARPS")) == 0, "mla_split_partial", "MMA 1 splits C over WARPS warps in n-tiles of 8");
     require(p.at("KT") == 16 || p.at("KT") == 32, "mla_split_partial", "MMA 1 takes KT 16 or 32 (k-steps of 16 keys)");
   }
   if (mma >= 2) {
+    const std::string why = mla_split_all_heads_misfit(p.at("HEADS"), p.at("C"), p.at("R"), p.at("KV_DT"), mma);
+    require(why.empty(), "mla_split_partial", why);
     const std::string m = "MMA " + std::to_string(mma);
     require(p.at("WARPS") == 2 * p.at("HEADS") / 16, "mla_split_partial", m + " takes two warps an m-tile of 16 heads (WARPS = HEADS / 8)");
     require(p.at("KT") == 32, "mla_split_partial", m + " takes KT 32 (two warps' halves of 16 keys)");
-    require(p.at("C") % (16 * p.at("WARPS")) == 0, "mla_split_partial", m + " splits C over WARPS warps in n-tile pairs of 16");
+  } else {
+    require(mla_split_smem_bytes(p.at("HEADS"), p.at("C"), p.at("R"), p.at("KT"), mma, p.at("Q_DT") == 0) <= 224 * 1024, "mla_split_partial",
+            "the staged rows exceed 224 KiB of shared memory");
   }
-  if (mma == 3)
-    require((p.at("C") + p.at("R")) % 32 == 0, "mla_split_partial", "MMA 3 splits C + R in two halves of 16-wide k-steps (a multiple of 32)");
-  require(mla_split_smem_bytes(p.at("HEADS"), p.at("C"), p.at("R"), p.at("KT"), mma, p.at("Q_DT") == 0) <= 224 * 1024, "mla_split_partial",
-          "the staged rows exceed 224 KiB of shared memory");
 }
 
 // grid (n_splits = the launch's batch, tokens, head groups), the staged tile in dynamic shared memory.

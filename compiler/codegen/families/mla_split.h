@@ -10,6 +10,7 @@
 //   mla_split_combine: HEADS, C, O_DT (dtype), THREADS (tuning)
 // See the template's doc block for their meaning and the launch geometry (families/mla_split.cc).
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "compiler/codegen/families/family.h"
@@ -82,6 +83,12 @@ inline constexpr int64_t kMlaWideStages = 3;
 // (padded bf16), the heads' probabilities [heads][KT + 8] bf16 and 5 f32 a head (MMA 3 also a row
 // of KT + 8 f32 scores a head).
 int64_t mla_split_smem_bytes(int64_t heads, int64_t kv_lora, int64_t rope, int64_t keys_per_tile, int64_t mma = 0, bool f32_queries = false);
+
+// Why the all-heads partials (MMA 2, 3: KT 32, HEADS / 8 warps) cannot take these problem
+// constants, or "" when they can: a bf16 cache (kv_dtype 1), heads by 16, C + R by 16 (MMA 3: 32),
+// C in n-tile pairs over the warps, the shared memory within 224 KiB. The family's check and the
+// tuning that picks MMA 2 (heuristics' mla_split_wide) both ask it.
+std::string mla_split_all_heads_misfit(int64_t heads, int64_t kv_lora, int64_t rope, int64_t kv_dtype, int64_t mma);
 
 // Heads a partial's block takes: WARPS (one warp a head), 16 for MMA 1 (one m-tile), every head
 // for MMA 2 and 3.

@@ -228,9 +228,7 @@ int64_t mla_split_max_tokens(std::string_view arch, bool wide) {
 }
 
 bool mla_split_wide(const ParamValues& p) {
-  const int64_t heads = p.at("HEADS"), c = p.at("C"), r = p.at("R");
-  const bool fits = p.at("KV_DT") == 1 && heads % 16 == 0 && (c + r) % 16 == 0 && c % (16 * (heads / 8)) == 0 &&
-                    mla_split_smem_bytes(heads, c, r, 32, 2) <= 224 * 1024;
+  const bool fits = mla_split_all_heads_misfit(p.at("HEADS"), p.at("C"), p.at("R"), p.at("KV_DT"), 2).empty();
   return fits && compile_switch("KPLAN_MLA_WIDE", kMlaWideDefault);
 }
 
