@@ -12,7 +12,9 @@
 //                      there, and keeps per head the online-softmax state in f32 — running max m,
 //                      sum l, and the unnormalised C-wide sum acc — which it writes to the
 //                      workspace as the split's partial (m, l, acc[C]).
-//   mla_split_combine: merges the n_splits partials of each (t, h) by log-sum-exp into out[t, h, :].
+//   mla_split_combine: merges the n_splits partials of each (t, h) by log-sum-exp into out[t, h, :],
+//                      C / CH columns a block (CH blocks a head: 64 heads alone leave half an
+//                      H200's SMs idle while the 132 partials of a long context are read back).
 // Why: mla_attention runs one block per (head, token), so at K2.6 width (64 heads, C 512, R 64)
 // every head re-reads the whole latent cache (1 token over 4,096 keys: 0.39 ms on an H200, the
 // cache once would take ~9 us). Here the cache is read once per (token, split, head group) and the
@@ -76,7 +78,9 @@
 //
 // mla_split_combine template parameters:
 //   HEADS, C  as above;  O_DT  element type of out;  THREADS  threads per block
-// Launch: grid (HEADS, n_tokens), block (THREADS).
+//   CH        column chunks (C % CH == 0): a block sums C / CH columns; where that is fewer than
+//             THREADS, THREADS / (C / CH) groups of threads each sum every so-many-th split, added in order
+// Launch: grid (HEADS, n_tokens, CH), block (THREADS).
 // Arguments:
 //   workspace     f32 [n_tokens, HEADS, n_splits, C + 2] (mla_split_partial's)
 //   out           O_DT; (t, h) row at t * out_row_stride + h * C
@@ -768,12 +772,16 @@ __device__ void mla_split_partial(const void* q_latent, const void* q_rope, cons
 // stays under mla_split_blocks, 2 x 188 on sm_120).
 constexpr int kMlaMaxSplits = 512;
 
-template <int HEADS, int C, int O_DT, int THREADS>
+template <int HEADS, int C, int O_DT, int THREADS, int CH>
 __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens, int n_splits, int out_row_stride) {
+  static_assert(CH >= 1 && C % CH == 0, "CH column chunks divide C");
+  constexpr int COLS = C / CH;                              // this block's columns
+  constexpr int SG = COLS >= THREADS ? 1 : THREADS / COLS;  // split groups a column's sum is spread over
   __shared__ float weight[kMlaMaxSplits];  // exp(m_s - m_all), 0 for a split no key reached
   __shared__ float weighted_l[kMlaMaxSplits];
   __shared__ float m_part[(THREADS + 31) / 32];
-  const int h = blockIdx.x, t = blockIdx.y;
+  __shared__ float group_sum[SG > 1 ? SG * COLS : 1];
+  const int h = blockIdx.x, t = blockIdx.y, c0 = blockIdx.z * COLS;
   if (t >= n_tokens) return;
   const float* w = static_cast<const float*>(workspace) + (static_cast<i64>(t) * HEADS + h) * n_splits * (C + 2);
   // Each thread reads its splits' (m, l) at once (one round trip, not one a split), the block
@@ -796,13 +804,33 @@ __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens
   float l_all = 0.f;
   for (int s = 0; s < n_splits; ++s) l_all += weighted_l[s];  // in split order (deterministic)
   const float inv_l = l_all > 0.f ? 1.f / l_all : 0.f;
-  const i64 o = static_cast<i64>(t) * out_row_stride + static_cast<i64>(h) * C;
-  for (int c = threadIdx.x; c < C; c += THREADS) {
-    float v = 0.f;
+  const i64 o = static_cast<i64>(t) * out_row_stride + static_cast<i64>(h) * C + c0;
+  // A weight-0 split's sums may be unwritten (MMA 2, 3): they are never read.
+  if constexpr (SG == 1) {
+    for (int c = threadIdx.x; c < COLS; c += THREADS) {
+      float v = 0.f;
 #pragma unroll 16
-    for (int s = 0; s < n_splits; ++s)
-      if (weight[s] != 0.f) v += w[s * (C + 2) + 2 + c] * weight[s];  // a weight-0 split's sums may be unwritten (MMA 2, 3)
-    store<O_DT>(out, o + c, v * inv_l);
+      for (int s = 0; s < n_splits; ++s)
+        if (weight[s] != 0.f) v += w[s * (C + 2) + 2 + c0 + c] * weight[s];
+      store<O_DT>(out, o + c, v * inv_l);
+    }
+  } else {
+    // Group sg sums splits sg, sg + SG, ... of column c; group 0 adds the groups in order.
+    const int c = threadIdx.x % COLS, sg = threadIdx.x / COLS;
+    if (sg < SG) {
+      float v = 0.f;
+#pragma unroll 8
+      for (int s = sg; s < n_splits; s += SG)
+        if (weight[s] != 0.f) v += w[s * (C + 2) + 2 + c0 + c] * weight[s];
+      group_sum[sg * COLS + c] = v;
+    }
+    __syncthreads();
+    if (sg == 0) {
+      float v = 0.f;
+#pragma unroll
+      for (int g = 0; g < SG; ++g) v += group_sum[g * COLS + c];
+      store<O_DT>(out, o + c, v * inv_l);
+    }
   }
 }
 

@@ -113,9 +113,13 @@ const Family& family() {
 namespace mla_split_combine {
 namespace {
 
+void check(const ParamValues& p) {
+  require(p.at("CH") >= 1 && p.at("C") % p.at("CH") == 0, "mla_split_combine", "CH (column chunks) must divide C");
+}
+
 LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
-  LaunchDims d = block_of(k);  // one block per (head, token)
-  d.grid = {static_cast<uint32_t>(kernel_param(k, "HEADS")), static_cast<uint32_t>(s.rows), 1};
+  LaunchDims d = block_of(k);  // one block per (head, token, column chunk)
+  d.grid = {static_cast<uint32_t>(kernel_param(k, "HEADS")), static_cast<uint32_t>(s.rows), static_cast<uint32_t>(kernel_param(k, "CH"))};
   return d;
 }
 
@@ -126,10 +130,10 @@ const Family& family() {
       .name = "mla_split_combine",
       .header = "mla_split.cuh",
       .function = "kp::mla_split_combine",
-      .params = {dim_param("HEADS", "h"), dim_param("C", "c"), dtype_param("O_DT", "o"), tuning_param("THREADS", "t")},
+      .params = {dim_param("HEADS", "h"), dim_param("C", "c"), dtype_param("O_DT", "o"), tuning_param("THREADS", "t"), tuning_param("CH", "ch")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Threads,
-      .check = nullptr,
+      .check = check,
       .geometry = geometry,
   };
   return f;

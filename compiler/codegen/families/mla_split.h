@@ -7,7 +7,7 @@
 //
 // Template parameters (compile-time constants, template order):
 //   mla_split_partial: HEADS, C, R, Q_DT (dtype), KV_DT (dtype), WARPS (tuning), KT (tuning), MMA (tuning)
-//   mla_split_combine: HEADS, C, O_DT (dtype), THREADS (tuning)
+//   mla_split_combine: HEADS, C, O_DT (dtype), THREADS (tuning), CH (tuning)
 // See the template's doc block for their meaning and the launch geometry (families/mla_split.cc).
 #include <cstdint>
 #include <string>

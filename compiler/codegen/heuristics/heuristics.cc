@@ -211,9 +211,13 @@ int64_t mla_split_min_keys(std::string_view arch, bool all_heads) {
 
 namespace {
 // The all-heads split MLA (MMA 2): whether it is the default where it fits, and the largest step
-// that takes the split pair with it. Not yet measured on the device: opt-in (KPLAN_MLA_WIDE=1).
-constexpr bool kMlaWideDefault = false;
-constexpr int64_t kMlaWideMaxTokens = 8;
+// that takes the split pair with it. Measured on an H100 (bench/RESULTS.md 2026-12-06,
+// GpuOps.MlaSplitAtK26WidthFigures, K2.6 width, bf16 cache): the pair takes 0.031 / 0.054 / 0.081 /
+// 0.236 ms at 1 / 8 / 16 / 64 tokens over 4096 keys, where the CUDA-core pair takes 0.058 / 0.360 /
+// 0.705 / 2.76 and the one-launch mla_attention 0.399 / 0.480 / 0.793 / 2.87; over 32768 keys
+// 0.068 / 0.231 / 0.433 / 1.63 against 0.355 / 2.77 / 5.52 / 21.8 (the CUDA-core pair).
+constexpr bool kMlaWideDefault = true;
+constexpr int64_t kMlaWideMaxTokens = 64;
 }  // namespace
 
 int64_t mla_split_max_tokens(std::string_view arch, bool wide) {

@@ -94,14 +94,15 @@ int64_t mla_split_min_keys(std::string_view arch, bool all_heads = false);
 
 // The largest step (tokens) whose mla_attention lowers to the split pair (mla_split_partial +
 // mla_split_combine) rather than one mla_attention launch: 8 (the H200 measured the pair 5-10x
-// faster at 1 token, 0.8x at 64); with an all-heads partial (`wide`, MMA 2) kMlaWideMaxTokens.
+// faster at 1 token, 0.8x at 64); with an all-heads partial (`wide`, MMA 2) kMlaWideMaxTokens
+// (64: 9-14x faster than mla_attention at 1-64 tokens on an H100).
 // KPLAN_MLA_SPLIT overrides it for a compile: 0 never, 1 every step.
 int64_t mla_split_max_tokens(std::string_view arch, bool wide = false);
 
-// Whether the split MLA partial (kernels_templates/mla_split.cuh) defaults to MMA 2 (every head a
-// block on the tensor cores) for these problem parameters: a bf16 cache, heads by 16 whose queries
-// and 3-tile ring fit the shared memory, C in n-tile pairs over HEADS / 8 warps; KPLAN_MLA_WIDE
-// (0 / 1) overrides the default for a compile, to measure.
+// Whether the split MLA partial (kernels_templates/mla_split.cuh) takes MMA 2 (every head a block
+// on the tensor cores) for these problem parameters: where it fits (a bf16 cache, heads by 16
+// whose queries and 3-tile ring fit the shared memory, C in n-tile pairs over HEADS / 8 warps), by
+// default; KPLAN_MLA_WIDE=0 keeps the CUDA-core partial for a compile, to measure.
 bool mla_split_wide(const ParamValues& p);
 
 // The INT4 grouped MoE's many-token tuning (tensor-core m-tiles of 32 rows a warp, more pairs a

@@ -43,7 +43,16 @@ const TuningTable& sm90_tuning() {
          set(p, "WARPS", p.at("MMA") >= 2 ? 2 * p.at("HEADS") / 16 : p.at("MMA") == 1 ? 4 : std::min<int64_t>(8, p.at("HEADS")));
          set(p, "KT", 32);
        }},
-      {"mla_split_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C"))); }},
+      // The combine: 256 threads; C in column chunks (grid.z) while the heads x chunks stay within two
+      // blocks an SM: a 1-token step's 64 heads alone read the 132 partials of a long context
+      // back on under half the SMs (H100, 2026-12-06: 21 us of the MMA 3 pair's 64 at 32768 keys).
+      {"mla_split_combine",
+       [](ParamValues& p) {
+         set(p, "THREADS", threads_for(p.at("C")));
+         int64_t ch = 1;
+         while (p.at("HEADS") * ch * 2 <= 2 * 132 && p.at("C") % (2 * ch * 64) == 0) ch *= 2;
+         set(p, "CH", ch);
+       }},
       {"gqa_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},
       {"kv_append", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
       // One block writes a token's cache row, the others rotate 8 query heads each (256 threads:

@@ -7,6 +7,7 @@
 // The device runs the same source through NVRTC (gpu_ops_test.cc's GpuOps.MlaSplit*).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -87,7 +88,13 @@ Result run(int64_t past, int64_t T, int splits, bool tree, uint64_t seed, int64_
       mla_split_smem_bytes(H, C, R, KT, MMA, Q_DT == kp::F32), MMA >= 2 ? 1 : MMA == 1 ? H / 16 : (H + WARPS - 1) / WARPS);
   Result res;
   for (int64_t p = 0; p < T * H * splits; ++p) res.empty_splits += std::isinf(ws[p * (C + 2)]) && ws[p * (C + 2)] < 0;
-  cuda_host::launch(H, T, 64, [&] { kp::mla_split_combine<H, C, kp::F32, 64>(ws.data(), out.data(), T, splits, H * C); });
+  cuda_host::launch(H, T, 64, [&] { kp::mla_split_combine<H, C, kp::F32, 64, 1>(ws.data(), out.data(), T, splits, H * C); });
+  // The combine in column chunks of 8 (C / 8 blocks a head, 8 groups of threads over the splits):
+  // the same sums in another order.
+  std::vector<float> chunked(out.size(), std::nanf(""));
+  constexpr int CH = C % 8 == 0 ? C / 8 : 1;
+  cuda_host::launch(
+      H, T, 64, [&] { kp::mla_split_combine<H, C, kp::F32, 64, CH>(ws.data(), chunked.data(), T, splits, H * C); }, 0, CH);
 
   Matrix q_latent(T, H * C), q_rope(T, H * R), latent(past + T, C), k_rope(past + T, R);
   for (int64_t t = 0; t < T; ++t) {
@@ -101,6 +108,12 @@ Result run(int64_t past, int64_t T, int splits, bool tree, uint64_t seed, int64_
   }
   const Matrix want = cpu::mla_attention_absorbed(q_latent, q_rope, latent, k_rope, past, mask, cpu::MlaDims{H, C, 0, R, 0}, scale);
   out.resize(want.data.size());
+  {  // the chunked combine: every real token's output written, the same values to f32 rounding
+    const size_t real = static_cast<size_t>((T - pad) * H * C);
+    const std::vector<float> a(out.begin(), out.begin() + real), b(chunked.begin(), chunked.begin() + real);
+    EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](float v) { return std::isfinite(v); })) << "the combine in " << CH << " column chunks";
+    EXPECT_LT(relative_error(b, a), 1e-6) << "the combine in " << CH << " column chunks";
+  }
   if (pad > 0) {  // the real tokens' rows only
     out.resize((T - pad) * H * C);
     std::vector<float> real(want.data.begin(), want.data.begin() + static_cast<int64_t>(out.size()));
@@ -249,8 +262,12 @@ TEST(MlaSplitHost, SplitCountFollowsTheContext) {
   EXPECT_EQ(d.grid, (std::array<uint32_t, 3>{5, 3, 8}));
   EXPECT_EQ(d.block[0], 256u);
   EXPECT_EQ(d.smem_bytes, 32u * 576 * 4);
-  const LaunchDims c = launch_dims(mla_split_combine_kernel(64, 512, ElemType::F32, "sm_90"), 3);
-  EXPECT_EQ(c.grid, (std::array<uint32_t, 3>{64, 3, 1}));
+  // The combine: 4 column chunks a head (64 heads x 4 fill two blocks an SM), 256 threads.
+  const KernelSource comb = mla_split_combine_kernel(64, 512, ElemType::F32, "sm_90");
+  EXPECT_EQ(comb.id, "mla_split_combine_h64_c512_of32_t256_ch4");
+  const LaunchDims c = launch_dims(comb, 3);
+  EXPECT_EQ(c.grid, (std::array<uint32_t, 3>{64, 3, 4}));
+  EXPECT_EQ(launch_dims(mla_split_combine_kernel(4, 64, ElemType::F32, "sm_90"), 1).grid, (std::array<uint32_t, 3>{4, 1, 1}));
   // sm_120 (100 KiB per SM): tiles of 16 rows, and 188 SMs' worth of splits.
   const KernelSource b = mla_split_partial_kernel(64, 512, 64, ElemType::F32, ElemType::BF16, "sm_120");
   EXPECT_EQ(launch_dims(b, 1, 1).smem_bytes, 16u * 576 * 4);
