@@ -157,14 +157,14 @@ constexpr int kMlaMmaPad = 8;
 // The 32-bit word (two bf16) at element e of a staged row (e even).
 __device__ __forceinline__ unsigned mla_word(const unsigned short* row, int e) { return *reinterpret_cast<const unsigned*>(row + e); }
 
-// The block's 16 query rows [q_latent | q_rope] of token t, heads h0.., as padded bf16 rows: hi,
+// The block's HG query rows [q_latent | q_rope] of token t, heads h0.., as padded bf16 rows: hi,
 // and (f32 queries, ql not null) lo = the f32 residual. 16-byte loads, all of a thread's issued before the first
 // store (a store may alias them for the compiler: one round trip each otherwise) where the
 // pointers and strides allow, else element by element.
-template <int C, int R, int Q_DT, int THREADS>
+template <int C, int R, int Q_DT, int THREADS, int HG = 16>
 __device__ __forceinline__ void mla_stage_queries(const void* q_latent, const void* q_rope, int t, int h0, int q_latent_row_stride,
                                                   int q_rope_row_stride, int q_rope_head_stride, unsigned short* qh, unsigned short* ql) {
-  constexpr int D = C + R, DP = D + kMlaMmaPad, HG = 16;
+  constexpr int D = C + R, DP = D + kMlaMmaPad;
   constexpr int QV = Q_DT == F32 ? 4 : 8;  // elements a 16-byte load holds
   const i64 lat0 = static_cast<i64>(t) * q_latent_row_stride + static_cast<i64>(h0) * C;
   const i64 rot0 = static_cast<i64>(t) * q_rope_row_stride + static_cast<i64>(h0) * q_rope_head_stride;
@@ -380,6 +380,17 @@ constexpr int kMlaWideStages = 3;
 // half's row sums [2][HEADS]; MMA 3 (QREG) then the second depth half's scores [HEADS][SP]. Every
 // part starts 16-byte aligned (DP, PP and SP are multiples of 8). The host's mla_split_smem_bytes
 // (families/mla_split.cc) mirrors BYTES.
+// Query rows the all-heads partial stages a pass: m-tiles of 16 doubled while they divide HEADS
+// and a thread's share stays within 18 16-byte loads in registers (at K2.6 width every head in
+// one pass for bf16 queries, two of 32 for f32): one round trip a pass, not one an m-tile.
+template <int HEADS, int D, int Q_DT, int THREADS>
+__host__ __device__ constexpr int mla_query_rows_a_pass() {
+  const int per_row = D / (Q_DT == F32 ? 4 : 8);
+  int rows = 16;
+  while (HEADS % (2 * rows) == 0 && 2 * rows * per_row <= 18 * THREADS) rows *= 2;
+  return rows;
+}
+
 template <int HEADS, int C, int R, int KT, bool QREG>
 struct MlaWideSmem {
   static constexpr int D = C + R, DP = D + kMlaMmaPad, PP = KT + 8, SP = KT + 8;
@@ -445,10 +456,11 @@ __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope,
     cp_async_commit();
   };
   for (int i = 0; i < ST - 1; ++i) stage(i);
+  constexpr int QROWS = mla_query_rows_a_pass<HEADS, D, Q_DT, THREADS>();
 #pragma unroll
-  for (int i = 0; i < MT; ++i)
-    mla_stage_queries<C, R, Q_DT, THREADS>(q_latent, q_rope, t, 16 * i, q_latent_row_stride, q_rope_row_stride, q_rope_head_stride,
-                                           qs + 16 * i * DP, nullptr);
+  for (int h = 0; h < HEADS; h += QROWS)
+    mla_stage_queries<C, R, Q_DT, THREADS, QROWS>(q_latent, q_rope, t, h, q_latent_row_stride, q_rope_row_stride, q_rope_head_stride,
+                                                  qs + h * DP, nullptr);
 
   // Scores: warp (mt, kh) takes heads 16 mt.. (rows g, g + 8 of its m-tile): keys 16 kh.. over all
   // dims (MMA 2) or all keys over dims kh * D / 2.. (MMA 3). The rows' running max and sum are

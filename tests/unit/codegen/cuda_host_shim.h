@@ -23,6 +23,7 @@
 #include <vector>
 
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __shared__ static
 #define KP_HOST_SHIM 1
