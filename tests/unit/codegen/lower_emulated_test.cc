@@ -7,7 +7,10 @@
 // stored dtypes end to end too, within the bf16 tolerance (the CPU reference computes in f32).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include "codegen_test_util.h"
 #include "compiler/passes/lower_to_launches.h"
@@ -51,8 +54,10 @@ void expect_rows_close(const std::vector<float>& got, const Matrix& want, const 
   EXPECT_LT(flipped, want.rows) << label << ": every row flipped an expert";
 }
 
-// `preset`: `kplan synth` arguments before --seed; `activations`, `caches`: how they are stored.
-void check_checkpoint(const std::string& preset, DType activations = DType::F32, DType caches = DType::F32) {
+// `preset`: `kplan synth` arguments before --seed; `activations`, `caches`: how they are stored;
+// `kernel`: a piece of a kernel id the plan must hold (the instance a test means to run).
+void check_checkpoint(const std::string& preset, DType activations = DType::F32, DType caches = DType::F32,
+                      const std::string& kernel = "") {
   // f32 storage: the kernels' math is the reference's up to summation order. bf16 storage: each
   // stored value carries a relative rounding of up to 2^-9; issue 4's bf16 tolerance.
   const double tol = activations == DType::F32 && caches == DType::F32 ? 1e-4 : 1e-2;
@@ -77,6 +82,9 @@ void check_checkpoint(const std::string& preset, DType activations = DType::F32,
   for (const plan::KvCache& kv : lp.kv_caches)
     EXPECT_EQ(kv.row_bytes, (compiled.target->config().kv_lora_rank + compiled.target->config().qk_rope_head_dim) * dtype_size(caches))
         << kv.name;
+  if (!kernel.empty())
+    EXPECT_TRUE(std::any_of(lp.kernels.begin(), lp.kernels.end(), [&](const KernelSource& k) { return k.id.find(kernel) != std::string::npos; }))
+        << "no kernel " << kernel;
   EmulatedTarget gpu_like(lp);
 
   cpu::CpuTarget cpu(std::make_shared<const plan::Plan>(reference_plan(ckpt)), ckpt.string(), 64);
@@ -145,6 +153,23 @@ TEST(CodegenLowerEmulated, TinyWithEitherMlaLoweringMatchesTheCpuReference) {
     check_checkpoint("tiny");
     check_checkpoint("tiny", DType::BF16);
   }
+}
+
+// Heads by 16 over bf16 caches take the all-heads split-MLA partial (MMA 2) at every step up to
+// 64 tokens, the combine in column chunks: prefill, tree verify, AR after a commit and a padded
+// chunk through its lowering (tiny with 16 heads).
+TEST(CodegenLowerEmulated, SixteenHeadsWithTheAllHeadsMlaPartialMatchTheCpuReference) {
+  TempDir dir;
+  std::ifstream in(std::string(KPLAN_TEST_DATA_DIR) + "/configs/tiny.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const std::string field : {"\"num_attention_heads\"", "\"num_key_value_heads\""}) {
+    const size_t at = config.find(field);
+    ASSERT_NE(at, std::string::npos) << field;
+    config.replace(at, config.find(',', at) - at, field + ": 16");
+  }
+  const std::filesystem::path path = dir.path() / "tiny16.json";
+  std::ofstream(path) << config;
+  check_checkpoint("--config " + path.string(), DType::F32, DType::BF16, "mla_split_partial_h16_c64_r16_qf32_kvbf16_w2_kt32_mma2");
 }
 
 // The norms in their matmuls' launches (KPLAN_FUSE_NORM=1, opt-in): the same results through

@@ -344,7 +344,8 @@ TEST(CodegenLower, TheTensorCoreMlaPartialLowersOverABf16Cache) {
       << "the 1-token bucket takes the split pair with the tensor-core partial";
 }
 
-// KPLAN_MLA_WIDE=1 (the all-heads partial, MMA 2) over a bf16 cache: one block an SM, so a
+// The all-heads partial (MMA 2, the default over a bf16 cache where it fits; KPLAN_MLA_WIDE=1 says
+// so explicitly) over a bf16 cache: one block an SM, so a
 // 1-token step over 32768 keys takes 132 splits (the CUDA-core partial's 8 groups of 8 heads take
 // 33), and plan memory sizes the scratch from that instance: 132 partials of 64 heads x (128 + 2)
 // f32. (tiny with K2.6's 64 heads and a latent of 128.)
