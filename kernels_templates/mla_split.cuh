@@ -79,7 +79,8 @@
 // mla_split_combine template parameters:
 //   HEADS, C  as above;  O_DT  element type of out;  THREADS  threads per block
 //   CH        column chunks (C % CH == 0): a block sums C / CH columns; where that is fewer than
-//             THREADS, THREADS / (C / CH) groups of threads each sum every so-many-th split, added in order
+//             THREADS, G = THREADS / (C / CH) groups of threads share them, group g summing splits
+//             g, g + G, ..., the groups' sums added in group order
 // Launch: grid (HEADS, n_tokens, CH), block (THREADS).
 // Arguments:
 //   workspace     f32 [n_tokens, HEADS, n_splits, C + 2] (mla_split_partial's)

@@ -45,7 +45,8 @@ const TuningTable& sm90_tuning() {
        }},
       // The combine: 256 threads; C in column chunks (grid.z) while the heads x chunks stay within two
       // blocks an SM: a 1-token step's 64 heads alone read the 132 partials of a long context
-      // back on under half the SMs (H100, 2026-12-06: 21 us of the MMA 3 pair's 64 at 32768 keys).
+      // back on under half the SMs (H100, 2026-12-06: 21 us of the MMA 3 pair's 64 at 32768 keys;
+      // CH 4 against 1 not measured yet: KPLAN_TUNE=mla_split_combine:CH=1 compiles the old grid).
       {"mla_split_combine",
        [](ParamValues& p) {
          set(p, "THREADS", threads_for(p.at("C")));
