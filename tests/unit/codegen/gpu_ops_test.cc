@@ -950,7 +950,8 @@ TEST(GpuOps, MlaSplitMatchesTheCpuOp) {
 // The split pair at Kimi K2.6's width (64 heads, latent 512, rope 64) against mla_attention: the
 // CPU op's values at 1 token over 4,096 keys (the split count the lowering picks,
 // mla_split_count at max_context = the keys), then ms, TB/s over the cache and TFLOP/s of both
-// paths at 1 and 64 (tree) tokens over 4,096 and 32,768 keys, f32 and bf16 caches.
+// paths at 1 and 64 (tree) tokens over 4,096 and 32,768 keys, f32 and bf16 caches; the all-heads
+// partials over 131,072 keys too.
 TEST(GpuOps, MlaSplitAtK26WidthFigures) {
   REQUIRE_GPU();
   const cpu::MlaDims d{64, 512, 128, 64, 128};
@@ -967,7 +968,8 @@ TEST(GpuOps, MlaSplitAtK26WidthFigures) {
     const MlaSplitPair pair(d, kv_t, gpu->arch(), mma);
     DevBuf d_ql = gpu->upload_as(qlat, pair.q_t), d_qr = gpu->upload_as(qrope, pair.q_t);
     const KernelSource old = mla_attention_kernel(d.heads, d.kv_lora, d.rope, F32, kv_t, F32, gpu->arch());
-    for (const int64_t past : {int64_t{4096}, int64_t{32768}}) {
+    for (const int64_t past : {int64_t{4096}, int64_t{32768}, int64_t{131072}}) {
+      if (past > 32768 && mma < 2) continue;  // 128K keys (K2.6's long contexts): the all-heads partials only
       const std::vector<float> cache = random_values((past + T) * D, 43, 1.f, kv_t == BF16);
       const std::vector<int32_t> len = {static_cast<int32_t>(past)};
       DevBuf d_cache = gpu->upload_as(cache, kv_t), d_len = gpu->upload(len);
