@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,21 @@ inline ModelConfig test_config(const std::string& name) {
 
 inline DraftConfig test_draft_config(const std::string& name) {
   return load_draft_config(std::string(KPLAN_TEST_DATA_DIR) + "/configs/" + name + ".json");
+}
+
+// tiny's config.json (tests/data/configs/tiny.json) with `fields` set to these JSON values (e.g.
+// 16 heads, which the tensor-core MLA partials need), written to `path` for `kplan synth --config`
+// or `kplan compile --model`.
+inline void write_tiny_config_with(const std::filesystem::path& path, const std::map<std::string, std::string>& fields) {
+  std::ifstream in(std::string(KPLAN_TEST_DATA_DIR) + "/configs/tiny.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& [name, value] : fields) {
+    const std::string field = "\"" + name + "\"";
+    const size_t at = text.find(field);
+    EXPECT_NE(at, std::string::npos) << field;
+    if (at != std::string::npos) text.replace(at, text.find(',', at) - at, field + ": " + value);
+  }
+  std::ofstream(path) << text;
 }
 
 // max |got - want| relative to max |want| (sizes must match).

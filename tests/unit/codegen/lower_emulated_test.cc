@@ -9,8 +9,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 
 #include "codegen_test_util.h"
 #include "compiler/passes/lower_to_launches.h"
@@ -160,15 +158,8 @@ TEST(CodegenLowerEmulated, TinyWithEitherMlaLoweringMatchesTheCpuReference) {
 // chunk through its lowering (tiny with 16 heads).
 TEST(CodegenLowerEmulated, SixteenHeadsWithTheAllHeadsMlaPartialMatchTheCpuReference) {
   TempDir dir;
-  std::ifstream in(std::string(KPLAN_TEST_DATA_DIR) + "/configs/tiny.json");
-  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const std::string field : {"\"num_attention_heads\"", "\"num_key_value_heads\""}) {
-    const size_t at = config.find(field);
-    ASSERT_NE(at, std::string::npos) << field;
-    config.replace(at, config.find(',', at) - at, field + ": 16");
-  }
   const std::filesystem::path path = dir.path() / "tiny16.json";
-  std::ofstream(path) << config;
+  testing_util::write_tiny_config_with(path, {{"num_attention_heads", "16"}, {"num_key_value_heads", "16"}});
   check_checkpoint("--config " + path.string(), DType::F32, DType::BF16, "mla_split_partial_h16_c64_r16_qf32_kvbf16_w2_kt32_mma2");
 }
 

@@ -316,15 +316,7 @@ TEST(CodegenLower, Bf16ActivationsStageTheInt4ExpertsAsBf16) {
 // the compile switches in `env` are read once a process): the dump's text.
 std::string lowered_tiny(const TempDir& dir, const std::map<std::string, std::string>& fields, const std::string& env,
                          const std::string& flags) {
-  std::ifstream in(std::string(KPLAN_TEST_DATA_DIR) + "/configs/tiny.json");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const auto& [name, value] : fields) {
-    const std::string field = "\"" + name + "\"";
-    const size_t at = text.find(field);
-    EXPECT_NE(at, std::string::npos) << field;
-    if (at != std::string::npos) text.replace(at, text.find(',', at) - at, field + ": " + value);
-  }
-  std::ofstream(dir.path() / "config.json") << text;
+  testing_util::write_tiny_config_with(dir.path() / "config.json", fields);
   const std::filesystem::path dump = dir.path() / "lowered.txt";
   const std::string cmd = env + " " + std::string(KPLAN_BINARY) + " compile --model " + dir.path().string() + " --no-weights " + flags +
                           " --dump-ir-after=emit-plan > " + dump.string() + " 2>&1";
