@@ -818,32 +818,26 @@ __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens
   for (int s = 0; s < n_splits; ++s) l_all += weighted_l[s];  // in split order (deterministic)
   const float inv_l = l_all > 0.f ? 1.f / l_all : 0.f;
   const i64 o = static_cast<i64>(t) * out_row_stride + static_cast<i64>(h) * C + c0;
-  // A weight-0 split's sums may be unwritten (MMA 2, 3): they are never read.
-  if constexpr (SG == 1) {
-    for (int c = threadIdx.x; c < COLS; c += THREADS) {
-      float v = 0.f;
-#pragma unroll 16
-      for (int s = 0; s < n_splits; ++s)
-        if (weight[s] != 0.f) v += w[s * (C + 2) + 2 + c0 + c] * weight[s];
-      store<O_DT>(out, o + c, v * inv_l);
-    }
-  } else {
-    // Group sg sums splits sg, sg + SG, ... of column c; group 0 adds the groups in order.
-    const int c = threadIdx.x % COLS, sg = threadIdx.x / COLS;
-    if (sg < SG) {
-      float v = 0.f;
-#pragma unroll 8
+  // Group sg of SG sums splits sg, sg + SG, ... of its columns (SPAN a pass); with SG > 1 group 0
+  // adds the groups' sums in order. A weight-0 split's sums may be unwritten (MMA 2, 3): never read.
+  constexpr int SPAN = SG == 1 ? THREADS : COLS;
+  [[maybe_unused]] constexpr int UNROLL = SG == 1 ? 16 : 8;  // (read by the pragma only: the host shim's compiler ignores it)
+  const int sg = threadIdx.x / SPAN;
+  for (int c = threadIdx.x % SPAN; c < COLS; c += SPAN) {
+    float v = 0.f;
+    if (sg < SG)
+#pragma unroll UNROLL
       for (int s = sg; s < n_splits; s += SG)
         if (weight[s] != 0.f) v += w[s * (C + 2) + 2 + c0 + c] * weight[s];
-      group_sum[sg * COLS + c] = v;
-    }
-    __syncthreads();
-    if (sg == 0) {
-      float v = 0.f;
+    if constexpr (SG > 1) {  // one pass (COLS < THREADS): the barrier is uniform
+      if (sg < SG) group_sum[sg * COLS + c] = v;
+      __syncthreads();
+      if (sg != 0) continue;
+      v = 0.f;
 #pragma unroll
       for (int g = 0; g < SG; ++g) v += group_sum[g * COLS + c];
-      store<O_DT>(out, o + c, v * inv_l);
     }
+    store<O_DT>(out, o + c, v * inv_l);
   }
 }
 
