@@ -28,6 +28,11 @@
 //     within f32 summation-order differences of the CPU op); see kp::matmul_rows_mma. Not yet:
 //     x staged once per block in shared memory (today every row group of a block reads it
 //     through L1), cp.async / TMA weight pipelines, wgmma on sm_90.
+//   - MMA 2 (the steps of 2..15 tokens, where 8 FMAs a weight per 2-token tile bind the CUDA
+//     cores and MMA 1's m16 would be mostly padding): the rows as mma's M (16 per m-tile, RPW / 16
+//     of them) and TOK_TILE tokens as its N (8 per n-tile): every x fragment feeds RPW / 16 MMAs,
+//     NORM works as on the CUDA cores (the squares taken from the same x loads); see
+//     kp::matmul_rows_mma_m, which kp::matmul_siblings streams through too.
 // The W_LAYOUT 1 path streams W's rows k along N: lane l of a warp owns RPW chunks of 8 columns
 // (chunk c: columns base + (32 c + l) * 8 .. + 8, one coalesced 512-byte run per chunk and k), the
 // KSPLIT warps of a column group split the k rows (warp s: k = s, s + KSPLIT, ...), each lane
@@ -56,14 +61,15 @@
 //             the dot products, and the epilogue scales each sum by 1 / sqrt(mean + eps): no norm
 //             launch, the normalised row never stored. 2: as 1, and the blocks of row block 0 also
 //             write the norm's result rows (in X_DT) to norm_out for its other readers. 0: x as
-//             is. NORM needs W_LAYOUT 0 and MMA 0 (the decode steps' CUDA-core stream)
+//             is. NORM needs W_LAYOUT 0 and MMA 0 or 2
 //   WARPS     warps per block
 //   TOK_TILE  tokens handled per block (each weight load is reused TOK_TILE times)
 //   RPW       W_LAYOUT 0: rows per warp (each x load reused RPW times); 1: chunks of 8 columns per lane
 //   KSPLIT    warps of a block sharing rows (W_LAYOUT 1: columns), splitting K (divides WARPS)
 //   UNROLL    W_LAYOUT 0: 16-byte weight loads in flight per lane and row; 1: k rows in flight per lane
-//   MMA       W_LAYOUT 0: 1 = tensor cores (RPW a multiple of 8, TOK_TILE of 16 .. 64, K % 8 == 0),
-//             0 = CUDA cores; 0 for W_LAYOUT 1
+//   MMA       W_LAYOUT 0: 1 = tensor cores, tokens as M (RPW a multiple of 8, TOK_TILE of 16 .. 64,
+//             K % 8 == 0), 2 = tensor cores, rows as M (RPW a multiple of 16, TOK_TILE of 8 .. 32,
+//             K % 8 == 0), 0 = CUDA cores; 0 for W_LAYOUT 1
 //   PREFETCH  KiB from the start of W (of each batch) that the blocks holding them ask L2 for
 //             before they wait on the kernel before this one (kp::matmul_prefetch, the family's
 //             prologue); 0: none
@@ -245,6 +251,136 @@ __device__ __forceinline__ void matmul_rows_mma(const unsigned short* wb, int n0
   }
 }
 
+// The rows-as-M tensor-core share of one warp (MMA 2, the few-token steps): RPW / 16 m-tiles of
+// mma.m16n8k16 with W's rows as its M against TOK_TILE / 8 n-tiles with the tokens as its N, over
+// the 32-wide k-chunks slice, slice + KSPLIT, ... At 2..32 tokens this pads nothing but tokens
+// (an n-tile of 8, where tokens-as-M, MMA 1, pads them to 16) and each x fragment feeds RPW / 16
+// MMAs from registers. Lane (g = lane / 4, q = lane % 4) loads the 16 bytes W[row][32c + 8q .. + 8)
+// of its rows wrow[i][0] (m-tile i's row g) and wrow[i][1] (row g + 8), and x[token 8j + g][32c +
+// 8q .. + 8); inside a chunk the reduction's order is free, so the fragments' k = (2q, 2q + 1,
+// 2q + 8, 2q + 9) of the two k-steps are these 8 elements in order for A (W) and B (x) alike: no
+// shuffles, 16-byte loads. f32 x is split into bf16 hi + lo (two MMAs), bf16 x is exact in one.
+// NORM 1 / 2: x is scaled by the norm weight g as it is loaded and this lane's squares go to
+// ss[j] (token 8j + g's share; the caller adds the quad's). Tokens past nt read the last token's
+// row (their results are dropped); lanes past K read zeros. c[i][j] is the mma D fragment:
+// rows 16i + g (+ 8), tokens 8j + 2q (+ 1).
+template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, bool WVEC, bool XVEC, int NORM>
+__device__ __forceinline__ void matmul_rows_mma_m(const unsigned short* const (&wrow)[RPW / 16][2], const void* x, int x_row_stride,
+                                                  int nt, int slice, float (&c)[RPW / 16][TOK_TILE / 8][4], const void* g,
+                                                  float (&ss)[TOK_TILE / 8]) {
+  constexpr int MT = RPW / 16, NT = TOK_TILE / 8;
+  constexpr int CH = (K + 31) / 32;
+  const int lane = threadIdx.x % 32, q = lane % 4;
+  int xoff[NT];  // element offsets of this lane's token rows
+#pragma unroll
+  for (int j = 0; j < NT; ++j) xoff[j] = min(8 * j + lane / 4, nt - 1) * x_row_stride;
+  for (int c0 = slice; c0 < CH; c0 += KSPLIT * UNROLL) {
+    uint4 wq[MT][2][UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int k = 32 * (c0 + u * KSPLIT) + 8 * q;
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) wq[i][h][u] = c0 + u * KSPLIT < CH && k < K ? load_w8<WVEC>(wrow[i][h] + k) : zero_uint4();
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      if (c0 + u * KSPLIT < CH) {  // uniform over the warp: the mma needs every lane
+        const int k = 32 * (c0 + u * KSPLIT) + 8 * q;
+        float gv[8];
+        if constexpr (NORM != 0) {
+          if (k < K) load8_x<BF16, XVEC>(g, k, gv);
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          float xv[8];
+          if (k < K) {
+            load8_x<X_DT, XVEC>(x, xoff[j] + k, xv);
+            if constexpr (NORM != 0) {
+#pragma unroll
+              for (int e = 0; e < 8; ++e) {
+                ss[j] = fmaf(xv[e], xv[e], ss[j]);
+                xv[e] *= gv[e];
+              }
+            }
+          } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) xv[e] = 0.f;
+          }
+#pragma unroll
+          for (int st = 0; st < 2; ++st) {
+            const unsigned hi0 = pack_bf16x2(xv[4 * st], xv[4 * st + 1]), hi1 = pack_bf16x2(xv[4 * st + 2], xv[4 * st + 3]);
+            unsigned lo0 = 0, lo1 = 0;
+            if constexpr (X_DT == F32 || NORM != 0) {
+              lo0 = pack_bf16x2(bf16_residual(xv[4 * st]), bf16_residual(xv[4 * st + 1]));
+              lo1 = pack_bf16x2(bf16_residual(xv[4 * st + 2]), bf16_residual(xv[4 * st + 3]));
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+              const unsigned a[4] = {st == 0 ? wq[i][0][u].x : wq[i][0][u].z, st == 0 ? wq[i][1][u].x : wq[i][1][u].z,
+                                     st == 0 ? wq[i][0][u].y : wq[i][0][u].w, st == 0 ? wq[i][1][u].y : wq[i][1][u].w};
+              mma_bf16_16816(c[i][j], a, hi0, hi1);
+              if constexpr (X_DT == F32 || NORM != 0) mma_bf16_16816(c[i][j], a, lo0, lo1);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// matmul_rows_mma_m's share of one warp into out[r * TOK_TILE + t] (its rows r, every token of
+// the tile) and, NORM, each token's share of the sum of squares into ss_out[t] (the quad's lanes
+// added); wrow as there. wvec / xvec: 16-byte weight / x (and g) loads (uniform per launch).
+template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int NORM = 0>
+__device__ __forceinline__ void matmul_rows_mma_m_to_partial(const unsigned short* const (&wrow)[RPW / 16][2], const void* xb,
+                                                             int x_row_stride, int nt, int slice, bool wvec, bool xvec, float* out,
+                                                             const void* g = nullptr, float* ss_out = nullptr) {
+  constexpr int MT = RPW / 16, NT = TOK_TILE / 8;
+  float c[MT][NT][4], ss[NT];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    ss[j] = 0.f;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) c[i][j][e] = 0.f;
+  }
+  if (wvec && xvec) {
+    matmul_rows_mma_m<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true, NORM>(wrow, xb, x_row_stride, nt, slice, c, g, ss);
+  } else if (wvec) {
+    matmul_rows_mma_m<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false, NORM>(wrow, xb, x_row_stride, nt, slice, c, g, ss);
+  } else {
+    matmul_rows_mma_m<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false, NORM>(wrow, xb, x_row_stride, nt, slice, c, g, ss);
+  }
+  const int lane = threadIdx.x % 32, gr = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[(16 * i + gr + (e >= 2 ? 8 : 0)) * TOK_TILE + 8 * j + 2 * q + (e & 1)] = c[i][j][e];
+  if constexpr (NORM != 0) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      float s = ss[j];
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      if (q == 0) ss_out[8 * j + gr] = s;
+    }
+  }
+}
+
+// The rows of a warp's m-tiles for matmul_rows_mma_m: wrow[i][h] = row(n0 + 16i + 8h + lane / 4).
+template <int RPW, class Row>
+__device__ __forceinline__ void mma_m_rows(const unsigned short* (&wrow)[RPW / 16][2], int n0, Row row) {
+#pragma unroll
+  for (int i = 0; i < RPW / 16; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) wrow[i][h] = row(n0 + 16 * i + 8 * h + static_cast<int>(threadIdx.x % 32) / 4);
+}
+
 // A warp's share of the CUDA-core W_LAYOUT 0 path, summed over its lanes: row r's partial sum of
 // token t over the warp's k-slice into out[r * TOK_TILE + t] (lane 0 writes). wvec / xvec: 16-byte
 // weight / x (and g) loads (uniform per launch). NORM 1: x is scaled by the norm weight g and
@@ -358,9 +494,10 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
                        void* norm_out, float eps, const void* routed) {
   static_assert(WARPS % KSPLIT == 0, "KSPLIT must divide WARPS");
   static_assert(W_LAYOUT == 0 || MMA == 0, "W_LAYOUT 1 streams on the CUDA cores");
-  static_assert(NORM == 0 || (W_LAYOUT == 0 && MMA == 0), "NORM: the CUDA-core [N, K] stream");
+  static_assert(NORM == 0 || (W_LAYOUT == 0 && MMA != 1), "NORM: the [N, K] stream on the CUDA cores or rows-as-M tiles");
   static_assert(ROUTED == 0 || (W_LAYOUT == 0 && ACC == 1), "ROUTED: a residual add's [N, K] epilogue");
-  static_assert(MMA == 0 || (RPW % 8 == 0 && TOK_TILE % 16 == 0 && K % 8 == 0), "MMA tiles: rows by 8, tokens by 16");
+  static_assert(MMA != 1 || (RPW % 8 == 0 && TOK_TILE % 16 == 0 && K % 8 == 0), "MMA 1 tiles: rows by 8, tokens by 16");
+  static_assert(MMA != 2 || (RPW % 16 == 0 && TOK_TILE % 8 == 0 && K % 8 == 0), "MMA 2 tiles: rows by 16, tokens by 8");
   const int b = blockIdx.z;
   const int t0 = blockIdx.x * TOK_TILE;
   const int nt = min(TOK_TILE, n_tokens - t0);
@@ -384,7 +521,12 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
     const bool wvec = K % 8 == 0 && (reinterpret_cast<unsigned long long>(wb) & 15u) == 0;
     const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (X_DT == F32 ? 4 : 8) == 0 &&
                       (NORM == 0 || (reinterpret_cast<unsigned long long>(norm_weight) & 15u) == 0);
-    if constexpr (MMA != 0) {
+    if constexpr (MMA == 2) {
+      const unsigned short* wrow[RPW / 16][2];
+      mma_m_rows<RPW>(wrow, n0, [&](int n) { return wb + static_cast<i64>(min(n, N - 1)) * K; });
+      matmul_rows_mma_m_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
+                                                                               norm_weight, sum_sq[NORM != 0 ? warp : 0]);
+    } else if constexpr (MMA == 1) {
       float c[TOK_TILE / 16][RPW / 8][4];
 #pragma unroll
       for (int m = 0; m < TOK_TILE / 16; ++m)

@@ -10,8 +10,10 @@
 // space of N + N2 + N3 rows that the grid's row blocks stream as kp::matmul's CUDA-core W_LAYOUT 0
 // path does (kp::matmul_rows: rows per warp, K split over a block's warps, 16-byte weight loads
 // in flight), each row reading its own matrix and writing its own output: each is kp::matmul's
-// sum up to f32 summation order (the K split follows the total rows). Steps the op rule puts on
-// the tensor cores launch the siblings one by one (compiler/passes/sibling_matmuls.h).
+// sum up to f32 summation order (the K split follows the total rows). MMA 2: the same row space
+// on the tensor cores as kp::matmul's MMA 2 streams it (rows as mma's M, 16 a tile, each row
+// its own matrix's), for the few-token steps. Steps the op rule puts on MMA 1 launch the siblings
+// one by one (compiler/passes/sibling_matmuls.h).
 // GLU 1: W2 and W3 are an MLP's gate and up projections (N2 == N3) read by nothing but its
 // SwiGLU: their rows interleave in the row space (gate i, then up i: one warp's partial sums
 // hold both) and the launch writes y2[t, i] = silu(x W2(i, :)) * (x W3(i, :)) (y3 unwritten): no
@@ -31,7 +33,8 @@
 //   GLU          1: W2, W3 a gate and up pair whose SwiGLU goes to y2 (above)
 //   NORM         0: x as is; 1: rms_norm(x); 2: rms_norm(x), its rows written to norm_out (kp::matmul's)
 //   X_DT, Y_DT   element types of x and of every y
-//   WARPS, TOK_TILE, RPW, KSPLIT, UNROLL   as kp::matmul's (its CUDA-core path)
+//   WARPS, TOK_TILE, RPW, KSPLIT, UNROLL   as kp::matmul's (its CUDA-core path; MMA 2: its rows-as-M path)
+//   MMA          0: the CUDA cores; 2: rows-as-M tensor-core tiles (RPW by 16, TOK_TILE by 8, K % 8 == 0)
 // Launch (compiler/codegen/families/matmul_siblings.cc):
 //   grid (ceil(n_tokens / TOK_TILE), ceil((N + N2 + N3) / (RPW * WARPS / KSPLIT)), 1), block (32 * WARPS)
 //   (the same N + N2 + N3 rows with GLU 1)
@@ -59,7 +62,8 @@ __device__ __forceinline__ const unsigned short* sibling_row(const void* w, cons
   return static_cast<const unsigned short*>(w3) + static_cast<i64>(n - N - N2) * K;
 }
 
-template <int K, int N, int N2, int N3, int GLU, int NORM, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL>
+template <int K, int N, int N2, int N3, int GLU, int NORM, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL,
+          int MMA>
 __device__ void matmul_siblings(const void* x, const void* w, const void* w2, const void* w3, void* y, void* y2, void* y3,
                                 int n_tokens, int x_row_stride, int y_row_stride, int y2_row_stride, int y3_row_stride,
                                 const void* norm_weight, void* norm_out, float eps) {
@@ -67,6 +71,7 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
   static_assert(NORM >= 0 && NORM <= 2, "NORM 0, 1 or 2");
   static_assert(GLU == 0 ? N > 0 && N2 > 0 && N3 >= 0 : N >= 0 && N2 > 0 && N3 == N2, "two or three siblings; GLU: a gate and up pair");
   static_assert(GLU == 0 || (N % 2 == 0 && RPW % 2 == 0), "GLU: a gate and up pair within one warp's rows");
+  static_assert(MMA == 0 || (MMA == 2 && RPW % 16 == 0 && TOK_TILE % 8 == 0 && K % 8 == 0), "MMA 0, or 2: rows by 16, tokens by 8");
   constexpr int GROUPS = WARPS / KSPLIT;
   constexpr int ROWS = N + N2 + N3;
   const int t0 = blockIdx.x * TOK_TILE;
@@ -83,11 +88,18 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
                                     (N3 > 0 ? reinterpret_cast<unsigned long long>(w3) : 0ull)) & 15u) == 0;
   const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (X_DT == F32 ? 4 : 8) == 0 &&
                     (NORM == 0 || (reinterpret_cast<unsigned long long>(norm_weight) & 15u) == 0);
-  const unsigned short* wrow[RPW];
+  if constexpr (MMA == 2) {
+    const unsigned short* wrow[RPW / 16][2];
+    mma_m_rows<RPW>(wrow, n0, [&](int n) { return sibling_row<K, N, N2, N3, GLU>(w, w2, w3, n); });
+    matmul_rows_mma_m_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
+                                                                             norm_weight, sum_sq[NORM != 0 ? warp : 0]);
+  } else {
+    const unsigned short* wrow[RPW];
 #pragma unroll
-  for (int r = 0; r < RPW; ++r) wrow[r] = sibling_row<K, N, N2, N3, GLU>(w, w2, w3, n0 + r);
-  matmul_rows_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
-                                                                       norm_weight, sum_sq[NORM != 0 ? warp : 0]);
+    for (int r = 0; r < RPW; ++r) wrow[r] = sibling_row<K, N, N2, N3, GLU>(w, w2, w3, n0 + r);
+    matmul_rows_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
+                                                                         norm_weight, sum_sq[NORM != 0 ? warp : 0]);
+  }
   __syncthreads();
   for (int i = threadIdx.x; i < GROUPS * RPW * TOK_TILE; i += 32 * WARPS) {
     const int g = i / (RPW * TOK_TILE), r = i / TOK_TILE % RPW, t = i % TOK_TILE;

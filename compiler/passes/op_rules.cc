@@ -63,44 +63,72 @@ const View& bf16_weight(const RuleContext& ctx, const ir::Op& op, const Value* v
 
 LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 
-// The [N, K] bf16 matmul of a step of `rows` tokens, all on the CUDA cores below the arch's
-// tensor-core threshold: instance 0 streams W for 1-token steps (token tiles of 1), 1 for steps
-// of 2 to 8 tokens (tiles of 2), 2 for 9 tokens on (tiles of 8); from the threshold on instance
-// 3 (token tiles of 16: steps of 16 to 63 tokens, tiles side by side) or 4 (tiles of 64) use the
-// tensor cores (4, for 4096+ rows where the arch measured it: tiles of 16 tokens, 32 rows a warp,
-// heuristics' matmul_wide_long_steps). All are chosen once, at select-kernels; each bucket picks
-// by its token count.
+// How a dense [N, K] bf16 matmul runs a step of `rows` tokens: on the CUDA cores (1-token steps,
+// small weights, steps under the arch's tensor-core threshold), as rows-as-M tensor-core tiles
+// (from the threshold up to heuristics' matmul_rows_m_max_tokens: token tiles of 8, 16 or 32 as
+// mma's N, kernels_templates/matmul.cuh MMA 2) or as tokens-as-M tiles (MMA 1, the longer steps).
+enum class DensePath { CudaCores, RowsAsM, TokensAsM };
+int64_t dense_matmul_mma_min(const RuleContext& ctx, int64_t k, int64_t n) { return k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0; }
+// Whether some step may take the rows-as-M tiles (their instances exist only then).
+bool rows_m_reachable(const RuleContext& ctx, int64_t k, int64_t n) {
+  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
+  return mma_min > 0 && std::max<int64_t>(mma_min, 2) <= matmul_rows_m_max_tokens(ctx.arch);
+}
+DensePath dense_matmul_path(const RuleContext& ctx, int64_t k, int64_t n, int64_t rows) {
+  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
+  if (mma_min <= 0 || rows <= 1 || rows < mma_min) return DensePath::CudaCores;
+  if (rows <= matmul_rows_m_max_tokens(ctx.arch)) return DensePath::RowsAsM;
+  return rows < 16 ? DensePath::CudaCores : DensePath::TokensAsM;
+}
+// The rows-as-M token tile of a step: 8, 16, or 32 (tiles side by side past 32).
+int64_t rows_m_tile(int64_t rows) { return rows <= 8 ? 8 : rows <= 16 ? 16 : 32; }
+
+// The instances of a dense [N, K] matmul, chosen once at select-kernels (each bucket picks by its
+// token count): 0 streams W on the CUDA cores for 1-token steps (token tiles of 1), 1 for steps of
+// 2 to 8 tokens (tiles of 2), 2 for 9 tokens on (tiles of 8); where the arch takes the tensor cores
+// for this weight, 3 (token tiles of 16: steps of 16 to 63 tokens, tiles side by side) and 4 (tiles
+// of 64; for 4096+ rows where the arch measured it: tiles of 16 tokens, 32 rows a warp,
+// heuristics' matmul_wide_long_steps) put the tokens as mma's M, and where rows-as-M steps are
+// reachable 5..7 put the rows as its M with token tiles of 8, 16 and 32.
 // `base`: the index of the op's first instance here (dense_matmul_instances of them: a sibling
 // group records each member's after the fused ones). `f`: what the instances fuse (below).
-int64_t dense_matmul_mma_min(const RuleContext& ctx, int64_t k, int64_t n) { return k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0; }
-size_t dense_matmul_instances(const RuleContext& ctx, int64_t k, int64_t n) { return dense_matmul_mma_min(ctx, k, n) > 0 ? 5 : 3; }
-// Whether a step of `rows` tokens takes a CUDA-core instance (below the tensor-core threshold).
-bool dense_matmul_on_cuda_cores(const RuleContext& ctx, int64_t k, int64_t n, int64_t rows) {
-  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
-  return mma_min <= 0 || rows < std::max<int64_t>(mma_min, 16);
+size_t dense_matmul_instances(const RuleContext& ctx, int64_t k, int64_t n) {
+  return dense_matmul_mma_min(ctx, k, n) <= 0 ? 3 : rows_m_reachable(ctx, k, n) ? 8 : 5;
 }
 struct MatmulFusions {
   bool acc = false;        // the epilogue adds a residual (ACC 1)
   int64_t routed = 0;      // and a MoE's per-pair rows, that many a token (ROUTED: its combine)
-  int64_t norm = 0;        // 1 / 2: the CUDA-core instances read rms_norm(x) from x stored as norm_x (NORM,
-  ElemType norm_x = kF32;  // norm_matmuls.h); the tensor-core ones read the norm's stored result as x_t
+  int64_t norm = 0;        // 1 / 2: the CUDA-core and rows-as-M instances read rms_norm(x) from x stored as norm_x
+  ElemType norm_x = kF32;  // (NORM, norm_matmuls.h); the tokens-as-M ones read the norm's stored result as x_t
 };
 KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t,
                                    const MatmulFusions& f = {}, size_t base = 0) {
-  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
   const ElemType cc_x = f.norm ? f.norm_x : x_t;
   auto cc = [&](int64_t few) { return matmul_kernel(k, n, cc_x, y_t, false, f.acc, ctx.arch, 0, few, 0, f.norm, f.routed); };
   const KernelSource one = instance(ctx, base, [&] { return cc(1); });
   const KernelSource two = instance(ctx, base + 1, [&] { return cc(2); });
   const KernelSource eight = instance(ctx, base + 2, [&] { return cc(0); });
   const KernelSource cuda_cores = rows <= 1 ? one : rows <= 8 ? two : eight;
-  if (mma_min <= 0) return cuda_cores;
+  if (dense_matmul_mma_min(ctx, k, n) <= 0) return cuda_cores;
   const KernelSource mma16 = instance(ctx, base + 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 16, 0, 0, 0, f.routed); });
   const KernelSource mma64 = instance(ctx, base + 4, [&] {
     return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 16, 0, 32, 0, f.routed)
                                                : matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 64, 0, 0, 0, f.routed);
   });
-  return rows < std::max<int64_t>(mma_min, 16) ? cuda_cores : rows < 64 ? mma16 : mma64;
+  KernelSource rows_m;
+  if (rows_m_reachable(ctx, k, n)) {
+    size_t i = base + 5;
+    for (const int64_t tile : {int64_t{8}, int64_t{16}, int64_t{32}}) {
+      KernelSource r = instance(ctx, i++, [&] { return matmul_rows_m_kernel(k, n, cc_x, y_t, f.acc, ctx.arch, tile, f.norm, f.routed); });
+      if (rows_m_tile(rows) == tile) rows_m = std::move(r);
+    }
+  }
+  switch (dense_matmul_path(ctx, k, n, rows)) {
+    case DensePath::CudaCores: return cuda_cores;
+    case DensePath::RowsAsM: return rows_m;
+    case DensePath::TokensAsM: break;
+  }
+  return rows < 64 ? mma16 : mma64;
 }
 
 // A MoE op's experts per token, and where its down kernel leaves the per-pair rows: its scratch
@@ -159,9 +187,10 @@ void launch_swiglu(const ir::Op& op, RuleContext& ctx, size_t index) {
 
 // A sibling group (sibling_matmuls.h): `op` and ctx.siblings, [N_i, K] weights of the same
 // activations. Instances 0..2 are the fused launch's (token tiles of 1, 2, 8: the dense matmul's
-// CUDA-core steps), then each member's own dense instances, for the steps where some member
-// takes the tensor cores: there every member launches its own (and, with ctx.glu, the swiglu
-// of the last two after them: the last instance). With ctx.glu the fused launch writes the
+// CUDA-core steps), 3..5 where the group's rows taken together reach rows-as-M steps its
+// rows-as-M ones (token tiles of 8, 16, 32), then each member's own dense instances, for the
+// steps where some member takes the tokens-as-M tiles: there every member launches its own (and,
+// with ctx.glu, the swiglu of the last two after them: the last instance). With ctx.glu the fused launch writes the
 // swiglu's result instead of the last two siblings' (GLU 1: W2, W3 the gate and up; a group of
 // two passes no plain sibling, N 0). With ctx.norm the fused launch reads the norm's input and
 // computes it (NORM 1 / 2); where the members launch one by one the norm launches first (its
@@ -186,23 +215,33 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   const int64_t na = glu && members.size() == 2 ? 0 : w[0]->shape[0], nb = w[second]->shape[0],
                 nc = glu || members.size() > 2 ? w[last]->shape[0] : 0;
   const NormInput norm = norm_input(ctx);
-  auto fused = [&](int64_t tokens) {
-    return matmul_siblings_kernel(x.width, na, nb, nc, norm.mode ? elem(*norm.x) : x_t, y_t, ctx.arch, tokens, glu, norm.mode);
+  auto fused = [&](int64_t tokens, int64_t rows_m_tokens = 0) {
+    return matmul_siblings_kernel(x.width, na, nb, nc, norm.mode ? elem(*norm.x) : x_t, y_t, ctx.arch, tokens, glu, norm.mode, rows_m_tokens);
   };
   const KernelSource one = instance(ctx, 0, [&] { return fused(1); });
   const KernelSource two = instance(ctx, 1, [&] { return fused(2); });
   const KernelSource eight = instance(ctx, 2, [&] { return fused(0); });
-  bool together = true;
+  KernelSource k = x.rows <= 1 ? one : x.rows <= 8 ? two : eight;
   size_t base = 3;
+  const int64_t rows = na + nb + nc;  // the group's row space
+  if (rows_m_reachable(ctx, x.width, rows)) {
+    for (const int64_t tile : {int64_t{8}, int64_t{16}, int64_t{32}}) {
+      KernelSource r = instance(ctx, base++, [&] { return fused(0, tile); });
+      if (dense_matmul_path(ctx, x.width, rows, x.rows) == DensePath::RowsAsM && rows_m_tile(x.rows) == tile) k = std::move(r);
+    }
+  }
+  bool together = dense_matmul_path(ctx, x.width, rows, x.rows) == DensePath::RowsAsM;
+  if (!together) {
+    together = true;
+    for (size_t i = 0; i < members.size(); ++i) together = together && dense_matmul_path(ctx, x.width, w[i]->shape[0], x.rows) == DensePath::CudaCores;
+  }
   std::vector<KernelSource> own;
   for (size_t i = 0; i < members.size(); ++i) {
     const int64_t n = w[i]->shape[0];
-    together = together && dense_matmul_on_cuda_cores(ctx, x.width, n, x.rows);
     own.push_back(dense_matmul_instance(ctx, x.width, n, x.rows, x_t, y_t, {}, base));
     base += dense_matmul_instances(ctx, x.width, n);
   }
   if (together) {
-    const KernelSource& k = x.rows <= 1 ? one : x.rows <= 8 ? two : eight;
     const View& y2 = glu ? ctx.view(ctx.glu->result()) : *y[second];  // GLU: the swiglu's result
     const View& x_in = norm.mode ? *norm.x : ctx.view(op.operand(0));
     launch(ctx, k, x.rows,
@@ -421,7 +460,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const KernelSource k = dense_matmul_instance(
           ctx, x.width, n, x.rows, elem(operand(0)), elem(y),
           {.acc = ctx.epilogue != nullptr, .routed = routed, .norm = norm.mode, .norm_x = norm.mode ? elem(*norm.x) : kF32});
-      const bool fused = norm.mode && dense_matmul_on_cuda_cores(ctx, x.width, n, x.rows);
+      const bool fused = norm.mode && dense_matmul_path(ctx, x.width, n, x.rows) != DensePath::TokensAsM;
       if (norm.mode && !fused) launch_rms_norm(*ctx.norm->norm, ctx, dense_matmul_instances(ctx, x.width, n));
       launch(ctx, k, x.rows,
              matmul::Args{.x = P(fused ? *norm.x : operand(0)), .w = P(w), .y = P(y), .residual = P(residual), .n_tokens = x.rows,

@@ -15,16 +15,20 @@ void check(const ParamValues& p) {
     require(ksplit == 1 || warps * rpw * 256 * tok * 4 <= 48 * 1024, "matmul",
             "W_LAYOUT 1: the slices' partial sums (WARPS * RPW * 256 * TOK_TILE f32) exceed 48 KiB of shared memory");
   }
-  require(mma == 0 || mma == 1, "matmul", "MMA must be 0 (CUDA cores) or 1 (tensor cores)");
+  require(mma >= 0 && mma <= 2, "matmul", "MMA must be 0 (CUDA cores), 1 (tensor cores, tokens as M) or 2 (tensor cores, rows as M)");
   const int64_t norm = p.at("NORM");
   require(norm >= 0 && norm <= 2, "matmul", "NORM must be 0 (x as is), 1 (rms_norm(x)) or 2 (rms_norm(x), its rows stored)");
-  require(norm == 0 || (p.at("W_LAYOUT") == 0 && mma == 0), "matmul", "NORM takes W_LAYOUT 0 and MMA 0 (the CUDA-core [N, K] stream)");
+  require(norm == 0 || (p.at("W_LAYOUT") == 0 && mma != 1), "matmul", "NORM takes W_LAYOUT 0 and MMA 0 or 2 (the [N, K] stream)");
   const int64_t routed = p.at("ROUTED");
   require(routed <= 64, "matmul", "ROUTED (a MoE layer's pairs per token) must be at most 64");
   require(routed == 0 || (p.at("ACC") == 1 && p.at("W_LAYOUT") == 0), "matmul", "ROUTED takes ACC 1 and W_LAYOUT 0 (a residual add's epilogue)");
   require(p.at("PREFETCH") >= 0 && p.at("PREFETCH") <= 1 << 20, "matmul", "PREFETCH (KiB of W asked for before the wait) must be in 0..1048576");
   if (mma == 1) {
     require(rpw % 8 == 0 && tok % 16 == 0 && tok <= 64, "matmul", "MMA tiles take RPW a multiple of 8 and TOK_TILE 16, 32, 48 or 64");
+    require(p.at("K") % 8 == 0, "matmul", "MMA needs K a multiple of 8");
+    require(rpw * tok <= 2048, "matmul", "RPW * TOK_TILE / 32 accumulators per lane above 64 would spill");
+  } else if (mma == 2) {
+    require(rpw % 16 == 0 && tok % 8 == 0 && tok <= 32, "matmul", "MMA 2 tiles take RPW a multiple of 16 and TOK_TILE 8, 16, 24 or 32");
     require(p.at("K") % 8 == 0, "matmul", "MMA needs K a multiple of 8");
     require(rpw * tok <= 2048, "matmul", "RPW * TOK_TILE / 32 accumulators per lane above 64 would spill");
   } else if (p.at("W_LAYOUT") == 0) {
@@ -85,6 +89,17 @@ KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool we
   } else if (few_tokens > 0) {
     p["TOK_TILE"] = few_tokens;
   }
+  return instantiate(matmul::family(), p, arch);
+}
+
+}  // namespace kplan::codegen
+
+namespace kplan::codegen {
+
+KernelSource matmul_rows_m_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool accumulate, std::string_view arch, int64_t tokens,
+                                  int64_t norm, int64_t routed) {
+  const ParamValues p = {{"K", k},         {"N", n},         {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}, {"W_LAYOUT", 0},
+                         {"ACC", accumulate ? 1 : 0}, {"ROUTED", routed}, {"NORM", norm}, {"MMA", 2},  {"TOK_TILE", tokens}};
   return instantiate(matmul::family(), p, arch);
 }
 

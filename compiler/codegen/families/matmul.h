@@ -4,7 +4,7 @@
 //
 // Template parameters (compile-time constants, template order):
 //   K, N, X_DT (dtype), Y_DT (dtype), W_LAYOUT, ACC, ROUTED, NORM, WARPS, TOK_TILE, RPW, KSPLIT, UNROLL, MMA, PREFETCH (the last
-//   seven tuning)
+//   seven tuning; MMA 0 CUDA cores, 1 tokens as mma's M, 2 rows as its M)
 // See the template's doc block for their meaning and the launch geometry (families/matmul.cc).
 #include <cstdint>
 #include <string_view>
@@ -49,5 +49,11 @@ namespace kplan::codegen {
 KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn = false, bool accumulate = false,
                            std::string_view arch = kDefaultArch, int64_t mma_tokens = 0, int64_t few_tokens = 0,
                            int64_t mma_rows = 0, int64_t norm = 0, int64_t routed = 0);
+
+// The rows-as-M tensor-core instance ([N, K] weights; the template's MMA 2): W's rows as mma's M,
+// token tiles of `tokens` (8, 16, 24 or 32) as its N, for the few-token steps; norm and routed as
+// matmul_kernel's.
+KernelSource matmul_rows_m_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool accumulate, std::string_view arch, int64_t tokens,
+                                  int64_t norm = 0, int64_t routed = 0);
 
 }  // namespace kplan::codegen

@@ -19,7 +19,16 @@ void check(const ParamValues& p) {
   require(p.at("RPW") >= 1 && ksplit >= 1 && p.at("UNROLL") >= 1 && p.at("TOK_TILE") >= 1, "matmul_siblings",
           "RPW, KSPLIT, UNROLL and TOK_TILE must be positive");
   require(warps % ksplit == 0, "matmul_siblings", "KSPLIT (" + std::to_string(ksplit) + ") must divide WARPS (" + std::to_string(warps) + ")");
-  require(p.at("RPW") * p.at("TOK_TILE") <= 64, "matmul_siblings", "RPW * TOK_TILE accumulators above 64 would spill");
+  const int64_t mma = p.at("MMA");
+  require(mma == 0 || mma == 2, "matmul_siblings", "MMA must be 0 (CUDA cores) or 2 (tensor cores, rows as M)");
+  if (mma == 2) {
+    require(p.at("RPW") % 16 == 0 && p.at("TOK_TILE") % 8 == 0 && p.at("TOK_TILE") <= 32, "matmul_siblings",
+            "MMA 2 tiles take RPW a multiple of 16 and TOK_TILE 8, 16, 24 or 32");
+    require(p.at("K") % 8 == 0, "matmul_siblings", "MMA needs K a multiple of 8");
+    require(p.at("RPW") * p.at("TOK_TILE") <= 2048, "matmul_siblings", "RPW * TOK_TILE / 32 accumulators per lane above 64 would spill");
+  } else {
+    require(p.at("RPW") * p.at("TOK_TILE") <= 64, "matmul_siblings", "RPW * TOK_TILE accumulators above 64 would spill");
+  }
   require(warps * p.at("RPW") * p.at("TOK_TILE") * 4 <= 48 * 1024, "matmul_siblings",
           "the partial sums (WARPS * RPW * TOK_TILE f32) exceed 48 KiB of shared memory");
 }
@@ -44,7 +53,7 @@ const Family& family() {
       .function = "kp::matmul_siblings",
       .params = {dim_param("K", "k"), dim_param("N", "na"), dim_param("N2", "nb"), dim_param("N3", "nc"), dim_param("GLU", "glu"), dim_param("NORM", "norm"), dtype_param("X_DT", "x"),
                  dtype_param("Y_DT", "y"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"), tuning_param("RPW", "r"),
-                 tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u")},
+                 tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u"), tuning_param("MMA", "mma")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -58,10 +67,15 @@ const Family& family() {
 namespace kplan::codegen {
 
 KernelSource matmul_siblings_kernel(int64_t k, int64_t n, int64_t n2, int64_t n3, ElemType x, ElemType y, std::string_view arch,
-                                    int64_t few_tokens, bool glu, int64_t norm) {
+                                    int64_t few_tokens, bool glu, int64_t norm, int64_t rows_m_tokens) {
   ParamValues p = {{"K", k},   {"N", n},       {"N2", n2}, {"N3", n3}, {"GLU", glu ? 1 : 0},
                    {"NORM", norm}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}};
-  if (few_tokens > 0) p["TOK_TILE"] = few_tokens;
+  if (rows_m_tokens > 0) {
+    p["MMA"] = 2;
+    p["TOK_TILE"] = rows_m_tokens;
+  } else if (few_tokens > 0) {
+    p["TOK_TILE"] = few_tokens;
+  }
   return instantiate(matmul_siblings::family(), p, arch);
 }
 

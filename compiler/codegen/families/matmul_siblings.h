@@ -4,7 +4,7 @@
 // with the shared expert's gate and up, an MLP's gate and up).
 //
 // Template parameters (compile-time constants, template order):
-//   K, N, N2, N3, GLU, NORM, X_DT (dtype), Y_DT (dtype), WARPS, TOK_TILE, RPW, KSPLIT, UNROLL (the last five tuning)
+//   K, N, N2, N3, GLU, NORM, X_DT (dtype), Y_DT (dtype), WARPS, TOK_TILE, RPW, KSPLIT, UNROLL, MMA (the last six tuning)
 // See the template's doc block for their meaning and the launch geometry (families/matmul_siblings.cc).
 #include <cstdint>
 #include <string_view>
@@ -42,8 +42,10 @@ namespace kplan::codegen {
 // stream over n + n2 + n3 rows (heuristics' matmul_tiling); few_tokens 1 or 2: the 1-token or
 // 2..8-token instance (token tiles of that size), 0: tiles of 8. glu: n2 / n3 are a gate and up
 // pair whose SwiGLU the launch writes to y2 (the template's GLU 1; n may be 0). norm 1 / 2: x is
-// read as rms_norm(x) (2: the norm's result also written; the template's NORM).
+// read as rms_norm(x) (2: the norm's result also written; the template's NORM). rows_m_tokens > 0:
+// the rows-as-M tensor-core instance (the template's MMA 2) with token tiles of that many (8 .. 32).
 KernelSource matmul_siblings_kernel(int64_t k, int64_t n, int64_t n2, int64_t n3, ElemType x, ElemType y,
-                                    std::string_view arch = kDefaultArch, int64_t few_tokens = 0, bool glu = false, int64_t norm = 0);
+                                    std::string_view arch = kDefaultArch, int64_t few_tokens = 0, bool glu = false, int64_t norm = 0,
+                                    int64_t rows_m_tokens = 0);
 
 }  // namespace kplan::codegen

@@ -62,6 +62,24 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
     set("TOK_TILE", 16);
     return;
   }
+  if (p.at("MMA") == 2) {
+    // Rows as mma's M (asked for by the op rule for the few-token steps, with their TOK_TILE):
+    // 32 rows a warp (2 m-tiles: each x fragment feeds 2 MMAs a k-step, 4 KiB of weights a
+    // round per warp), 4 rounds in flight (16 16-byte loads a lane), K split until the grid holds
+    // `want` warps while each slice keeps 2 rounds. Narrow N (under 2 rows a warp of `want`)
+    // takes 16 rows a warp: twice the warps, the same loads in flight a lane over two rounds more.
+    const int64_t n = p.at("N"), chunks = (p.at("K") + 31) / 32, want = sms * warps_per_sm;
+    set("RPW", n >= 16 * want ? 32 : 16);
+    const int64_t rpw = p.at("RPW");
+    set("UNROLL", rpw == 32 ? 4 : 8);
+    const int64_t unroll = p.at("UNROLL");
+    int64_t ksplit = 1;
+    while (ksplit < 8 && (n + rpw - 1) / rpw * ksplit < want && chunks / (2 * ksplit) >= 2 * unroll) ksplit *= 2;
+    set("KSPLIT", ksplit);
+    set("WARPS", std::max<int64_t>(4, p.at("KSPLIT")));
+    set("TOK_TILE", 8);
+    return;
+  }
   if (p.at("W_LAYOUT") != 0) {
     // [K, N] (the absorbed W_UK: 64 heads of [128, 512] at K2.6, 8 MiB a step): a column stream,
     // 8 columns a lane (a warp covers 256 columns in one 512-byte run per k row), K split over 8
@@ -127,8 +145,9 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
 
 void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
   // The dense matmul's CUDA-core stream over the siblings' rows taken together (one row space).
-  static const char* const kTuning[] = {"WARPS", "TOK_TILE", "RPW", "KSPLIT", "UNROLL"};
-  ParamValues m = {{"K", p.at("K")}, {"N", p.at("N") + p.at("N2") + p.at("N3")}, {"W_LAYOUT", 0}, {"MMA", 0}};
+  static const char* const kTuning[] = {"WARPS", "TOK_TILE", "RPW", "KSPLIT", "UNROLL", "MMA"};
+  p.try_emplace("MMA", 0);
+  ParamValues m = {{"K", p.at("K")}, {"N", p.at("N") + p.at("N2") + p.at("N3")}, {"W_LAYOUT", 0}};
   for (const char* name : kTuning)
     if (p.count(name)) m[name] = p.at(name);
   const ParamValues given = m;
@@ -162,6 +181,15 @@ int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k) {
   // faster at every step size (DDTree 15 at 5718 against 4474 tokens/s): small weights stay there.
   (void)tuning_for(arch);  // refuses an arch with no table
   return compile_count("KPLAN_MATMUL_MMA_MIN_TOKENS", n * k >= (int64_t{1} << 22) ? 16 : 0, "a token count >= 0 (0: never)");
+}
+
+int64_t matmul_rows_m_max_tokens(std::string_view arch) {
+  // Rows as mma's M pad only the tokens (to 8) and feed each x fragment to 2 MMAs; tokens as M
+  // pad them to 16 and reuse each weight fragment over the token tiles. Steps under 16 tokens
+  // take the rows as M once matmul_mma_min_tokens lets them on the tensor cores;
+  // KPLAN_MATMUL_ROWS_M_MAX moves the boundary for a compile, to measure.
+  (void)tuning_for(arch);
+  return compile_count("KPLAN_MATMUL_ROWS_M_MAX", 15, "a token count >= 0", 0);
 }
 
 void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {

@@ -406,12 +406,14 @@ TEST(GpuOps, MatmulTokenTilesOddWidthsAccumulate) {
 // Sibling matmuls (kernels_templates/matmul_siblings.cuh) against the CPU op for each sibling:
 // two and three siblings, row blocks straddling their boundaries (odd N), K not a multiple of 8,
 // bf16 x, the 1-, 2- and 8-token instances at 1, 5 and 11 tokens; K2.6's q_a + kv_a and router +
-// shared gate + up shapes at 1 token.
+// shared gate + up shapes at 1 token; the rows-as-M tensor-core tiles (rows_m: MMA 2, token tiles
+// of 8 and 16) at 5, 8 and 13 tokens.
 TEST(GpuOps, MatmulSiblingsMatchTheCpuOpPerSibling) {
   REQUIRE_GPU();
-  struct Case { int64_t k, n, n2, n3, tokens, tile; ElemType x_t; };
+  struct Case { int64_t k, n, n2, n3, tokens, tile; ElemType x_t; int64_t rows_m = 0; };
   for (const Case& c : {Case{256, 37, 21, 0, 1, 1, F32}, Case{264, 40, 17, 9, 5, 2, F32}, Case{333, 13, 29, 0, 11, 0, BF16},
-                        Case{7168, 1536, 576, 0, 1, 1, F32}, Case{7168, 384, 2048, 2048, 1, 1, F32}}) {
+                        Case{7168, 1536, 576, 0, 1, 1, F32}, Case{7168, 384, 2048, 2048, 1, 1, F32}, Case{264, 40, 17, 9, 5, 0, F32, 8},
+                        Case{336, 13, 29, 0, 13, 0, BF16, 16}, Case{7168, 1536, 576, 0, 8, 0, F32, 8}}) {
     const std::vector<float> x = random_values(c.tokens * c.k, 31, 1.f, c.x_t == BF16);
     const int64_t rows[3] = {c.n, c.n2, c.n3};
     std::vector<std::vector<float>> w, want;
@@ -424,7 +426,7 @@ TEST(GpuOps, MatmulSiblingsMatchTheCpuOpPerSibling) {
       d_w.push_back(gpu->upload(to_bf16_bits(w[s])));
       d_y.push_back(gpu->upload(std::vector<float>(c.tokens * n, std::nanf(""))));
     }
-    const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.n2, c.n3, c.x_t, F32, gpu->arch(), c.tile);
+    const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.n2, c.n3, c.x_t, F32, gpu->arch(), c.tile, false, 0, c.rows_m);
     DevBuf d_x = gpu->upload_as(x, c.x_t);
     gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w[0]), Gpu::ptr(d_w[1]), Gpu::ptr(d_w[2]), Gpu::ptr(d_y[0]), Gpu::ptr(d_y[1]),
                               Gpu::ptr(d_y[2]), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.n2), Gpu::i32(c.n3), Gpu::null(), Gpu::null(), Gpu::f32(0)});
@@ -441,12 +443,13 @@ TEST(GpuOps, MatmulSiblingsMatchTheCpuOpPerSibling) {
 // GLU 1 (a gate and up pair's SwiGLU in the siblings' launch): y2 = silu(x Wg^T) * (x Wu^T)
 // against the CPU ops, the plain sibling into y, y3 never written; a dense MLP's pair alone
 // (N 0), a MoE layer's router beside its shared expert (K2.6 widths), odd widths at 2 rows a
-// warp, bf16 outputs.
+// warp, bf16 outputs; the rows-as-M tensor-core tiles (rows_m) the same.
 TEST(GpuOps, MatmulSiblingsGluMatchesTheCpuOps) {
   REQUIRE_GPU();
-  struct Case { int64_t k, n, m, tokens, tile; ElemType y_t; };
+  struct Case { int64_t k, n, m, tokens, tile; ElemType y_t; int64_t rows_m = 0; };
   for (const Case& c : {Case{256, 0, 37, 1, 1, F32}, Case{264, 40, 17, 5, 2, F32}, Case{336, 12, 29, 11, 0, BF16},
-                        Case{7168, 384, 2048, 1, 1, F32}, Case{7168, 384, 2048, 8, 2, F32}, Case{7168, 0, 18432, 1, 1, F32}}) {
+                        Case{7168, 384, 2048, 1, 1, F32}, Case{7168, 384, 2048, 8, 2, F32}, Case{7168, 0, 18432, 1, 1, F32},
+                        Case{336, 12, 29, 11, 0, BF16, 16}, Case{7168, 384, 2048, 8, 0, F32, 8}, Case{7168, 0, 18432, 13, 0, F32, 16}}) {
     const std::vector<float> x = random_values(c.tokens * c.k, 41);
     const int64_t n = std::max<int64_t>(c.n, 1);
     const std::vector<float> w = random_values(n * c.k, 42, 0.2f, true), wg = random_values(c.m * c.k, 43, 0.2f, true),
@@ -462,7 +465,7 @@ TEST(GpuOps, MatmulSiblingsGluMatchesTheCpuOps) {
     const std::vector<uint8_t> nan_bytes(std::max(c.tokens * n, c.tokens * c.m) * esize, 0xff);  // NaN in f32 and bf16
     DevBuf d_x = gpu->upload(x), d_w = gpu->upload(to_bf16_bits(w)), d_wg = gpu->upload(to_bf16_bits(wg)), d_wu = gpu->upload(to_bf16_bits(wu));
     DevBuf d_y = gpu->upload(nan_bytes), d_y2 = gpu->upload(nan_bytes), d_y3 = gpu->upload(nan_bytes);
-    const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.m, c.m, F32, c.y_t, gpu->arch(), c.tile, /*glu=*/true);
+    const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.m, c.m, F32, c.y_t, gpu->arch(), c.tile, /*glu=*/true, 0, c.rows_m);
     gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_wg), Gpu::ptr(d_wu), Gpu::ptr(d_y), Gpu::ptr(d_y2), Gpu::ptr(d_y3),
                               Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.m), Gpu::i32(c.m), Gpu::null(), Gpu::null(), Gpu::f32(0)});
     const double tol = c.y_t == BF16 ? 1e-2 : 1e-4;
@@ -721,6 +724,124 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
       std::printf("%-10s %-66s %9.4f %9.4f %9.4f %9.4f %8.1f %4d %3d %6.2f%s\n", sh.name, v.id.c_str(), ms[0], ms[1], ms[2], ms[3],
                   2.0 * sh.n * sh.k / (ms[0] * 1e-3) / 1e9, occ.regs, occ.blocks_per_sm,
                   blocks / std::max(1, occ.blocks_per_sm * occ.sms), is_chosen ? " *" : "");
+    }
+  }
+}
+
+// The rows-as-M tensor-core tiles (matmul.cuh MMA 2) at Kimi K2.6's dense shapes, against the
+// instances a plan takes today at each step size (CUDA cores below 16 tokens, tokens as M from
+// 16): the same values as the CUDA-core instance (to summation order and x's hi + lo split), then
+// a table of ms and GB/s over the weight bytes at 2, 4, 8, 12, 16 and 32 tokens for the
+// heuristics' choice (*) and the other row / unroll / split tilings, then the fused siblings
+// (the dense MLP's gate + up, q_a + kv_a) on both paths at 8 and 16 tokens: what
+// matmul_mma_min_tokens and matmul_rows_m_max_tokens should say (bench/RESULTS.md).
+TEST(GpuOps, MatmulRowsAsMAtK26Shapes) {
+  REQUIRE_GPU();
+  struct Shape {
+    const char* name;
+    int64_t k, n;
+  };
+  const Shape shapes[] = {{"lm_head", 7168, 163840}, {"q_b", 1536, 12288},       {"o_proj", 8192, 7168}, {"mlp_up", 7168, 18432},
+                          {"mlp_down", 18432, 7168}, {"shexp_down", 2048, 7168}, {"q_a", 7168, 1536}};
+  const int64_t tokens[] = {2, 4, 8, 12, 16, 32}, T = 32;
+  std::printf("%-10s %-66s", "shape", "kernel");
+  for (const int64_t t : tokens) std::printf(" %7s%-2lld", "ms t=", static_cast<long long>(t));
+  std::printf(" %9s %9s\n", "GB/s t=8", "GB/s t=16");
+  auto row = [&](const char* name, const std::string& id, const double (&ms)[6], double bytes, bool chosen) {
+    std::printf("%-10s %-66s", name, id.c_str());
+    for (const double v : ms) std::printf(" %9.4f", v);
+    std::printf(" %9.1f %9.1f%s\n", bytes / (ms[2] * 1e-3) / 1e9, bytes / (ms[4] * 1e-3) / 1e9, chosen ? " *" : "");
+  };
+  for (const Shape& sh : shapes) {
+    const std::vector<float> x = random_values(T * sh.k, 51);
+    std::vector<uint16_t> w_bits(static_cast<size_t>(sh.n * sh.k));
+    for (size_t i = 0; i < w_bits.size(); ++i) w_bits[i] = float_to_bf16(static_cast<float>(static_cast<int64_t>(i * 2654435761u % 2001) - 1000) * 1e-5f);
+    DevBuf d_x = gpu->upload(x), d_w = gpu->upload(w_bits), d_y = gpu->alloc(T * sh.n * 4);
+    auto args = [&](int64_t t) {
+      return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(sh.k), Gpu::i32(0),
+                                   Gpu::i32(sh.n), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()};
+    };
+    // Today's instances: 1-token tiles at 1, 2-token tiles to 8, 8-token tiles to 15, tokens as M from 16.
+    const KernelSource two = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch(), 0, 2);
+    const KernelSource eight = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch());
+    const KernelSource mma16 = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch(), 16);
+    std::vector<KernelSource> rows_m;
+    for (const int64_t tile : {int64_t{8}, int64_t{16}, int64_t{32}}) rows_m.push_back(matmul_rows_m_kernel(sh.k, sh.n, F32, F32, false, gpu->arch(), tile));
+    std::vector<KernelSource> variants;
+    for (const int64_t tile : {int64_t{8}, int64_t{16}})
+      for (const std::array<int64_t, 4>& v : {std::array<int64_t, 4>{16, 8, 1, 4}, {16, 4, 2, 4}, {32, 4, 1, 4}, {32, 2, 2, 4}, {32, 4, 4, 4},
+                                              {16, 8, 4, 4}, {32, 4, 8, 8}, {64, 2, 1, 4}}) {
+        const ParamValues p = {{"K", sh.k},    {"N", sh.n},      {"X_DT", 0},       {"Y_DT", 0},        {"W_LAYOUT", 0},
+                               {"ACC", 0},     {"ROUTED", 0},    {"NORM", 0},       {"WARPS", v[3]},    {"TOK_TILE", tile},
+                               {"RPW", v[0]},  {"KSPLIT", v[2]}, {"UNROLL", v[1]},  {"MMA", 2}};
+        const KernelSource k = instantiate(matmul::family(), p, gpu->arch());
+        if (std::none_of(rows_m.begin(), rows_m.end(), [&](const KernelSource& r) { return r.id == k.id; })) variants.push_back(k);
+      }
+    std::vector<KernelSource> all = {two, eight, mma16};
+    all.insert(all.end(), rows_m.begin(), rows_m.end());
+    all.insert(all.end(), variants.begin(), variants.end());
+    gpu->precompile(all);
+    const double bytes = 2.0 * sh.n * sh.k;
+    const int reps = sh.n * sh.k > 100000000 ? 10 : 50;
+    // Today's plan: the instance each step size takes.
+    double today[6];
+    for (int i = 0; i < 6; ++i) {
+      const int64_t t = tokens[i];
+      today[i] = gpu->time_ms(t <= 8 ? two : t < 16 ? eight : mma16, t, args(t), reps);
+    }
+    row(sh.name, "today (tt2 / tt8 / mma1 tt16)", today, bytes, false);
+    for (const KernelSource& k : all) {
+      if (k.id == two.id || k.id == eight.id || k.id == mma16.id) continue;
+      const bool chosen = std::any_of(rows_m.begin(), rows_m.end(), [&](const KernelSource& r) { return r.id == k.id; });
+      // Values: against the CUDA-core 8-token tiles at 13 and 32 tokens (ragged tiles, tiles side by side).
+      for (const int64_t t : {int64_t{13}, T}) {
+        gpu->launch(eight, t, args(t));
+        const std::vector<float> want = gpu->download<float>(d_y, t * sh.n);
+        gpu->launch(k, t, args(t));
+        EXPECT_LT(relative_error(gpu->download<float>(d_y, t * sh.n), want), 1e-4) << k.id << " at " << t << " tokens";
+      }
+      double ms[6];
+      for (int i = 0; i < 6; ++i) ms[i] = gpu->time_ms(k, tokens[i], args(tokens[i]), reps);
+      row(sh.name, k.id, ms, bytes, chosen);
+    }
+  }
+  // The fused siblings on both paths.
+  struct Group {
+    const char* name;
+    int64_t k, n, n2, n3;
+    bool glu;
+  };
+  for (const Group& g : {Group{"mlp_gate_up", 7168, 0, 18432, 18432, true}, Group{"q_a+kv_a", 7168, 1536, 576, 0, false},
+                         Group{"router+shexp", 7168, 384, 2048, 2048, true}}) {
+    const std::vector<float> x = random_values(T * g.k, 52);
+    const int64_t rows[3] = {std::max<int64_t>(g.n, 1), g.n2, std::max<int64_t>(g.n3, 1)};
+    std::vector<DevBuf> d_w, d_y;
+    for (int s = 0; s < 3; ++s) {
+      d_w.push_back(gpu->upload(to_bf16_bits(random_values(rows[s] * g.k, 53 + s, 0.02f, true))));
+      d_y.push_back(gpu->alloc(T * rows[s] * 4));
+    }
+    DevBuf d_x = gpu->upload(x);
+    auto args = [&](int64_t t) {
+      return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w[0]), Gpu::ptr(d_w[1]), Gpu::ptr(d_w[2]), Gpu::ptr(d_y[0]), Gpu::ptr(d_y[1]),
+                                   Gpu::ptr(d_y[2]), Gpu::i32(t), Gpu::i32(g.k), Gpu::i32(g.n), Gpu::i32(g.n2), Gpu::i32(g.n3), Gpu::null(), Gpu::null(), Gpu::f32(0)};
+    };
+    const KernelSource two = matmul_siblings_kernel(g.k, g.n, g.n2, g.n3, F32, F32, gpu->arch(), 2, g.glu);
+    const KernelSource eight = matmul_siblings_kernel(g.k, g.n, g.n2, g.n3, F32, F32, gpu->arch(), 0, g.glu);
+    const KernelSource m8 = matmul_siblings_kernel(g.k, g.n, g.n2, g.n3, F32, F32, gpu->arch(), 0, g.glu, 0, 8);
+    const KernelSource m16 = matmul_siblings_kernel(g.k, g.n, g.n2, g.n3, F32, F32, gpu->arch(), 0, g.glu, 0, 16);
+    const KernelSource m32 = matmul_siblings_kernel(g.k, g.n, g.n2, g.n3, F32, F32, gpu->arch(), 0, g.glu, 0, 32);
+    gpu->precompile({two, eight, m8, m16, m32});
+    const double bytes = 2.0 * (g.n + g.n2 + g.n3) * g.k;
+    for (const int64_t t : {int64_t{8}, int64_t{16}}) {
+      const KernelSource& cuda = t <= 8 ? two : eight;
+      gpu->launch(cuda, t, args(t));
+      const std::vector<float> want = gpu->download<float>(d_y[1], t * g.n2);
+      for (const KernelSource* k : {&cuda, t <= 8 ? &m8 : &m16, &m32}) {
+        gpu->launch(*k, t, args(t));
+        EXPECT_LT(relative_error(gpu->download<float>(d_y[1], t * g.n2), want), 1e-4) << k->id << " at " << t << " tokens";
+        const double ms = gpu->time_ms(*k, t, args(t), 20);
+        std::printf("%-12s %-72s t=%-3lld %9.4f ms %9.1f GB/s\n", g.name, k->id.c_str(), static_cast<long long>(t), ms, bytes / (ms * 1e-3) / 1e9);
+      }
     }
   }
 }

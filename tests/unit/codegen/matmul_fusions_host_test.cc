@@ -6,7 +6,8 @@
 //     are not 16-byte aligned (the scalar path), the residual epilogue beside it, and NORM 2's
 //     stored rows (written once, by row block 0);
 //   - ROUTED: y = residual + (sum of a token's per-pair rows + x W^T), the MoE combine in the
-//     shared expert's down projection, on the CUDA cores and the tensor cores.
+//     shared expert's down projection, on the CUDA cores and the tensor cores;
+//   - the rows-as-M tensor-core tiles (MMA 2) with NORM 1 / 2 and ROUTED alike.
 // The device runs the same source through NVRTC (gpu_ops_test.cc's GpuOps.MatmulNorm*,
 // GpuOps.MatmulCombine*).
 #include <gtest/gtest.h>
@@ -64,7 +65,7 @@ Inputs inputs(int T, int K, int stride, bool bf16, uint64_t seed) {
 
 // kp::matmul with NORM over T tokens (x rows `stride` apart: stride % 4 != 0 takes the scalar x
 // path), ACC 1 adding a residual; NORM 2's stored rows against the CPU norm, written in X_DT.
-template <int K, int N, int X_DT, int ACC, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT>
+template <int K, int N, int X_DT, int ACC, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA = 0>
 void check_matmul(int T, int stride, uint64_t seed) {
   const Inputs in = inputs(T, K, stride, X_DT == kp::BF16, seed);
   const std::vector<float> w = rounded_bf16(testing_util::xorshift_uniform(static_cast<size_t>(N) * K, seed + 1, 0.2f));
@@ -78,14 +79,15 @@ void check_matmul(int T, int stride, uint64_t seed) {
   constexpr int GROUPS = WARPS / KSPLIT;
   const unsigned row_blocks = (N + RPW * GROUPS - 1) / (RPW * GROUPS);
   cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
-    kp::matmul<K, N, X_DT, kp::F32, 0, ACC, 0, NORM, WARPS, TOK_TILE, RPW, KSPLIT, 2, 0, 0>(
+    kp::matmul<K, N, X_DT, kp::F32, 0, ACC, 0, NORM, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0>(
         x, wb.data(), y.data(), y.data(), T, stride, 0, N, 0, 0, in.g_bits.data(), norm_out, kEps, nullptr);
   });
   const std::vector<float> normed = rms_norm(in.x, in.g, T, K, stride);
   std::vector<float> want = matmul(normed, w, T, N, K);
   if (ACC)
     for (size_t i = 0; i < want.size(); ++i) want[i] += residual[i];
-  const std::string what = "matmul NORM " + std::to_string(NORM) + " tokens " + std::to_string(T) + " stride " + std::to_string(stride);
+  const std::string what = "matmul NORM " + std::to_string(NORM) + " MMA " + std::to_string(MMA) + " tokens " + std::to_string(T) +
+                           " stride " + std::to_string(stride);
   EXPECT_LT(relative_error(y, want), 1e-5) << what;
   std::vector<float> stored = out_f32;
   if (X_DT == kp::BF16)
@@ -98,7 +100,7 @@ void check_matmul(int T, int stride, uint64_t seed) {
 }
 
 // kp::matmul_siblings with NORM: each sibling (or GLU 1's swiglu) of the normed x.
-template <int K, int N, int N2, int N3, int GLU, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT>
+template <int K, int N, int N2, int N3, int GLU, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA = 0>
 void check_siblings(int T, uint64_t seed) {
   const Inputs in = inputs(T, K, K, false, seed);
   const int rows[3] = {N, N2, N3};
@@ -114,12 +116,13 @@ void check_siblings(int T, uint64_t seed) {
   constexpr int GROUPS = WARPS / KSPLIT;
   const unsigned row_blocks = (N + N2 + N3 + RPW * GROUPS - 1) / (RPW * GROUPS);
   cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
-    kp::matmul_siblings<K, N, N2, N3, GLU, NORM, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2>(
+    kp::matmul_siblings<K, N, N2, N3, GLU, NORM, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA>(
         in.x.data(), wb[0].data(), wb[1].data(), wb[2].data(), y[0].data(), y[1].data(), y[2].data(), T, K, std::max(N, 1), N2,
         std::max(N3, 1), in.g_bits.data(), norm_out.data(), kEps);
   });
   const std::vector<float> normed = rms_norm(in.x, in.g, T, K, K);
-  const std::string what = "siblings GLU " + std::to_string(GLU) + " NORM " + std::to_string(NORM) + " tokens " + std::to_string(T);
+  const std::string what = "siblings GLU " + std::to_string(GLU) + " NORM " + std::to_string(NORM) + " MMA " + std::to_string(MMA) +
+                           " tokens " + std::to_string(T);
   if (N > 0) {
     EXPECT_LT(relative_error(y[0], matmul(normed, w[0], T, N, K)), 1e-5) << what;
   }
@@ -166,8 +169,21 @@ TEST(MatmulNormOnHost, SiblingsReadTheNormOfX) {
   check_siblings<64, 4, 6, 6, 1, 2, 4, 1, 2, 4>(2, 14);
 }
 
+// The rows-as-M tensor-core tiles (MMA 2) fold the norm in as the CUDA cores do: the squares
+// from the same x loads, added over each quad's lanes and the K split; f32 and bf16 x (x scaled by
+// the norm weight is split into hi + lo either way), x rows not 16-byte aligned, the residual
+// add, NORM 2's rows, and the siblings' launch (q_a + kv_a, a router beside its GLU pair).
+TEST(MatmulNormOnHost, RowsAsMTilesReadTheNormOfX) {
+  check_matmul<256, 40, kp::F32, 0, 1, 4, 8, 16, 2, 2>(5, 256, 31);
+  check_matmul<256, 40, kp::F32, 1, 2, 4, 16, 16, 4, 2>(11, 256, 32);
+  check_matmul<128, 20, kp::F32, 1, 1, 2, 8, 16, 1, 2>(3, 133, 33);
+  check_matmul<96, 48, kp::BF16, 0, 2, 4, 8, 32, 2, 2>(8, 96, 34);
+  check_siblings<128, 10, 14, 0, 0, 1, 4, 8, 16, 4, 2>(3, 35);
+  check_siblings<128, 6, 9, 9, 1, 2, 4, 16, 16, 2, 2>(9, 36);
+}
+
 // kp::matmul with ROUTED: y = residual + (sum_r routed[t * ROUTED + r] + x W^T), in place (y is the
-// residual, as the plan runs it), MMA 0 or 1 (the epilogue both paths share).
+// residual, as the plan runs it), MMA 0, 1 or 2 (the epilogue the paths share).
 template <int K, int N, int ROUTED, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA>
 void check_combine(int T, uint64_t seed) {
   const std::vector<float> x = testing_util::xorshift_uniform(static_cast<size_t>(T) * K, seed);
@@ -193,11 +209,13 @@ void check_combine(int T, uint64_t seed) {
   EXPECT_LT(relative_error(y, want), 1e-5) << "ROUTED " << ROUTED << " MMA " << MMA << " tokens " << T;
 }
 
-// A token's 8 pairs (K2.6's top-8) or 2, token tiles of 1, 2 and 16 (the tensor cores, ragged).
+// A token's 8 pairs (K2.6's top-8) or 2, token tiles of 1, 2, 16 (tokens as M, ragged) and 8 (rows
+// as M, ragged).
 TEST(MatmulCombineOnHost, SharedDownSumsTheRoutedPairs) {
   check_combine<128, 24, 8, 4, 1, 4, 4, 0>(1, 21);
   check_combine<128, 24, 2, 4, 2, 2, 2, 0>(5, 22);
   check_combine<128, 32, 8, 4, 16, 8, 4, 1>(17, 23);
+  check_combine<128, 40, 8, 4, 8, 16, 2, 2>(7, 24);
 }
 
 }  // namespace

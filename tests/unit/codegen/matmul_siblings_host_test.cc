@@ -2,7 +2,7 @@
 // thread), so CI checks the sibling launch's own code without a GPU: each sibling against the
 // CPU op, and GLU 1 (a gate and up pair's SwiGLU written by the launch, the up rows' output never
 // written) with and without a plain sibling, 1 to 9 tokens over token tiles of 1, 2 and 8, K
-// split over a block's warps. The device runs the same source through NVRTC (gpu_ops_test.cc's
+// split over a block's warps; the rows-as-M tensor-core tiles (MMA 2) the same. The device runs the same source through NVRTC (gpu_ops_test.cc's
 // GpuOps.MatmulSiblings*).
 #include <gtest/gtest.h>
 
@@ -32,7 +32,7 @@ const auto& matmul = testing_util::reference_matmul;
 
 // One launch of the template (GLU 1: W2, W3 a gate and up pair, N may be 0) over T tokens, its
 // outputs against the CPU's; unwritten outputs must keep their NaNs.
-template <int K, int N, int N2, int N3, int GLU, int WARPS, int TOK_TILE, int RPW, int KSPLIT>
+template <int K, int N, int N2, int N3, int GLU, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA = 0>
 void check(int T, uint64_t seed) {
   const std::vector<float> x = uniform(static_cast<size_t>(T) * K, seed, 1.f, false);
   const int rows[3] = {N, N2, N3};
@@ -47,11 +47,11 @@ void check(int T, uint64_t seed) {
   constexpr int GROUPS = WARPS / KSPLIT, ROWS = N + N2 + N3;
   const unsigned row_blocks = (ROWS + RPW * GROUPS - 1) / (RPW * GROUPS);
   cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
-    kp::matmul_siblings<K, N, N2, N3, GLU, 0, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2>(
+    kp::matmul_siblings<K, N, N2, N3, GLU, 0, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA>(
         x.data(), wb[0].data(), wb[1].data(), wb[2].data(), y[0].data(), y[1].data(), y[2].data(), T, K, std::max(N, 1), N2,
         std::max(N3, 1), nullptr, nullptr, 0.f);
   });
-  const std::string what = "GLU " + std::to_string(GLU) + " N " + std::to_string(N) + " tokens " + std::to_string(T);
+  const std::string what = "GLU " + std::to_string(GLU) + " N " + std::to_string(N) + " MMA " + std::to_string(MMA) + " tokens " + std::to_string(T);
   if (N > 0) {
     EXPECT_LT(relative_error(y[0], matmul(x, w[0], T, N, K)), 1e-5) << what;
   }
@@ -82,6 +82,16 @@ TEST(MatmulSiblingsOnHost, GluWritesTheSwigluOfTheGateAndUpPair) {
   check<96, 0, 22, 22, 1, 4, 2, 2, 2>(5, 12);
   check<128, 6, 9, 9, 1, 2, 8, 2, 1>(9, 13);
   check<64, 0, 3, 3, 1, 4, 1, 2, 4>(2, 14);
+}
+
+// MMA 2 (rows as mma's M): an m-tile's 16 rows spanning two siblings, rows clamped past the
+// row space, a gate and up pair on lanes 4 apart (one warp's rows), 2 to 19 tokens over tiles of 8,
+// 16 and 32 (ragged; two tiles side by side), K split 1, 2 and 4 ways, K not a multiple of 32.
+TEST(MatmulSiblingsOnHost, RowsAsMTilesMatchTheCpuOp) {
+  check<96, 10, 14, 6, 0, 4, 8, 16, 4, 2>(2, 21);
+  check<128, 6, 9, 9, 1, 4, 16, 16, 2, 2>(11, 22);
+  check<136, 0, 22, 22, 1, 2, 8, 32, 1, 2>(13, 23);
+  check<96, 10, 14, 14, 1, 4, 32, 16, 4, 2>(19, 24);
 }
 
 }  // namespace
