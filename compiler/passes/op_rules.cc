@@ -65,7 +65,7 @@ LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 
 // How a dense [N, K] bf16 matmul runs a step of `rows` tokens: on the CUDA cores (1-token steps,
 // small weights, steps under the arch's tensor-core threshold), as rows-as-M tensor-core tiles
-// (from the threshold up to heuristics' matmul_rows_m_max_tokens: token tiles of 8, 16 or 32 as
+// (from the threshold up to heuristics' matmul_rows_m_max_tokens: token tiles of 8 or 16 as
 // mma's N, kernels_templates/matmul.cuh MMA 2) or as tokens-as-M tiles (MMA 1, the longer steps).
 enum class DensePath { CudaCores, RowsAsM, TokensAsM };
 int64_t dense_matmul_mma_min(const RuleContext& ctx, int64_t k, int64_t n) { return k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0; }
@@ -80,8 +80,9 @@ DensePath dense_matmul_path(const RuleContext& ctx, int64_t k, int64_t n, int64_
   if (rows <= matmul_rows_m_max_tokens(ctx.arch)) return DensePath::RowsAsM;
   return rows < 16 ? DensePath::CudaCores : DensePath::TokensAsM;
 }
-// The rows-as-M token tile of a step: 8, 16, or 32 (tiles side by side past 32).
-int64_t rows_m_tile(int64_t rows) { return rows <= 8 ? 8 : rows <= 16 ? 16 : 32; }
+// The rows-as-M token tile of a step: 8, or 16 (tiles side by side past 16: 16 tokens a tile
+// measured ahead of 32, bench/RESULTS.md 2026-12-06 04:40).
+int64_t rows_m_tile(int64_t rows) { return rows <= 8 ? 8 : 16; }
 
 // The instances of a dense [N, K] matmul, chosen once at select-kernels (each bucket picks by its
 // token count): 0 streams W on the CUDA cores for 1-token steps (token tiles of 1), 1 for steps of
@@ -89,11 +90,11 @@ int64_t rows_m_tile(int64_t rows) { return rows <= 8 ? 8 : rows <= 16 ? 16 : 32;
 // for this weight, 3 (token tiles of 16: steps of 16 to 63 tokens, tiles side by side) and 4 (tiles
 // of 64; for 4096+ rows where the arch measured it: tiles of 16 tokens, 32 rows a warp,
 // heuristics' matmul_wide_long_steps) put the tokens as mma's M, and where rows-as-M steps are
-// reachable 5..7 put the rows as its M with token tiles of 8, 16 and 32.
+// reachable 5 and 6 put the rows as its M with token tiles of 8 and 16.
 // `base`: the index of the op's first instance here (dense_matmul_instances of them: a sibling
 // group records each member's after the fused ones). `f`: what the instances fuse (below).
 size_t dense_matmul_instances(const RuleContext& ctx, int64_t k, int64_t n) {
-  return dense_matmul_mma_min(ctx, k, n) <= 0 ? 3 : rows_m_reachable(ctx, k, n) ? 8 : 5;
+  return dense_matmul_mma_min(ctx, k, n) <= 0 ? 3 : rows_m_reachable(ctx, k, n) ? 7 : 5;
 }
 struct MatmulFusions {
   bool acc = false;        // the epilogue adds a residual (ACC 1)
@@ -118,7 +119,7 @@ KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64
   KernelSource rows_m;
   if (rows_m_reachable(ctx, k, n)) {
     size_t i = base + 5;
-    for (const int64_t tile : {int64_t{8}, int64_t{16}, int64_t{32}}) {
+    for (const int64_t tile : {int64_t{8}, int64_t{16}}) {
       KernelSource r = instance(ctx, i++, [&] { return matmul_rows_m_kernel(k, n, cc_x, y_t, f.acc, ctx.arch, tile, f.norm, f.routed); });
       if (rows_m_tile(rows) == tile) rows_m = std::move(r);
     }
@@ -187,8 +188,8 @@ void launch_swiglu(const ir::Op& op, RuleContext& ctx, size_t index) {
 
 // A sibling group (sibling_matmuls.h): `op` and ctx.siblings, [N_i, K] weights of the same
 // activations. Instances 0..2 are the fused launch's (token tiles of 1, 2, 8: the dense matmul's
-// CUDA-core steps), 3..5 where the group's rows taken together reach rows-as-M steps its
-// rows-as-M ones (token tiles of 8, 16, 32), then each member's own dense instances, for the
+// CUDA-core steps), 3 and 4 where the group's rows taken together reach rows-as-M steps its
+// rows-as-M ones (token tiles of 8 and 16), then each member's own dense instances, for the
 // steps where some member takes the tokens-as-M tiles: there every member launches its own (and,
 // with ctx.glu, the swiglu of the last two after them: the last instance). With ctx.glu the fused launch writes the
 // swiglu's result instead of the last two siblings' (GLU 1: W2, W3 the gate and up; a group of
@@ -225,7 +226,7 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   size_t base = 3;
   const int64_t rows = na + nb + nc;  // the group's row space
   if (rows_m_reachable(ctx, x.width, rows)) {
-    for (const int64_t tile : {int64_t{8}, int64_t{16}, int64_t{32}}) {
+    for (const int64_t tile : {int64_t{8}, int64_t{16}}) {
       KernelSource r = instance(ctx, base++, [&] { return fused(0, tile); });
       if (dense_matmul_path(ctx, x.width, rows, x.rows) == DensePath::RowsAsM && rows_m_tile(x.rows) == tile) k = std::move(r);
     }

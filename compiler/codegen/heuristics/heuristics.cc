@@ -63,18 +63,21 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
     return;
   }
   if (p.at("MMA") == 2) {
-    // Rows as mma's M (asked for by the op rule for the few-token steps, with their TOK_TILE):
-    // 32 rows a warp (2 m-tiles: each x fragment feeds 2 MMAs a k-step, 4 KiB of weights a
-    // round per warp), 4 rounds in flight (16 16-byte loads a lane), K split until the grid holds
-    // `want` warps while each slice keeps 2 rounds. Narrow N (under 2 rows a warp of `want`)
-    // takes 16 rows a warp: twice the warps, the same loads in flight a lane over two rounds more.
-    const int64_t n = p.at("N"), chunks = (p.at("K") + 31) / 32, want = sms * warps_per_sm;
-    set("RPW", n >= 16 * want ? 32 : 16);
-    const int64_t rpw = p.at("RPW");
-    set("UNROLL", rpw == 32 ? 4 : 8);
-    const int64_t unroll = p.at("UNROLL");
-    int64_t ksplit = 1;
-    while (ksplit < 8 && (n + rpw - 1) / rpw * ksplit < want && chunks / (2 * ksplit) >= 2 * unroll) ksplit *= 2;
+    // Rows as mma's M (asked for by the op rule for the few-token steps, with their TOK_TILE).
+    // Measured on the H100 (bench/RESULTS.md 2026-12-06 04:40, GpuOps.MatmulRowsAsMAtK26Shapes):
+    // K split 8 ways won at every K2.6 shape whose K holds it (8 warps a block, each with 2+ rounds
+    // of loads: q_b's K = 1536 takes 4), even where the grid held enough warps without it
+    // (lm_head at 8 tokens 0.800 ms with KSPLIT 8 against 1.131 with 1); 32 rows a warp (4
+    // rounds of 16-byte loads in flight, each x fragment feeding 2 MMAs) at token tiles of 16 for
+    // N of 4096+ (o_proj 0.063 against 0.088 ms with 16 rows, the dense down 0.142 against 0.197),
+    // and at tiles of 8 for lm_head-wide N or short K (shexp_down's 2048: 0.0110 against 0.0155;
+    // q_b); 16 rows a warp, 8 rounds in flight, elsewhere (o_proj at 8 tokens 0.0485 against
+    // 0.0504, q_a's 1536 rows 0.0188 against 0.0288).
+    const int64_t n = p.at("N"), k = p.at("K"), chunks = (k + 31) / 32, tok = p.count("TOK_TILE") ? p.at("TOK_TILE") : 8;
+    set("RPW", (tok >= 16 ? n >= 4096 : n >= 65536 || (k <= 2048 && n >= 4096)) ? 32 : 16);
+    set("UNROLL", p.at("RPW") >= 32 ? 4 : 8);
+    int64_t ksplit = 8;
+    while (ksplit > 1 && chunks / ksplit < 2 * p.at("UNROLL")) ksplit /= 2;
     set("KSPLIT", ksplit);
     set("WARPS", std::max<int64_t>(4, p.at("KSPLIT")));
     set("TOK_TILE", 8);
@@ -171,25 +174,28 @@ bool matmul_wide_long_steps(std::string_view arch, int64_t n) {
 }
 
 int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k) {
-  // Below 16 tokens an m16 tile would be mostly padding and the CUDA-core stream is at the floor;
-  // from 16 on its FMAs (8 per weight per token tile, every tile) and x's L1 traffic bind
-  // (kernels_templates/matmul.cuh). 0 keeps every step on the CUDA cores. KPLAN_MATMUL_MMA_MIN_TOKENS
-  // overrides it for a compile, so a device run can sweep both (tools/device/width_check.sh).
-  // Measured on the H200 (bench/RESULTS.md 2026-12-01 20:20): at K2.6 width the tensor cores win
-  // from 16 tokens (lm_head 1.30 against 2.74 ms, o_proj 0.094 against 0.27; kv_a, just under 4 M
-  // weights, ties), while under 4 M weights (the bundled pair's 192-wide model) the CUDA-core stream is
-  // faster at every step size (DDTree 15 at 5718 against 4474 tokens/s): small weights stay there.
+  // From 4 tokens on the rows-as-M tensor-core tiles (kernels_templates/matmul.cuh MMA 2, up to
+  // matmul_rows_m_max_tokens) beat the CUDA cores' 2-token tiles, 8 FMAs a weight a tile, at every
+  // K2.6 shape but q_a (bench/RESULTS.md 2026-12-06 04:40, H100: 4 tokens o_proj 0.047 against
+  // 0.051 ms, the dense down 0.103 against 0.116, shexp_down 0.011 against 0.015); at 2 tokens the
+  // CUDA cores keep them (q_a 0.0113 against 0.0185, o_proj 0.0457 against 0.0469). Under 4 M
+  // weights (the bundled pair's 192-wide model) the CUDA-core stream is faster at every step size
+  // (bench/RESULTS.md 2026-12-01 20:20: DDTree 15 at 5718 against 4474 tokens/s): small weights
+  // stay there. 0 keeps every step on the CUDA cores; KPLAN_MATMUL_MMA_MIN_TOKENS overrides it for a
+  // compile, so a device run can sweep both (tools/device/width_check.sh).
   (void)tuning_for(arch);  // refuses an arch with no table
-  return compile_count("KPLAN_MATMUL_MMA_MIN_TOKENS", n * k >= (int64_t{1} << 22) ? 16 : 0, "a token count >= 0 (0: never)");
+  return compile_count("KPLAN_MATMUL_MMA_MIN_TOKENS", n * k >= (int64_t{1} << 22) ? 4 : 0, "a token count >= 0 (0: never)");
 }
 
 int64_t matmul_rows_m_max_tokens(std::string_view arch) {
   // Rows as mma's M pad only the tokens (to 8) and feed each x fragment to 2 MMAs; tokens as M
-  // pad them to 16 and reuse each weight fragment over the token tiles. Steps under 16 tokens
-  // take the rows as M once matmul_mma_min_tokens lets them on the tensor cores;
-  // KPLAN_MATMUL_ROWS_M_MAX moves the boundary for a compile, to measure.
+  // pad them to 16. Measured on the H100 (bench/RESULTS.md 2026-12-06 04:40) at K2.6's dense
+  // shapes, rows as M in token tiles of 16 against tokens as M: 16 tokens o_proj 0.063 against
+  // 0.093 ms, the dense up 0.126 against 0.180, lm_head 0.97 against 1.28; 32 tokens (two tiles)
+  // o_proj 0.103 against 0.152, lm_head 1.54 against 1.49. Up to 32 tokens then (sm_120 is not
+  // measured: the same); KPLAN_MATMUL_ROWS_M_MAX moves the boundary for a compile, to measure.
   (void)tuning_for(arch);
-  return compile_count("KPLAN_MATMUL_ROWS_M_MAX", 15, "a token count >= 0", 0);
+  return compile_count("KPLAN_MATMUL_ROWS_M_MAX", 32, "a token count >= 0", 0);
 }
 
 void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {

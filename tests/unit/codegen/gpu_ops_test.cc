@@ -1000,13 +1000,12 @@ struct MlaSplitPair {
   KernelSource partial, combine;
   int64_t heads = 0, C = 0, R = 0;
   ElemType q_t = ElemType::F32;  // the queries' dtype (MMA 2: bf16)
-  // mma: the tensor-core partials (1: 16 heads a block; 2, 3: every head, bf16 queries), a bf16 cache.
+  // mma: the tensor-core partials (1: 16 heads a block; 2, 3: every head, bf16 queries), a bf16
+  // cache; 0 the CUDA-core one, asked for by name (the lowering's default takes MMA 2 where it fits).
   MlaSplitPair(const cpu::MlaDims& d, ElemType kv_t, const std::string& arch, int mma = 0)
-      : partial(mma ? instantiate(mla_split_partial::family(),
-                                  {{"HEADS", d.heads}, {"C", d.kv_lora}, {"R", d.rope}, {"Q_DT", mma >= 2 ? 1 : 0},
-                                   {"KV_DT", dtype_code(kv_t)}, {"MMA", mma}},
-                                  arch)
-                    : mla_split_partial_kernel(d.heads, d.kv_lora, d.rope, ElemType::F32, kv_t, arch)),
+      : partial(instantiate(mla_split_partial::family(),
+                            {{"HEADS", d.heads}, {"C", d.kv_lora}, {"R", d.rope}, {"Q_DT", mma >= 2 ? 1 : 0}, {"KV_DT", dtype_code(kv_t)}, {"MMA", mma}},
+                            arch)),
         combine(mla_split_combine_kernel(d.heads, d.kv_lora, ElemType::F32, arch)), heads(d.heads), C(d.kv_lora), R(d.rope),
         q_t(mma >= 2 ? ElemType::BF16 : ElemType::F32) {}
   size_t workspace_bytes(int64_t T, int64_t splits) const { return static_cast<size_t>(T * heads * splits * (C + 2) * 4); }

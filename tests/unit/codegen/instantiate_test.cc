@@ -137,9 +137,23 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   EXPECT_EQ(few(192, 256, 1), (std::vector<int64_t>{1, 4, 1, 4}));  // too short to split
   EXPECT_EQ(mma(7168, 576, 16, "sm_90"), (std::vector<int64_t>{1, 16, 8, 16, 8, 2}));
   EXPECT_EQ(mma(7168, 576, 16, "sm_120"), (std::vector<int64_t>{1, 16, 8, 16, 8, 4}));
-  // Tensor cores from 16 tokens for a K2.6-sized weight; never for a small one (the bundled pair's).
-  EXPECT_EQ(matmul_mma_min_tokens("sm_90", 163840, 7168), 16);
-  EXPECT_EQ(matmul_mma_min_tokens("sm_90", 1536, 7168), 16);
+  // Tensor cores from 4 tokens for a K2.6-sized weight (rows as mma's M up to 32 tokens); never
+  // for a small one (the bundled pair's).
+  EXPECT_EQ(matmul_mma_min_tokens("sm_90", 163840, 7168), 4);
+  EXPECT_EQ(matmul_mma_min_tokens("sm_90", 1536, 7168), 4);
+  EXPECT_EQ(matmul_rows_m_max_tokens("sm_90"), 32);
+  // Rows as M: K split 8 ways where K holds 2 rounds a slice (q_b's 1536: 4); 32 rows a warp at
+  // 16-token tiles from N 4096, at 8-token tiles for lm_head or short K; 16 (8 rounds) elsewhere.
+  auto rows_m = [](int64_t k, int64_t n, int64_t tokens) {
+    const KernelSource s = matmul_rows_m_kernel(k, n, ElemType::F32, ElemType::F32, false, "sm_90", tokens);
+    return std::vector<int64_t>{kernel_param(s, "MMA"), kernel_param(s, "RPW"), kernel_param(s, "UNROLL"), kernel_param(s, "KSPLIT"),
+                                kernel_param(s, "WARPS")};
+  };
+  EXPECT_EQ(rows_m(7168, 163840, 8), (std::vector<int64_t>{2, 32, 4, 8, 8}));
+  EXPECT_EQ(rows_m(8192, 7168, 8), (std::vector<int64_t>{2, 16, 8, 8, 8}));
+  EXPECT_EQ(rows_m(8192, 7168, 16), (std::vector<int64_t>{2, 32, 4, 8, 8}));
+  EXPECT_EQ(rows_m(1536, 12288, 8), (std::vector<int64_t>{2, 32, 4, 4, 4}));
+  EXPECT_EQ(rows_m(7168, 1536, 16), (std::vector<int64_t>{2, 16, 8, 8, 8}));
   EXPECT_EQ(matmul_mma_min_tokens("sm_90", 576, 7168), 0);  // kv_a: just under 4 M weights (a tie measured)
   EXPECT_EQ(matmul_mma_min_tokens("sm_90", 4352, 192), 0);
   setenv("KPLAN_MATMUL_MMA_MIN_TOKENS", "0", 1);
