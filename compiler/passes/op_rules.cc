@@ -81,7 +81,7 @@ DensePath dense_matmul_path(const RuleContext& ctx, int64_t k, int64_t n, int64_
   return rows < 16 ? DensePath::CudaCores : DensePath::TokensAsM;
 }
 // The rows-as-M token tile of a step: 8, or 16 (tiles side by side past 16: 16 tokens a tile
-// measured ahead of 32, bench/RESULTS.md 2026-12-06 04:40).
+// measured ahead of 32, bench/RESULTS.md 2026-12-06 04:20).
 int64_t rows_m_tile(int64_t rows) { return rows <= 8 ? 8 : 16; }
 
 // The instances of a dense [N, K] matmul, chosen once at select-kernels (each bucket picks by its

@@ -64,7 +64,7 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
   }
   if (p.at("MMA") == 2) {
     // Rows as mma's M (asked for by the op rule for the few-token steps, with their TOK_TILE).
-    // Measured on the H100 (bench/RESULTS.md 2026-12-06 04:40, GpuOps.MatmulRowsAsMAtK26Shapes):
+    // Measured on the H100 (bench/RESULTS.md 2026-12-06 04:20, GpuOps.MatmulRowsAsMAtK26Shapes):
     // K split 8 ways won at every K2.6 shape whose K holds it (8 warps a block, each with 2+ rounds
     // of loads: q_b's K = 1536 takes 4), even where the grid held enough warps without it
     // (lm_head at 8 tokens 0.800 ms with KSPLIT 8 against 1.131 with 1); 32 rows a warp (4
@@ -176,7 +176,7 @@ bool matmul_wide_long_steps(std::string_view arch, int64_t n) {
 int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k) {
   // From 4 tokens on the rows-as-M tensor-core tiles (kernels_templates/matmul.cuh MMA 2, up to
   // matmul_rows_m_max_tokens) beat the CUDA cores' 2-token tiles, 8 FMAs a weight a tile, at every
-  // K2.6 shape but q_a (bench/RESULTS.md 2026-12-06 04:40, H100: 4 tokens o_proj 0.047 against
+  // K2.6 shape but q_a (bench/RESULTS.md 2026-12-06 04:20, H100: 4 tokens o_proj 0.047 against
   // 0.051 ms, the dense down 0.103 against 0.116, shexp_down 0.011 against 0.015); at 2 tokens the
   // CUDA cores keep them (q_a 0.0113 against 0.0185, o_proj 0.0457 against 0.0469). Under 4 M
   // weights (the bundled pair's 192-wide model) the CUDA-core stream is faster at every step size
@@ -189,7 +189,7 @@ int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k) {
 
 int64_t matmul_rows_m_max_tokens(std::string_view arch) {
   // Rows as mma's M pad only the tokens (to 8) and feed each x fragment to 2 MMAs; tokens as M
-  // pad them to 16. Measured on the H100 (bench/RESULTS.md 2026-12-06 04:40) at K2.6's dense
+  // pad them to 16. Measured on the H100 (bench/RESULTS.md 2026-12-06 04:20) at K2.6's dense
   // shapes, rows as M in token tiles of 16 against tokens as M: 16 tokens o_proj 0.063 against
   // 0.093 ms, the dense up 0.126 against 0.180, lm_head 0.97 against 1.28; 32 tokens (two tiles)
   // o_proj 0.103 against 0.152, lm_head 1.54 against 1.49. Up to 32 tokens then (sm_120 is not
