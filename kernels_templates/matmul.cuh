@@ -70,6 +70,9 @@
 //   MMA       W_LAYOUT 0: 1 = tensor cores, tokens as M (RPW a multiple of 8, TOK_TILE of 16 .. 64,
 //             K % 8 == 0), 2 = tensor cores, rows as M (RPW a multiple of 16, TOK_TILE of 8 .. 32,
 //             K % 8 == 0), 0 = CUDA cores; 0 for W_LAYOUT 1
+//   XPF       MMA 2: 1 loads a round's x fragments (UNROLL k-chunks, every n-tile) beside its
+//             weights, before the round's MMAs (UNROLL * TOK_TILE / 8 * 8 more registers a lane),
+//             where 0 loads each chunk's as its MMAs come (an L2 round trip each, in order); 0 otherwise
 //   PREFETCH  KiB from the start of W (of each batch) that the blocks holding them ask L2 for
 //             before they wait on the kernel before this one (kp::matmul_prefetch, the family's
 //             prologue); 0: none
@@ -264,7 +267,7 @@ __device__ __forceinline__ void matmul_rows_mma(const unsigned short* wb, int n0
 // ss[j] (token 8j + g's share; the caller adds the quad's). Tokens past nt read the last token's
 // row (their results are dropped); lanes past K read zeros. c[i][j] is the mma D fragment:
 // rows 16i + g (+ 8), tokens 8j + 2q (+ 1).
-template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, bool WVEC, bool XVEC, int NORM>
+template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, bool WVEC, bool XVEC, int NORM, int XPF>
 __device__ __forceinline__ void matmul_rows_mma_m(const unsigned short* const (&wrow)[RPW / 16][2], const void* x, int x_row_stride,
                                                   int nt, int slice, float (&c)[RPW / 16][TOK_TILE / 8][4], const void* g,
                                                   float (&ss)[TOK_TILE / 8]) {
@@ -284,6 +287,22 @@ __device__ __forceinline__ void matmul_rows_mma_m(const unsigned short* const (&
 #pragma unroll
         for (int h = 0; h < 2; ++h) wq[i][h][u] = c0 + u * KSPLIT < CH && k < K ? load_w8<WVEC>(wrow[i][h] + k) : zero_uint4();
     }
+    float xq[XPF != 0 ? UNROLL : 1][NT][8];  // XPF 1: the round's x fragments, loaded beside its weights
+    if constexpr (XPF != 0) {
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const int k = 32 * (c0 + u * KSPLIT) + 8 * q;
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          if (c0 + u * KSPLIT < CH && k < K) {
+            load8_x<X_DT, XVEC>(x, xoff[j] + k, xq[u][j]);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) xq[u][j][e] = 0.f;
+          }
+        }
+      }
+    }
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       if (c0 + u * KSPLIT < CH) {  // uniform over the warp: the mma needs every lane
@@ -296,7 +315,12 @@ __device__ __forceinline__ void matmul_rows_mma_m(const unsigned short* const (&
         for (int j = 0; j < NT; ++j) {
           float xv[8];
           if (k < K) {
-            load8_x<X_DT, XVEC>(x, xoff[j] + k, xv);
+            if constexpr (XPF != 0) {
+#pragma unroll
+              for (int e = 0; e < 8; ++e) xv[e] = xq[XPF != 0 ? u : 0][j][e];
+            } else {
+              load8_x<X_DT, XVEC>(x, xoff[j] + k, xv);
+            }
             if constexpr (NORM != 0) {
 #pragma unroll
               for (int e = 0; e < 8; ++e) {
@@ -333,7 +357,7 @@ __device__ __forceinline__ void matmul_rows_mma_m(const unsigned short* const (&
 // matmul_rows_mma_m's share of one warp into out[r * TOK_TILE + t] (its rows r, every token of
 // the tile) and, NORM, each token's share of the sum of squares into ss_out[t] (the quad's lanes
 // added); wrow as there. wvec / xvec: 16-byte weight / x (and g) loads (uniform per launch).
-template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int NORM = 0>
+template <int K, int X_DT, int TOK_TILE, int RPW, int KSPLIT, int UNROLL, int NORM = 0, int XPF = 0>
 __device__ __forceinline__ void matmul_rows_mma_m_to_partial(const unsigned short* const (&wrow)[RPW / 16][2], const void* xb,
                                                              int x_row_stride, int nt, int slice, bool wvec, bool xvec, float* out,
                                                              const void* g = nullptr, float* ss_out = nullptr) {
@@ -348,11 +372,11 @@ __device__ __forceinline__ void matmul_rows_mma_m_to_partial(const unsigned shor
       for (int e = 0; e < 4; ++e) c[i][j][e] = 0.f;
   }
   if (wvec && xvec) {
-    matmul_rows_mma_m<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true, NORM>(wrow, xb, x_row_stride, nt, slice, c, g, ss);
+    matmul_rows_mma_m<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true, NORM, XPF>(wrow, xb, x_row_stride, nt, slice, c, g, ss);
   } else if (wvec) {
-    matmul_rows_mma_m<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false, NORM>(wrow, xb, x_row_stride, nt, slice, c, g, ss);
+    matmul_rows_mma_m<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false, NORM, XPF>(wrow, xb, x_row_stride, nt, slice, c, g, ss);
   } else {
-    matmul_rows_mma_m<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false, NORM>(wrow, xb, x_row_stride, nt, slice, c, g, ss);
+    matmul_rows_mma_m<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false, NORM, XPF>(wrow, xb, x_row_stride, nt, slice, c, g, ss);
   }
   const int lane = threadIdx.x % 32, gr = lane / 4, q = lane % 4;
 #pragma unroll
@@ -457,7 +481,7 @@ __device__ __forceinline__ void rms_norm_store(const void* xb, int x_row_stride,
 // W_LAYOUT 0: block y's rows, contiguous; 1: batch b's [K, N], asked for by its first column
 // block. Lane l of warp 0 issues the 4 KiB pieces l, l + 32, ...
 template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int ROUTED, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT,
-          int UNROLL, int MMA, int PREFETCH>
+          int UNROLL, int MMA, int PREFETCH, int XPF>
 __device__ void matmul_prefetch(const void*, const void* w, void*, const void*, int, int, int, int, int, int w_batch_stride, const void*,
                                 void*, float, const void*) {
   if constexpr (PREFETCH > 0) {
@@ -488,7 +512,7 @@ __device__ void matmul_prefetch(const void*, const void* w, void*, const void*, 
 }
 
 template <int K, int N, int X_DT, int Y_DT, int W_LAYOUT, int ACC, int ROUTED, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT,
-          int UNROLL, int MMA, int PREFETCH>
+          int UNROLL, int MMA, int PREFETCH, int XPF>
 __device__ void matmul(const void* x, const void* w, void* y, const void* residual, int n_tokens, int x_row_stride,
                        int x_batch_stride, int y_row_stride, int y_batch_stride, int w_batch_stride, const void* norm_weight,
                        void* norm_out, float eps, const void* routed) {
@@ -498,6 +522,7 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
   static_assert(ROUTED == 0 || (W_LAYOUT == 0 && ACC == 1), "ROUTED: a residual add's [N, K] epilogue");
   static_assert(MMA != 1 || (RPW % 8 == 0 && TOK_TILE % 16 == 0 && K % 8 == 0), "MMA 1 tiles: rows by 8, tokens by 16");
   static_assert(MMA != 2 || (RPW % 16 == 0 && TOK_TILE % 8 == 0 && K % 8 == 0), "MMA 2 tiles: rows by 16, tokens by 8");
+  static_assert(XPF == 0 || MMA == 2, "XPF: the rows-as-M tiles' x loads");
   const int b = blockIdx.z;
   const int t0 = blockIdx.x * TOK_TILE;
   const int nt = min(TOK_TILE, n_tokens - t0);
@@ -524,7 +549,7 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
     if constexpr (MMA == 2) {
       const unsigned short* wrow[RPW / 16][2];
       mma_m_rows<RPW>(wrow, n0, [&](int n) { return wb + static_cast<i64>(min(n, N - 1)) * K; });
-      matmul_rows_mma_m_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
+      matmul_rows_mma_m_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM, XPF>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
                                                                                norm_weight, sum_sq[NORM != 0 ? warp : 0]);
     } else if constexpr (MMA == 1) {
       float c[TOK_TILE / 16][RPW / 8][4];

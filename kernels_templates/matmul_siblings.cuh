@@ -35,6 +35,7 @@
 //   X_DT, Y_DT   element types of x and of every y
 //   WARPS, TOK_TILE, RPW, KSPLIT, UNROLL   as kp::matmul's (its CUDA-core path; MMA 2: its rows-as-M path)
 //   MMA          0: the CUDA cores; 2: rows-as-M tensor-core tiles (RPW by 16, TOK_TILE by 8, K % 8 == 0)
+//   XPF          MMA 2: kp::matmul's XPF (a round's x fragments loaded beside its weights); 0 otherwise
 // Launch (compiler/codegen/families/matmul_siblings.cc):
 //   grid (ceil(n_tokens / TOK_TILE), ceil((N + N2 + N3) / (RPW * WARPS / KSPLIT)), 1), block (32 * WARPS)
 //   (the same N + N2 + N3 rows with GLU 1)
@@ -63,7 +64,7 @@ __device__ __forceinline__ const unsigned short* sibling_row(const void* w, cons
 }
 
 template <int K, int N, int N2, int N3, int GLU, int NORM, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL,
-          int MMA>
+          int MMA, int XPF>
 __device__ void matmul_siblings(const void* x, const void* w, const void* w2, const void* w3, void* y, void* y2, void* y3,
                                 int n_tokens, int x_row_stride, int y_row_stride, int y2_row_stride, int y3_row_stride,
                                 const void* norm_weight, void* norm_out, float eps) {
@@ -72,6 +73,7 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
   static_assert(GLU == 0 ? N > 0 && N2 > 0 && N3 >= 0 : N >= 0 && N2 > 0 && N3 == N2, "two or three siblings; GLU: a gate and up pair");
   static_assert(GLU == 0 || (N % 2 == 0 && RPW % 2 == 0), "GLU: a gate and up pair within one warp's rows");
   static_assert(MMA == 0 || (MMA == 2 && RPW % 16 == 0 && TOK_TILE % 8 == 0 && K % 8 == 0), "MMA 0, or 2: rows by 16, tokens by 8");
+  static_assert(XPF == 0 || MMA == 2, "XPF: the rows-as-M tiles' x loads");
   constexpr int GROUPS = WARPS / KSPLIT;
   constexpr int ROWS = N + N2 + N3;
   const int t0 = blockIdx.x * TOK_TILE;
@@ -91,7 +93,7 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
   if constexpr (MMA == 2) {
     const unsigned short* wrow[RPW / 16][2];
     mma_m_rows<RPW>(wrow, n0, [&](int n) { return sibling_row<K, N, N2, N3, GLU>(w, w2, w3, n); });
-    matmul_rows_mma_m_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
+    matmul_rows_mma_m_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM, XPF>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
                                                                              norm_weight, sum_sq[NORM != 0 ? warp : 0]);
   } else {
     const unsigned short* wrow[RPW];

@@ -23,6 +23,7 @@ void check(const ParamValues& p) {
   require(routed <= 64, "matmul", "ROUTED (a MoE layer's pairs per token) must be at most 64");
   require(routed == 0 || (p.at("ACC") == 1 && p.at("W_LAYOUT") == 0), "matmul", "ROUTED takes ACC 1 and W_LAYOUT 0 (a residual add's epilogue)");
   require(p.at("PREFETCH") >= 0 && p.at("PREFETCH") <= 1 << 20, "matmul", "PREFETCH (KiB of W asked for before the wait) must be in 0..1048576");
+  require(p.at("XPF") == 0 || (p.at("XPF") == 1 && mma == 2), "matmul", "XPF must be 0, or 1 with MMA 2 (the rows-as-M tiles' x loads)");
   if (mma == 1) {
     require(rpw % 8 == 0 && tok % 16 == 0 && tok <= 64, "matmul", "MMA tiles take RPW a multiple of 8 and TOK_TILE 16, 32, 48 or 64");
     require(p.at("K") % 8 == 0, "matmul", "MMA needs K a multiple of 8");
@@ -61,7 +62,7 @@ const Family& family() {
       .prologue = "kp::matmul_prefetch",
       .params = {dim_param("K", "k"), dim_param("N", "n"), dtype_param("X_DT", "x"), dtype_param("Y_DT", "y"), dim_param("W_LAYOUT", "wl"), dim_param("ACC", "acc"), dim_param("ROUTED", "rt"), dim_param("NORM", "norm"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"),
                  tuning_param("RPW", "r"), tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u"), tuning_param("MMA", "mma"),
-                 tuning_param("PREFETCH", "pf")},
+                 tuning_param("PREFETCH", "pf"), tuning_param("XPF", "xp")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

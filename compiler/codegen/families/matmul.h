@@ -3,8 +3,8 @@
 // Dense matmul with bf16 weights, batched over heads (W_LAYOUT 0: [N, K]; 1: [K, N]).
 //
 // Template parameters (compile-time constants, template order):
-//   K, N, X_DT (dtype), Y_DT (dtype), W_LAYOUT, ACC, ROUTED, NORM, WARPS, TOK_TILE, RPW, KSPLIT, UNROLL, MMA, PREFETCH (the last
-//   seven tuning; MMA 0 CUDA cores, 1 tokens as mma's M, 2 rows as its M)
+//   K, N, X_DT (dtype), Y_DT (dtype), W_LAYOUT, ACC, ROUTED, NORM, WARPS, TOK_TILE, RPW, KSPLIT, UNROLL, MMA, PREFETCH, XPF (the
+//   last eight tuning; MMA 0 CUDA cores, 1 tokens as mma's M, 2 rows as its M)
 // See the template's doc block for their meaning and the launch geometry (families/matmul.cc).
 #include <cstdint>
 #include <string_view>

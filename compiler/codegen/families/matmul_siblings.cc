@@ -21,6 +21,7 @@ void check(const ParamValues& p) {
   require(warps % ksplit == 0, "matmul_siblings", "KSPLIT (" + std::to_string(ksplit) + ") must divide WARPS (" + std::to_string(warps) + ")");
   const int64_t mma = p.at("MMA");
   require(mma == 0 || mma == 2, "matmul_siblings", "MMA must be 0 (CUDA cores) or 2 (tensor cores, rows as M)");
+  require(p.at("XPF") == 0 || (p.at("XPF") == 1 && mma == 2), "matmul_siblings", "XPF must be 0, or 1 with MMA 2 (the rows-as-M tiles' x loads)");
   if (mma == 2) {
     require(p.at("RPW") % 16 == 0 && p.at("TOK_TILE") % 8 == 0 && p.at("TOK_TILE") <= 32, "matmul_siblings",
             "MMA 2 tiles take RPW a multiple of 16 and TOK_TILE 8, 16, 24 or 32");
@@ -53,7 +54,8 @@ const Family& family() {
       .function = "kp::matmul_siblings",
       .params = {dim_param("K", "k"), dim_param("N", "na"), dim_param("N2", "nb"), dim_param("N3", "nc"), dim_param("GLU", "glu"), dim_param("NORM", "norm"), dtype_param("X_DT", "x"),
                  dtype_param("Y_DT", "y"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"), tuning_param("RPW", "r"),
-                 tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u"), tuning_param("MMA", "mma")},
+                 tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u"), tuning_param("MMA", "mma"),
+                 tuning_param("XPF", "xp")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

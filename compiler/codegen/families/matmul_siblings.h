@@ -4,7 +4,8 @@
 // with the shared expert's gate and up, an MLP's gate and up).
 //
 // Template parameters (compile-time constants, template order):
-//   K, N, N2, N3, GLU, NORM, X_DT (dtype), Y_DT (dtype), WARPS, TOK_TILE, RPW, KSPLIT, UNROLL, MMA (the last six tuning)
+//   K, N, N2, N3, GLU, NORM, X_DT (dtype), Y_DT (dtype), WARPS, TOK_TILE, RPW, KSPLIT, UNROLL, MMA, XPF (the last seven
+//   tuning)
 // See the template's doc block for their meaning and the launch geometry (families/matmul_siblings.cc).
 #include <cstdint>
 #include <string_view>

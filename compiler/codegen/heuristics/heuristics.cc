@@ -43,6 +43,7 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
   auto set = [&](const char* name, int64_t v) { p.try_emplace(name, v); };
   set("MMA", 0);
   set("PREFETCH", weight_prefetch_kib());
+  set("XPF", 0);
   if (p.at("MMA") == 1) {
     // Tensor cores (asked for by the op rule for steps of 16+ tokens, with their TOK_TILE): 16
     // rows a warp (2 n-tiles; x's loads reused twice from registers, by the other row groups of
@@ -148,7 +149,7 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
 
 void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
   // The dense matmul's CUDA-core stream over the siblings' rows taken together (one row space).
-  static const char* const kTuning[] = {"WARPS", "TOK_TILE", "RPW", "KSPLIT", "UNROLL", "MMA"};
+  static const char* const kTuning[] = {"WARPS", "TOK_TILE", "RPW", "KSPLIT", "UNROLL", "MMA", "XPF"};
   p.try_emplace("MMA", 0);
   ParamValues m = {{"K", p.at("K")}, {"N", p.at("N") + p.at("N2") + p.at("N3")}, {"W_LAYOUT", 0}};
   for (const char* name : kTuning)

@@ -58,7 +58,7 @@ TEST(CodegenInstantiate, TuningParametersCanBeGiven) {
   const KernelSource b = instantiate("matmul", {{"K", 64}, {"N", 32}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0}, {"ROUTED", 0}, {"NORM", 0},
                                                 {"WARPS", 8}, {"TOK_TILE", 2}, {"RPW", 2}, {"KSPLIT", 4}, {"UNROLL", 3}});
   EXPECT_NE(a.id, b.id);
-  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_rt0_norm0_w8_tt2_r2_ks4_u3_mma0_pf0");
+  EXPECT_EQ(b.id, "matmul_k64_n32_xf32_yf32_wl0_acc0_rt0_norm0_w8_tt2_r2_ks4_u3_mma0_pf0_xp0");
   EXPECT_EQ(b.block_threads, 256);
 }
 

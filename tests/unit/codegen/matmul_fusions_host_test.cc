@@ -65,7 +65,7 @@ Inputs inputs(int T, int K, int stride, bool bf16, uint64_t seed) {
 
 // kp::matmul with NORM over T tokens (x rows `stride` apart: stride % 4 != 0 takes the scalar x
 // path), ACC 1 adding a residual; NORM 2's stored rows against the CPU norm, written in X_DT.
-template <int K, int N, int X_DT, int ACC, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA = 0>
+template <int K, int N, int X_DT, int ACC, int NORM, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA = 0, int XPF = 0>
 void check_matmul(int T, int stride, uint64_t seed) {
   const Inputs in = inputs(T, K, stride, X_DT == kp::BF16, seed);
   const std::vector<float> w = rounded_bf16(testing_util::xorshift_uniform(static_cast<size_t>(N) * K, seed + 1, 0.2f));
@@ -79,7 +79,7 @@ void check_matmul(int T, int stride, uint64_t seed) {
   constexpr int GROUPS = WARPS / KSPLIT;
   const unsigned row_blocks = (N + RPW * GROUPS - 1) / (RPW * GROUPS);
   cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
-    kp::matmul<K, N, X_DT, kp::F32, 0, ACC, 0, NORM, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0>(
+    kp::matmul<K, N, X_DT, kp::F32, 0, ACC, 0, NORM, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0, XPF>(
         x, wb.data(), y.data(), y.data(), T, stride, 0, N, 0, 0, in.g_bits.data(), norm_out, kEps, nullptr);
   });
   const std::vector<float> normed = rms_norm(in.x, in.g, T, K, stride);
@@ -116,7 +116,7 @@ void check_siblings(int T, uint64_t seed) {
   constexpr int GROUPS = WARPS / KSPLIT;
   const unsigned row_blocks = (N + N2 + N3 + RPW * GROUPS - 1) / (RPW * GROUPS);
   cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
-    kp::matmul_siblings<K, N, N2, N3, GLU, NORM, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA>(
+    kp::matmul_siblings<K, N, N2, N3, GLU, NORM, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0>(
         in.x.data(), wb[0].data(), wb[1].data(), wb[2].data(), y[0].data(), y[1].data(), y[2].data(), T, K, std::max(N, 1), N2,
         std::max(N3, 1), in.g_bits.data(), norm_out.data(), kEps);
   });
@@ -172,12 +172,14 @@ TEST(MatmulNormOnHost, SiblingsReadTheNormOfX) {
 // The rows-as-M tensor-core tiles (MMA 2) fold the norm in as the CUDA cores do: the squares
 // from the same x loads, added over each quad's lanes and the K split; f32 and bf16 x (x scaled by
 // the norm weight is split into hi + lo either way), x rows not 16-byte aligned, the residual
-// add, NORM 2's rows, and the siblings' launch (q_a + kv_a, a router beside its GLU pair).
+// add, NORM 2's rows, x loaded a round ahead (XPF 1), and the siblings' launch (q_a + kv_a, a
+// router beside its GLU pair).
 TEST(MatmulNormOnHost, RowsAsMTilesReadTheNormOfX) {
   check_matmul<256, 40, kp::F32, 0, 1, 4, 8, 16, 2, 2>(5, 256, 31);
   check_matmul<256, 40, kp::F32, 1, 2, 4, 16, 16, 4, 2>(11, 256, 32);
   check_matmul<128, 20, kp::F32, 1, 1, 2, 8, 16, 1, 2>(3, 133, 33);
   check_matmul<96, 48, kp::BF16, 0, 2, 4, 8, 32, 2, 2>(8, 96, 34);
+  check_matmul<136, 40, kp::F32, 1, 2, 4, 16, 16, 2, 2, 1>(11, 136, 37);  // x loaded a round ahead (XPF 1), K % 32 != 0
   check_siblings<128, 10, 14, 0, 0, 1, 4, 8, 16, 4, 2>(3, 35);
   check_siblings<128, 6, 9, 9, 1, 2, 4, 16, 16, 2, 2>(9, 36);
 }
@@ -195,7 +197,7 @@ void check_combine(int T, uint64_t seed) {
   constexpr int GROUPS = WARPS / KSPLIT;
   const unsigned row_blocks = (N + RPW * GROUPS - 1) / (RPW * GROUPS);
   cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
-    kp::matmul<K, N, kp::F32, kp::F32, 0, 1, ROUTED, 0, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0>(
+    kp::matmul<K, N, kp::F32, kp::F32, 0, 1, ROUTED, 0, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0, 0>(
         x.data(), wb.data(), y.data(), y.data(), T, K, 0, N, 0, 0, nullptr, nullptr, 0.f, routed.data());
   });
   const std::vector<float> product = matmul(x, w, T, N, K);

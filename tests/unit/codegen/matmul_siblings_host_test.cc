@@ -32,7 +32,7 @@ const auto& matmul = testing_util::reference_matmul;
 
 // One launch of the template (GLU 1: W2, W3 a gate and up pair, N may be 0) over T tokens, its
 // outputs against the CPU's; unwritten outputs must keep their NaNs.
-template <int K, int N, int N2, int N3, int GLU, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA = 0>
+template <int K, int N, int N2, int N3, int GLU, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA = 0, int XPF = 0>
 void check(int T, uint64_t seed) {
   const std::vector<float> x = uniform(static_cast<size_t>(T) * K, seed, 1.f, false);
   const int rows[3] = {N, N2, N3};
@@ -47,7 +47,7 @@ void check(int T, uint64_t seed) {
   constexpr int GROUPS = WARPS / KSPLIT, ROWS = N + N2 + N3;
   const unsigned row_blocks = (ROWS + RPW * GROUPS - 1) / (RPW * GROUPS);
   cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
-    kp::matmul_siblings<K, N, N2, N3, GLU, 0, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA>(
+    kp::matmul_siblings<K, N, N2, N3, GLU, 0, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, XPF>(
         x.data(), wb[0].data(), wb[1].data(), wb[2].data(), y[0].data(), y[1].data(), y[2].data(), T, K, std::max(N, 1), N2,
         std::max(N3, 1), nullptr, nullptr, 0.f);
   });
@@ -92,6 +92,7 @@ TEST(MatmulSiblingsOnHost, RowsAsMTilesMatchTheCpuOp) {
   check<128, 6, 9, 9, 1, 4, 16, 16, 2, 2>(11, 22);
   check<136, 0, 22, 22, 1, 2, 8, 32, 1, 2>(13, 23);
   check<96, 10, 14, 14, 1, 4, 32, 16, 4, 2>(19, 24);
+  check<136, 6, 9, 9, 1, 4, 16, 16, 2, 2, 1>(11, 25);  // x loaded a round ahead (XPF 1)
 }
 
 }  // namespace
