@@ -76,8 +76,12 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
     // 0.0504, q_a's 1536 rows 0.0188 against 0.0288).
     const int64_t n = p.at("N"), k = p.at("K"), chunks = (k + 31) / 32, tok = p.count("TOK_TILE") ? p.at("TOK_TILE") : 8;
     set("RPW", (tok >= 16 ? n >= 4096 : n >= 65536 || (k <= 2048 && n >= 4096)) ? 32 : 16);
-    set("UNROLL", p.at("RPW") >= 32 ? 4 : 8);
-    int64_t ksplit = 8;
+    // A row space of at most one 16-row group an SM (q_a + kv_a's 2112 rows) splits K 16 ways with
+    // 4 rounds in flight: twice the warps an SM holding the same loads (its 16-token launch 0.031
+    // against 0.049 ms in the slice, bench/RESULTS.md 2026-12-06 04:44).
+    const bool narrow = p.at("RPW") == 16 && (n + 15) / 16 <= sms && chunks / 16 >= 2 * 4;
+    set("UNROLL", p.at("RPW") >= 32 || narrow ? 4 : 8);
+    int64_t ksplit = narrow ? 16 : 8;
     while (ksplit > 1 && chunks / ksplit < 2 * p.at("UNROLL")) ksplit /= 2;
     set("KSPLIT", ksplit);
     set("WARPS", std::max<int64_t>(4, p.at("KSPLIT")));

@@ -142,8 +142,9 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   EXPECT_EQ(matmul_mma_min_tokens("sm_90", 163840, 7168), 4);
   EXPECT_EQ(matmul_mma_min_tokens("sm_90", 1536, 7168), 4);
   EXPECT_EQ(matmul_rows_m_max_tokens("sm_90"), 32);
-  // Rows as M: K split 8 ways where K holds 2 rounds a slice (q_b's 1536: 4); 32 rows a warp at
-  // 16-token tiles from N 4096, at 8-token tiles for lm_head or short K; 16 (8 rounds) elsewhere.
+  // Rows as M: K split 8 ways where K holds 2 rounds a slice (q_b's 1536: 4), 16 ways for a row
+  // space of at most a 16-row group an SM; 32 rows a warp at 16-token tiles from N 4096, at
+  // 8-token tiles for lm_head or short K; 16 (8 rounds) elsewhere.
   auto rows_m = [](int64_t k, int64_t n, int64_t tokens) {
     const KernelSource s = matmul_rows_m_kernel(k, n, ElemType::F32, ElemType::F32, false, "sm_90", tokens);
     return std::vector<int64_t>{kernel_param(s, "MMA"), kernel_param(s, "RPW"), kernel_param(s, "UNROLL"), kernel_param(s, "KSPLIT"),
@@ -153,7 +154,8 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   EXPECT_EQ(rows_m(8192, 7168, 8), (std::vector<int64_t>{2, 16, 8, 8, 8}));
   EXPECT_EQ(rows_m(8192, 7168, 16), (std::vector<int64_t>{2, 32, 4, 8, 8}));
   EXPECT_EQ(rows_m(1536, 12288, 8), (std::vector<int64_t>{2, 32, 4, 4, 4}));
-  EXPECT_EQ(rows_m(7168, 1536, 16), (std::vector<int64_t>{2, 16, 8, 8, 8}));
+  EXPECT_EQ(rows_m(7168, 1536, 16), (std::vector<int64_t>{2, 16, 4, 16, 16}));  // at most a 16-row group an SM: K split 16 ways
+  EXPECT_EQ(rows_m(7168, 4480, 8), (std::vector<int64_t>{2, 16, 8, 8, 8}));
   EXPECT_EQ(matmul_mma_min_tokens("sm_90", 576, 7168), 0);  // kv_a: just under 4 M weights (a tie measured)
   EXPECT_EQ(matmul_mma_min_tokens("sm_90", 4352, 192), 0);
   setenv("KPLAN_MATMUL_MMA_MIN_TOKENS", "0", 1);
