@@ -188,10 +188,10 @@ void launch_swiglu(const ir::Op& op, RuleContext& ctx, size_t index) {
 
 // A sibling group (sibling_matmuls.h): `op` and ctx.siblings, [N_i, K] weights of the same
 // activations. Instances 0..2 are the fused launch's (token tiles of 1, 2, 8: the dense matmul's
-// CUDA-core steps), 3 and 4 where the group's rows taken together reach rows-as-M steps its
-// rows-as-M ones (token tiles of 8 and 16), then each member's own dense instances, for the
-// steps where some member takes the tokens-as-M tiles: there every member launches its own (and,
-// with ctx.glu, the swiglu of the last two after them: the last instance). With ctx.glu the fused launch writes the
+// CUDA-core steps), 3 and 4 its rows-as-M ones (token tiles of 8 and 16) where the group's rows
+// taken together reach such steps, then each member's own dense instances, for the steps where
+// some member takes the tokens-as-M tiles: there every member launches its own (and, with
+// ctx.glu, the swiglu of the last two after them: the last instance). With ctx.glu the fused launch writes the
 // swiglu's result instead of the last two siblings' (GLU 1: W2, W3 the gate and up; a group of
 // two passes no plain sibling, N 0). With ctx.norm the fused launch reads the norm's input and
 // computes it (NORM 1 / 2); where the members launch one by one the norm launches first (its
@@ -222,20 +222,21 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   const KernelSource one = instance(ctx, 0, [&] { return fused(1); });
   const KernelSource two = instance(ctx, 1, [&] { return fused(2); });
   const KernelSource eight = instance(ctx, 2, [&] { return fused(0); });
+  const int64_t group_rows = na + nb + nc;  // the fused launch's row space
+  const bool rows_m = dense_matmul_path(ctx, x.width, group_rows, x.rows) == DensePath::RowsAsM;
   KernelSource k = x.rows <= 1 ? one : x.rows <= 8 ? two : eight;
   size_t base = 3;
-  const int64_t rows = na + nb + nc;  // the group's row space
-  if (rows_m_reachable(ctx, x.width, rows)) {
+  if (rows_m_reachable(ctx, x.width, group_rows)) {
     for (const int64_t tile : {int64_t{8}, int64_t{16}}) {
       KernelSource r = instance(ctx, base++, [&] { return fused(0, tile); });
-      if (dense_matmul_path(ctx, x.width, rows, x.rows) == DensePath::RowsAsM && rows_m_tile(x.rows) == tile) k = std::move(r);
+      if (rows_m && rows_m_tile(x.rows) == tile) k = std::move(r);
     }
   }
-  bool together = dense_matmul_path(ctx, x.width, rows, x.rows) == DensePath::RowsAsM;
-  if (!together) {
-    together = true;
-    for (size_t i = 0; i < members.size(); ++i) together = together && dense_matmul_path(ctx, x.width, w[i]->shape[0], x.rows) == DensePath::CudaCores;
-  }
+  // One launch for the group: on its rows-as-M tiles, or on the CUDA cores where every member's
+  // step would be.
+  bool together = true;
+  for (size_t i = 0; i < members.size() && !rows_m; ++i)
+    together = together && dense_matmul_path(ctx, x.width, w[i]->shape[0], x.rows) == DensePath::CudaCores;
   std::vector<KernelSource> own;
   for (size_t i = 0; i < members.size(); ++i) {
     const int64_t n = w[i]->shape[0];

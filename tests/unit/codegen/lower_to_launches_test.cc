@@ -325,6 +325,44 @@ std::string lowered_tiny(const TempDir& dir, const std::map<std::string, std::st
   return std::string((std::istreambuf_iterator<char>(lowered)), std::istreambuf_iterator<char>());
 }
 
+// The first launch in bucket `tokens` of an emit-plan dump whose kernel id starts with `prefix`
+// ("" when there is none).
+std::string bucket_kernel(const std::string& dump, int tokens, const std::string& prefix) {
+  const size_t begin = dump.find("bucket @target tokens = " + std::to_string(tokens) + " {");
+  if (begin == std::string::npos) return "";
+  const size_t end = dump.find("\n}", begin), at = dump.find(": " + prefix, begin);
+  if (at == std::string::npos || at > end) return "";
+  return dump.substr(at + 2, dump.find(' ', at + 2) - at - 2);
+}
+
+// The dense matmuls take their path by step size (op_rules.cc dense_matmul_path): the CUDA cores
+// at 1 and 2 tokens, rows-as-M tensor-core tiles (MMA 2) from the tensor-core threshold to 32
+// tokens (tiles of 8, then of 16 side by side), tokens-as-M ones (MMA 1) past it; a sibling group
+// stays one launch on the rows-as-M tiles. tiny's weights are under the 4 M elements that take the
+// tensor cores, so KPLAN_MATMUL_MMA_MIN_TOKENS=4 sets K2.6's threshold; KPLAN_MATMUL_ROWS_M_MAX=0
+// restores the lowering before rows-as-M (CUDA cores to 15 tokens).
+TEST(CodegenLower, DenseMatmulsTakeTheirPathByStepSize) {
+  TempDir dir;
+  const std::string flags = "--buckets 1,2,4,16,32,64 --max-context 256";
+  const std::string out = lowered_tiny(dir, {}, "KPLAN_MATMUL_MMA_MIN_TOKENS=4", flags);
+  const std::string o_proj = "matmul_k128_n256_xf32_yf32_wl0_acc1_rt0", qa_kva = "matmul_siblings_k256_na128_nb80_nc0";
+  EXPECT_NE(bucket_kernel(out, 1, o_proj).find("_tt1_"), std::string::npos) << bucket_kernel(out, 1, o_proj);
+  EXPECT_NE(bucket_kernel(out, 2, o_proj).find("_tt2_"), std::string::npos) << bucket_kernel(out, 2, o_proj);
+  EXPECT_NE(bucket_kernel(out, 2, o_proj).find("_mma0_"), std::string::npos) << bucket_kernel(out, 2, o_proj);
+  for (const auto& [tokens, tile] : std::vector<std::pair<int, std::string>>{{4, "_tt8_"}, {16, "_tt16_"}, {32, "_tt16_"}}) {
+    const std::string k = bucket_kernel(out, tokens, o_proj);
+    EXPECT_NE(k.find("_mma2_"), std::string::npos) << tokens << " tokens: " << k;
+    EXPECT_NE(k.find(tile), std::string::npos) << tokens << " tokens: " << k;
+    EXPECT_NE(bucket_kernel(out, tokens, qa_kva).find("_mma2_"), std::string::npos) << tokens << " tokens: one sibling launch";
+  }
+  EXPECT_NE(bucket_kernel(out, 64, o_proj).find("_mma1_"), std::string::npos) << bucket_kernel(out, 64, o_proj);
+  EXPECT_EQ(bucket_kernel(out, 64, qa_kva), "") << "past the rows-as-M steps the members launch one by one";
+  const std::string before = lowered_tiny(dir, {}, "KPLAN_MATMUL_MMA_MIN_TOKENS=4 KPLAN_MATMUL_ROWS_M_MAX=0", flags);
+  EXPECT_NE(bucket_kernel(before, 4, o_proj).find("_tt2_"), std::string::npos) << bucket_kernel(before, 4, o_proj);
+  EXPECT_NE(bucket_kernel(before, 16, o_proj).find("_mma1_"), std::string::npos) << bucket_kernel(before, 16, o_proj);
+  EXPECT_NE(bucket_kernel(before, 4, qa_kva).find("_mma0_"), std::string::npos) << bucket_kernel(before, 4, qa_kva);
+}
+
 // The tensor-core split-MLA partial (KPLAN_TUNE=mla_split_partial:MMA=1) reads a bf16 cache: plan
 // memory sizes its workspace from the instance for the cache's stored dtype (the kv_append's
 // in-place result is the cache), so a plan with bf16 caches lowers with it.
