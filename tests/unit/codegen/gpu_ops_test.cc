@@ -651,6 +651,24 @@ TEST(GpuOps, MatmulAtLmHeadWidth) {
   }
 }
 
+// A dense weight at a K2.6 shape on the device for the matmul figures: x (T rows of K, f32), W
+// [N, K] bf16 of small deterministic values, y; args(t) are kp::matmul's for a step of t tokens.
+struct DenseOperands {
+  int64_t k, n;
+  DevBuf x, w, y;
+  DenseOperands(Gpu& g, int64_t k_, int64_t n_, int64_t T, uint32_t seed) : k(k_), n(n_) {
+    std::vector<uint16_t> w_bits(static_cast<size_t>(n * k));
+    for (size_t i = 0; i < w_bits.size(); ++i) w_bits[i] = float_to_bf16(static_cast<float>(static_cast<int64_t>(i * 2654435761u % 2001) - 1000) * 1e-5f);
+    x = g.upload(random_values(T * k, seed));
+    w = g.upload(w_bits);
+    y = g.alloc(T * n * 4);
+  }
+  std::vector<Gpu::Arg> args(int64_t t) const {
+    return {Gpu::ptr(x), Gpu::ptr(w), Gpu::ptr(y), Gpu::ptr(y), Gpu::i32(t), Gpu::i32(k), Gpu::i32(0),
+            Gpu::i32(n), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()};
+  }
+};
+
 // The variants of the weight stream at Kimi K2.6's dense shapes, measured in one run: each
 // tiling (rows per warp, loads in flight, split-K, warps) against the heuristics' choice (marked
 // *), the same values up to summation order, and a table of ms / GB/s over the weight bytes at
@@ -682,19 +700,13 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
   std::printf("%-10s %-66s %9s %9s %9s %9s %8s %4s %3s %6s\n", "shape", "kernel", "ms t=1", "ms t=8", "ms t=16", "ms t=64", "GB/s t=1",
               "regs", "occ", "waves");
   for (const Shape& sh : shapes) {
-    const std::vector<float> x = random_values(T * sh.k, 31);
-    std::vector<uint16_t> w_bits(static_cast<size_t>(sh.n * sh.k));
-    for (size_t i = 0; i < w_bits.size(); ++i) w_bits[i] = float_to_bf16(static_cast<float>(static_cast<int64_t>(i * 2654435761u % 2001) - 1000) * 1e-5f);
-    DevBuf d_x = gpu->upload(x), d_w = gpu->upload(w_bits), d_y = gpu->alloc(T * sh.n * 4);
-    auto args = [&](int64_t t) {
-      return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(sh.k), Gpu::i32(0),
-                                   Gpu::i32(sh.n), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()};
-    };
+    const DenseOperands op(*gpu, sh.k, sh.n, T, 31);
+    auto args = [&](int64_t t) { return op.args(t); };
     const KernelSource chosen = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch());
     const KernelSource chosen16 = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch(), 16);
     const KernelSource chosen64 = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch(), 64);
     gpu->launch(chosen, T, args(T));
-    const std::vector<float> want = gpu->download<float>(d_y, T * sh.n);
+    const std::vector<float> want = gpu->download<float>(op.y, T * sh.n);
     std::vector<KernelSource> variants = {chosen, chosen16, chosen64};
     for (const Tiling& tl : tilings) {
       const ParamValues p = {{"K", sh.k},         {"N", sh.n},          {"X_DT", 0},         {"Y_DT", 0},
@@ -713,7 +725,7 @@ TEST(GpuOps, MatmulVariantSweepAtK26Shapes) {
     gpu->precompile(variants);
     for (const KernelSource& v : variants) {
       gpu->launch(v, T, args(T));
-      EXPECT_LT(relative_error(gpu->download<float>(d_y, T * sh.n), want), 1e-4) << v.id;
+      EXPECT_LT(relative_error(gpu->download<float>(op.y, T * sh.n), want), 1e-4) << v.id;
       double ms[4];
       const int64_t tokens[4] = {1, 8, 16, 64};
       for (int i = 0; i < 4; ++i) ms[i] = gpu->time_ms(v, tokens[i], args(tokens[i]), sh.n * sh.k > 100000000 ? 10 : 50);
@@ -753,14 +765,8 @@ TEST(GpuOps, MatmulRowsAsMAtK26Shapes) {
     std::printf(" %9.1f %9.1f%s\n", bytes / (ms[2] * 1e-3) / 1e9, bytes / (ms[4] * 1e-3) / 1e9, chosen ? " *" : "");
   };
   for (const Shape& sh : shapes) {
-    const std::vector<float> x = random_values(T * sh.k, 51);
-    std::vector<uint16_t> w_bits(static_cast<size_t>(sh.n * sh.k));
-    for (size_t i = 0; i < w_bits.size(); ++i) w_bits[i] = float_to_bf16(static_cast<float>(static_cast<int64_t>(i * 2654435761u % 2001) - 1000) * 1e-5f);
-    DevBuf d_x = gpu->upload(x), d_w = gpu->upload(w_bits), d_y = gpu->alloc(T * sh.n * 4);
-    auto args = [&](int64_t t) {
-      return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(t), Gpu::i32(sh.k), Gpu::i32(0),
-                                   Gpu::i32(sh.n), Gpu::i32(0), Gpu::i32(0), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()};
-    };
+    const DenseOperands op(*gpu, sh.k, sh.n, T, 51);
+    auto args = [&](int64_t t) { return op.args(t); };
     // Today's instances: 1-token tiles at 1, 2-token tiles to 8, 8-token tiles to 15, tokens as M from 16.
     const KernelSource two = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch(), 0, 2);
     const KernelSource eight = matmul_kernel(sh.k, sh.n, F32, F32, false, false, gpu->arch());
@@ -796,9 +802,9 @@ TEST(GpuOps, MatmulRowsAsMAtK26Shapes) {
       // Values: against the CUDA-core 8-token tiles at 13 and 32 tokens (ragged tiles, tiles side by side).
       for (const int64_t t : {int64_t{13}, T}) {
         gpu->launch(eight, t, args(t));
-        const std::vector<float> want = gpu->download<float>(d_y, t * sh.n);
+        const std::vector<float> want = gpu->download<float>(op.y, t * sh.n);
         gpu->launch(k, t, args(t));
-        EXPECT_LT(relative_error(gpu->download<float>(d_y, t * sh.n), want), 1e-4) << k.id << " at " << t << " tokens";
+        EXPECT_LT(relative_error(gpu->download<float>(op.y, t * sh.n), want), 1e-4) << k.id << " at " << t << " tokens";
       }
       double ms[6];
       for (int i = 0; i < 6; ++i) ms[i] = gpu->time_ms(k, tokens[i], args(tokens[i]), reps);
