@@ -181,6 +181,18 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
                                   0, 0, c.num_experts_per_tok));
   sources.push_back(matmul_kernel(c.moe_intermediate_size, c.hidden_size, ElemType::BF16, ElemType::F32, false, true, kDefaultArch, 16, 0,
                                   0, 0, c.num_experts_per_tok));
+  // The rows-as-M tiles (MMA 2, steps of 4..32 tokens): lm_head at 8 tokens, the shared down
+  // projection's combine at 16 (bf16 x), q_a + kv_a with the layer norm and the router beside the
+  // shared GLU with the norm stored, and x loaded a round ahead (XPF 1).
+  sources.push_back(matmul_rows_m_kernel(c.hidden_size, c.vocab_size, ElemType::F32, ElemType::F32, false, kDefaultArch, 8));
+  sources.push_back(matmul_rows_m_kernel(c.moe_intermediate_size, c.hidden_size, ElemType::BF16, ElemType::F32, true, kDefaultArch, 16, 0,
+                                         c.num_experts_per_tok));
+  sources.push_back(matmul_siblings_kernel(c.hidden_size, *c.q_lora_rank, c.kv_lora_rank + c.qk_rope_head_dim, 0, ElemType::F32,
+                                           ElemType::BF16, kDefaultArch, 0, false, 1, 8));
+  sources.push_back(matmul_siblings_kernel(c.hidden_size, c.n_routed_experts, c.moe_intermediate_size, c.moe_intermediate_size,
+                                           ElemType::F32, ElemType::F32, kDefaultArch, 0, true, 2, 16));
+  sources.push_back(instantiate("matmul", {{"K", c.hidden_size}, {"N", c.hidden_size}, {"X_DT", 0}, {"Y_DT", 0}, {"W_LAYOUT", 0}, {"ACC", 0},
+                                           {"ROUTED", 0}, {"NORM", 0}, {"MMA", 2}, {"TOK_TILE", 16}, {"XPF", 1}}));
   // The tensor-core split-MLA partials over the bf16 cache: MMA 1 with f32 and bf16 queries.
   for (const int64_t q : {0, 1})
     sources.push_back(instantiate("mla_split_partial", {{"HEADS", c.num_attention_heads}, {"C", c.kv_lora_rank}, {"R", c.qk_rope_head_dim},
