@@ -47,8 +47,8 @@ bool compile_switch(const char* name, bool fallback);
 // KPLAN_MLA_MIN_KEYS): `fallback` when `name` is unset; anything but an integer in min..2^20 is
 // refused as "<name> must be <what>, not '<value>'".
 int64_t compile_count(const char* name, int64_t fallback, const char* what, int64_t min = 0);
-// Sibling matmuls (kernels_templates/matmul_siblings.cuh): matmul_tiling's CUDA-core stream over
-// N + N2 + N3 rows.
+// Sibling matmuls (kernels_templates/matmul_siblings.cuh): matmul_tiling's stream (CUDA cores or
+// MMA 2) over N + N2 + N3 rows.
 void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
 // KiB from the start of each dense weight that its matmul's blocks ask L2 for before they wait on
 // the kernel before them (the family's prologue): 0 (none) unless KPLAN_WEIGHT_PREFETCH sets it
