@@ -21,18 +21,19 @@
 //   - Token tiles are blockIdx.x, the fastest-varying grid index: the tiles of one row block run
 //     side by side, so a step of up to 64 tokens reads each weight row from HBM about once (the
 //     tiles after the first find it in L2).
-//   - MMA 1 (the instances the op rule takes for steps of 16+ tokens, where the CUDA-core path
-//     becomes FMA- and L1-bound): the same rows, K split and epilogue on the tensor cores,
+//   - MMA 1 (the instances the op rule takes past the rows-as-M steps, 33+ tokens by default):
+//     the same rows, K split and epilogue on the tensor cores,
 //     mma.sync m16n8k16 with the rows as its N (8 per n-tile, RPW / 8 of them) and TOK_TILE
 //     tokens as its M (16 per m-tile), f32 x split into bf16 hi + lo (two MMAs, so results stay
 //     within f32 summation-order differences of the CPU op); see kp::matmul_rows_mma. Not yet:
 //     x staged once per block in shared memory (today every row group of a block reads it
 //     through L1), cp.async / TMA weight pipelines, wgmma on sm_90.
-//   - MMA 2 (the steps of 2..15 tokens, where 8 FMAs a weight per 2-token tile bind the CUDA
-//     cores and MMA 1's m16 would be mostly padding): the rows as mma's M (16 per m-tile, RPW / 16
+//   - MMA 2 (the steps of 4..32 tokens by default, where 8 FMAs a weight per 2-token tile bind
+//     the CUDA cores and MMA 1's m16 pads the tokens): the rows as mma's M (16 per m-tile, RPW / 16
 //     of them) and TOK_TILE tokens as its N (8 per n-tile): every x fragment feeds RPW / 16 MMAs,
 //     NORM works as on the CUDA cores (the squares taken from the same x loads); see
-//     kp::matmul_rows_mma_m, which kp::matmul_siblings streams through too.
+//     kp::matmul_rows_mma_m, which kp::matmul_siblings streams through too. The op rule's step
+//     ranges: compiler/passes/op_rules.cc dense_matmul_path.
 // The W_LAYOUT 1 path streams W's rows k along N: lane l of a warp owns RPW chunks of 8 columns
 // (chunk c: columns base + (32 c + l) * 8 .. + 8, one coalesced 512-byte run per chunk and k), the
 // KSPLIT warps of a column group split the k rows (warp s: k = s, s + KSPLIT, ...), each lane
