@@ -45,7 +45,7 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
   set("PREFETCH", weight_prefetch_kib());
   set("XPF", 0);
   if (p.at("MMA") == 1) {
-    // Tensor cores (asked for by the op rule for steps of 16+ tokens, with their TOK_TILE): 16
+    // Tokens as mma's M (asked for by the op rule past the rows-as-M steps, with their TOK_TILE): 16
     // rows a warp (2 n-tiles; x's loads reused twice from registers, by the other row groups of
     // the block from L1), split K until the grid holds `want` warps while each warp keeps 2
     // rounds of loads.

@@ -36,7 +36,7 @@ int64_t row_threads(int64_t d);
 // The dense matmul's tiling (kernels_templates/matmul.cuh) for a GPU of `sms` SMs that should
 // hold about `warps_per_sm` warps each: a function of N and K only (instances are chosen before
 // the token count is known: one instance serves every bucket, 1 to 64 tokens). With MMA 1 (the
-// tensor-core instance the op rule adds for steps of 16+ tokens) `mma_unroll` k-chunks of 32 are
+// tokens-as-M instance the op rule adds past the rows-as-M steps) `mma_unroll` k-chunks of 32 are
 // in flight per lane and row.
 void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mma_unroll);
 // A compile-time 0/1 switch for measuring (KPLAN_FUSE_ADDS, KPLAN_FUSE_SIBLINGS, KPLAN_MOE_WIDE,

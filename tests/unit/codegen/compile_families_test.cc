@@ -160,7 +160,7 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
   // The router beside the shared expert's gate and up with their swiglu (GLU 1), bf16 outputs at 8 tokens.
   sources.push_back(matmul_siblings_kernel(c.hidden_size, c.n_routed_experts, c.moe_intermediate_size, c.moe_intermediate_size,
                                            ElemType::BF16, ElemType::BF16, kDefaultArch, 0, true));
-  // The dense matmul's tensor-core instances (steps of 16+ tokens): lm_head width, f32 and bf16
+  // The dense matmul's tokens-as-M instances (MMA 1, the longer steps): lm_head width, f32 and bf16
   // x, tiles of 16 and 64 tokens, split-K (kv_a), ACC.
   sources.push_back(matmul_kernel(c.hidden_size, c.vocab_size, ElemType::F32, ElemType::F32, false, false, kDefaultArch, 64));
   sources.push_back(matmul_kernel(c.hidden_size, c.vocab_size, ElemType::BF16, ElemType::F32, false, false, kDefaultArch, 16));

@@ -109,7 +109,7 @@ TEST(CodegenInstantiate, MatmulTilingFollowsTheShape) {
   EXPECT_EQ(tiling(128, 512, "sm_90", true), (std::vector<int64_t>{8, 1, 8, 16}));
   EXPECT_EQ(tiling(16, 32, "sm_90", true), (std::vector<int64_t>{4, 1, 1, 16}));  // too short to split
   EXPECT_EQ(tiling(512, 512, "sm_90", true), (std::vector<int64_t>{8, 1, 8, 16}));  // 64 k rows a warp: 16 at a time
-  // The tensor-core instances (steps of 16+ tokens): 16 rows a warp, K split for narrow N.
+  // The tokens-as-M instances (MMA 1, the longer steps): 16 rows a warp, K split for narrow N.
   auto mma = [](int64_t k, int64_t n, int64_t tokens, std::string_view arch) {
     const KernelSource s = matmul_kernel(k, n, ElemType::F32, ElemType::F32, false, false, arch, tokens);
     return std::vector<int64_t>{kernel_param(s, "MMA"), kernel_param(s, "TOK_TILE"), kernel_param(s, "WARPS"), kernel_param(s, "RPW"),
