@@ -3,6 +3,16 @@
 #include <string>
 
 namespace kplan::codegen::matmul {
+
+void check_rows_m_tiles(const char* family, const ParamValues& p) {
+  const int64_t mma = p.at("MMA"), rpw = p.at("RPW"), tok = p.at("TOK_TILE");
+  require(p.at("XPF") == 0 || (p.at("XPF") == 1 && mma == 2), family, "XPF must be 0, or 1 with MMA 2 (the rows-as-M tiles' x loads)");
+  if (mma != 2) return;
+  require(rpw % 16 == 0 && tok % 8 == 0 && tok <= 32, family, "MMA 2 tiles take RPW a multiple of 16 and TOK_TILE 8, 16, 24 or 32");
+  require(p.at("K") % 8 == 0, family, "MMA needs K a multiple of 8");
+  require(rpw * tok <= 2048, family, "RPW * TOK_TILE / 32 accumulators per lane above 64 would spill");
+}
+
 namespace {
 
 void check(const ParamValues& p) {
@@ -23,16 +33,12 @@ void check(const ParamValues& p) {
   require(routed <= 64, "matmul", "ROUTED (a MoE layer's pairs per token) must be at most 64");
   require(routed == 0 || (p.at("ACC") == 1 && p.at("W_LAYOUT") == 0), "matmul", "ROUTED takes ACC 1 and W_LAYOUT 0 (a residual add's epilogue)");
   require(p.at("PREFETCH") >= 0 && p.at("PREFETCH") <= 1 << 20, "matmul", "PREFETCH (KiB of W asked for before the wait) must be in 0..1048576");
-  require(p.at("XPF") == 0 || (p.at("XPF") == 1 && mma == 2), "matmul", "XPF must be 0, or 1 with MMA 2 (the rows-as-M tiles' x loads)");
+  check_rows_m_tiles("matmul", p);
   if (mma == 1) {
     require(rpw % 8 == 0 && tok % 16 == 0 && tok <= 64, "matmul", "MMA tiles take RPW a multiple of 8 and TOK_TILE 16, 32, 48 or 64");
     require(p.at("K") % 8 == 0, "matmul", "MMA needs K a multiple of 8");
     require(rpw * tok <= 2048, "matmul", "RPW * TOK_TILE / 32 accumulators per lane above 64 would spill");
-  } else if (mma == 2) {
-    require(rpw % 16 == 0 && tok % 8 == 0 && tok <= 32, "matmul", "MMA 2 tiles take RPW a multiple of 16 and TOK_TILE 8, 16, 24 or 32");
-    require(p.at("K") % 8 == 0, "matmul", "MMA needs K a multiple of 8");
-    require(rpw * tok <= 2048, "matmul", "RPW * TOK_TILE / 32 accumulators per lane above 64 would spill");
-  } else if (p.at("W_LAYOUT") == 0) {
+  } else if (p.at("W_LAYOUT") == 0 && mma == 0) {
     require(rpw * tok <= 64, "matmul", "RPW * TOK_TILE accumulators above 64 would spill");
   }
   require(p.at("W_LAYOUT") == 1 || warps * rpw * tok * 4 <= 48 * 1024, "matmul",

@@ -33,6 +33,10 @@ struct Args {
 
 const Family& family();
 
+// The rows-as-M tiles' constraints (MMA 2 and its XPF), checked alike by `family`'s instances and
+// by matmul_siblings', which stream their row space through the same tiles.
+void check_rows_m_tiles(const char* family, const ParamValues& p);
+
 }  // namespace kplan::codegen::matmul
 
 namespace kplan::codegen {

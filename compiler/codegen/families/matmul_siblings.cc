@@ -1,5 +1,7 @@
 #include "compiler/codegen/families/matmul_siblings.h"
 
+#include "compiler/codegen/families/matmul.h"
+
 #include <string>
 
 namespace kplan::codegen::matmul_siblings {
@@ -21,15 +23,8 @@ void check(const ParamValues& p) {
   require(warps % ksplit == 0, "matmul_siblings", "KSPLIT (" + std::to_string(ksplit) + ") must divide WARPS (" + std::to_string(warps) + ")");
   const int64_t mma = p.at("MMA");
   require(mma == 0 || mma == 2, "matmul_siblings", "MMA must be 0 (CUDA cores) or 2 (tensor cores, rows as M)");
-  require(p.at("XPF") == 0 || (p.at("XPF") == 1 && mma == 2), "matmul_siblings", "XPF must be 0, or 1 with MMA 2 (the rows-as-M tiles' x loads)");
-  if (mma == 2) {
-    require(p.at("RPW") % 16 == 0 && p.at("TOK_TILE") % 8 == 0 && p.at("TOK_TILE") <= 32, "matmul_siblings",
-            "MMA 2 tiles take RPW a multiple of 16 and TOK_TILE 8, 16, 24 or 32");
-    require(p.at("K") % 8 == 0, "matmul_siblings", "MMA needs K a multiple of 8");
-    require(p.at("RPW") * p.at("TOK_TILE") <= 2048, "matmul_siblings", "RPW * TOK_TILE / 32 accumulators per lane above 64 would spill");
-  } else {
-    require(p.at("RPW") * p.at("TOK_TILE") <= 64, "matmul_siblings", "RPW * TOK_TILE accumulators above 64 would spill");
-  }
+  matmul::check_rows_m_tiles("matmul_siblings", p);
+  if (mma == 0) require(p.at("RPW") * p.at("TOK_TILE") <= 64, "matmul_siblings", "RPW * TOK_TILE accumulators above 64 would spill");
   require(warps * p.at("RPW") * p.at("TOK_TILE") * 4 <= 48 * 1024, "matmul_siblings",
           "the partial sums (WARPS * RPW * TOK_TILE f32) exceed 48 KiB of shared memory");
 }
