@@ -294,14 +294,8 @@ __device__ __forceinline__ void matmul_rows_mma_m(const unsigned short* const (&
       for (int u = 0; u < UNROLL; ++u) {
         const int k = 32 * (c0 + u * KSPLIT) + 8 * q;
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          if (c0 + u * KSPLIT < CH && k < K) {
-            load8_x<X_DT, XVEC>(x, xoff[j] + k, xq[u][j]);
-          } else {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) xq[u][j][e] = 0.f;
-          }
-        }
+        for (int j = 0; j < NT; ++j)
+          if (c0 + u * KSPLIT < CH && k < K) load8_x<X_DT, XVEC>(x, xoff[j] + k, xq[u][j]);  // read only where loaded
       }
     }
 #pragma unroll
@@ -318,7 +312,7 @@ __device__ __forceinline__ void matmul_rows_mma_m(const unsigned short* const (&
           if (k < K) {
             if constexpr (XPF != 0) {
 #pragma unroll
-              for (int e = 0; e < 8; ++e) xv[e] = xq[XPF != 0 ? u : 0][j][e];
+              for (int e = 0; e < 8; ++e) xv[e] = xq[u][j][e];
             } else {
               load8_x<X_DT, XVEC>(x, xoff[j] + k, xv);
             }

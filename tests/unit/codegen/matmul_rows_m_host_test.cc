@@ -66,7 +66,7 @@ TEST(MatmulRowsAsMOnHost, UnalignedViewsTakeTheScalarLoads) {
 }
 
 // XPF 1: a round's x fragments loaded beside its weights, before its MMAs; the last round's
-// chunks past K (K % 32 != 0) and past the slice's share zeroed, not loaded.
+// chunks past K (K % 32 != 0) and past the slice's share are not loaded (the MMAs take zeros there).
 TEST(MatmulRowsAsMOnHost, XLoadedARoundAheadMatchesTheCpuOp) {
   check<136, 48, kp::F32, 2, 16, 16, 1, 4, 1>(13, 136, 0, 11);
   check<256, 40, kp::F32, 4, 8, 32, 4, 2, 1>(5, 256, 0, 12);
