@@ -45,8 +45,9 @@ const TuningTable& sm90_tuning() {
        }},
       // The combine: 256 threads; C in column chunks (grid.z) while the heads x chunks stay within two
       // blocks an SM: a 1-token step's 64 heads alone read the 132 partials of a long context
-      // back on under half the SMs (H100, 2026-12-06: 21 us of the MMA 3 pair's 64 at 32768 keys;
-      // CH 4 against 1 not measured yet: KPLAN_TUNE=mla_split_combine:CH=1 compiles the old grid).
+      // back on under half the SMs (H100, 2026-12-06: 21 us of the MMA 3 pair's 64 at 32768 keys).
+      // CH 4 against 1 on the H200 (bench/RESULTS.md 2026-12-06 04:00): the MMA 3 pair at 32768 keys,
+      // 1 token 0.0493 against 0.0607 ms, at 131072 keys 0.1129 against 0.1256.
       {"mla_split_combine",
        [](ParamValues& p) {
          set(p, "THREADS", threads_for(p.at("C")));
