@@ -197,11 +197,13 @@ __device__ __forceinline__ void mla_stage_queries(const void* q_latent, const vo
   for (int it = 0; it < ITERS; ++it) {
     const int e = static_cast<int>(threadIdx.x) + it * THREADS, r = e / PER_ROW, d = (e - r * PER_ROW) * QV;
     if (e >= TOTAL) continue;
-    if constexpr (Q_DT == F32) {
-      put(r, d, __uint_as_float(raw[it].x));
-      put(r, d + 1, __uint_as_float(raw[it].y));
-      put(r, d + 2, __uint_as_float(raw[it].z));
-      put(r, d + 3, __uint_as_float(raw[it].w));
+    if constexpr (Q_DT == F32) {  // 4 elements as one 8-byte store (d % 4 == 0, DP % 8 == 0)
+      const float v[4] = {__uint_as_float(raw[it].x), __uint_as_float(raw[it].y), __uint_as_float(raw[it].z), __uint_as_float(raw[it].w)};
+      const uint2 hi{pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3])};
+      *reinterpret_cast<uint2*>(qh + r * DP + d) = hi;
+      if (ql != nullptr)
+        *reinterpret_cast<uint2*>(ql + r * DP + d) = uint2{pack_bf16x2(bf16_residual(v[0]), bf16_residual(v[1])),
+                                                           pack_bf16x2(bf16_residual(v[2]), bf16_residual(v[3]))};
     } else {
       *reinterpret_cast<uint4*>(qh + r * DP + d) = raw[it];  // bf16 queries: the words as they are
     }
@@ -215,6 +217,7 @@ __device__ __forceinline__ void mla_stage_queries(const void* q_latent, const vo
 template <int D, int DP, int KT, int THREADS>
 __device__ __forceinline__ void mla_stage_tile_async(const void* kv_cache, int base, int nk, unsigned visible, unsigned short* tile) {
   constexpr int PIECES = D / 8;
+#pragma unroll 1
   for (int e = threadIdx.x; e < KT * PIECES; e += THREADS) {
     const int k = e / PIECES, p = e - k * PIECES;
     const bool seen = k < nk && ((visible >> k) & 1u) != 0u;
@@ -397,6 +400,10 @@ struct MlaWideSmem {
   static constexpr int D = C + R, DP = D + kMlaMmaPad, PP = KT + 8, SP = KT + 8;
   static constexpr int TILES = HEADS * DP, P = TILES + kMlaWideStages * KT * DP, F32 = 2 * (P + HEADS * PP);
   static constexpr int SCORES = F32 + 5 * HEADS * 4;
+  // The block's sums [HEADS][OS] f32 staged at the start once the tiles are done (over the queries
+  // and the ring: P bf16 elements, 2 * P bytes, hold them at every shape the partial takes).
+  static constexpr int OS = C + 8;  // a quarter warp's 8-byte stores (rows g, columns 2q) in distinct banks
+  static_assert(HEADS * OS * 4 <= 2 * P, "the staged sums fit the queries and the ring");
   static constexpr int BYTES = SCORES + (QREG ? HEADS * SP * 4 : 0);
 };
 
@@ -456,9 +463,10 @@ __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope,
     }
     cp_async_commit();
   };
+#pragma unroll 1
   for (int i = 0; i < ST - 1; ++i) stage(i);
   constexpr int QROWS = mla_query_rows_a_pass<HEADS, D, Q_DT, THREADS>();
-#pragma unroll
+#pragma unroll 1
   for (int h = 0; h < HEADS; h += QROWS)
     mla_stage_queries<C, R, Q_DT, THREADS, QROWS>(q_latent, q_rope, t, h, q_latent_row_stride, q_rope_row_stride, q_rope_head_stride,
                                                   qs + h * DP, nullptr);
@@ -638,19 +646,30 @@ __device__ void mla_split_partial_wide(const void* q_latent, const void* q_rope,
       row_sum[kh * HEADS + 16 * mt + g + 8 * r] = l_run[r];
       if (kh == 0) row_max[16 * mt + g + 8 * r] = m_run[r];
     }
-  __syncthreads();
+  __syncthreads();  // also: every warp is done with the queries and the ring, whose bytes stage o below
   for (int h = threadIdx.x; h < HEADS; h += THREADS) {
     partial(h)[0] = row_max[h];
     partial(h)[1] = QREG ? row_sum[h] : row_sum[h] + row_sum[HEADS + h];
   }
+  // The sums leave through shared memory: a fragment's rows are 8 heads' 8-byte pieces (8 segments
+  // a store, 64 stores a thread held a 1-token split's end on the LSU queue); the block's rows then
+  // go out as whole 256-column runs, a warp's float2 stores contiguous.
+  constexpr int OS = L::OS;  // the staged o rows' stride in floats
+  float* os = reinterpret_cast<float*>(qs);
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
     for (int j = 0; j < 2 * NP; ++j) {
       const int col = warp * CW + 8 * j + 2 * q;
-      *reinterpret_cast<float2*>(partial(16 * i + g) + 2 + col) = make_float2(o[i][j][0], o[i][j][1]);
-      *reinterpret_cast<float2*>(partial(16 * i + g + 8) + 2 + col) = make_float2(o[i][j][2], o[i][j][3]);
+      *reinterpret_cast<float2*>(os + (16 * i + g) * OS + col) = make_float2(o[i][j][0], o[i][j][1]);
+      *reinterpret_cast<float2*>(os + (16 * i + g + 8) * OS + col) = make_float2(o[i][j][2], o[i][j][3]);
     }
+  __syncthreads();
+#pragma unroll 4
+  for (int e = threadIdx.x; e < HEADS * (C / 2); e += THREADS) {
+    const int h = e / (C / 2), c = 2 * (e - h * (C / 2));
+    *reinterpret_cast<float2*>(partial(h) + 2 + c) = *reinterpret_cast<const float2*>(os + h * OS + c);
+  }
 }
 
 template <int HEADS, int C, int R, int Q_DT, int KV_DT, int WARPS, int KT, int MMA>
