@@ -124,14 +124,12 @@ TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
   }
 }
 
-// The default plan (bf16 KV caches) on the GPU: DDTree at every budget, the chain and --budget
-// auto emit the GPU's AR tokens (lossless against the GPU's own greedy decode), the drafter still
-// predicts its target (mean acceptance > 1), and the GPU's AR continuation is the f32 CPU
-// reference's up to a near-tie (greedy_near_tie.h).
-TEST(GpuDrafter, BundledPairWithBf16CachesIsLosslessOnTheGpu) {
-  const std::string arch = gpu_arch();
-  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
-  const fs::path file = compile_bundled("kplan_gpu_drafter_bf16_kv", arch, "");
+// The bundled pair compiled with `flags` on the GPU: DDTree at every budget, the chain and
+// --budget auto emit the GPU's AR tokens (lossless against the GPU's own greedy decode), the
+// drafter still predicts its target (mean acceptance > 1), and the GPU's AR continuation is the
+// f32 CPU reference's up to a near-tie (greedy_near_tie.h).
+void expect_bundled_pair_lossless(const std::string& arch, const std::string& folder, const std::string& flags) {
+  const fs::path file = compile_bundled(folder, arch, flags);
   ASSERT_FALSE(file.empty());
   PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
   cpu::CpuTarget reference(std::make_shared<const plan::Plan>(plan::read_plan(file.string(), {.verify_weights = false})),
@@ -152,6 +150,21 @@ TEST(GpuDrafter, BundledPairWithBf16CachesIsLosslessOnTheGpu) {
     EXPECT_EQ(generate(gpu, prompt, KPLAN_SPEC_DFLASH, 0).tokens, ar.tokens) << what << " chain";
     EXPECT_EQ(generate(gpu, prompt, KPLAN_SPEC_DDTREE, KPLAN_BUDGET_AUTO).tokens, ar.tokens) << what << " budget auto";
   }
+}
+
+// The default plan (bf16 KV caches).
+TEST(GpuDrafter, BundledPairWithBf16CachesIsLosslessOnTheGpu) {
+  const std::string arch = gpu_arch();
+  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
+  expect_bundled_pair_lossless(arch, "kplan_gpu_drafter_bf16_kv", "");
+}
+
+// --activations bf16: the activations the kernels write stored as bf16 too (the residual stream,
+// router, logits and drafter f32).
+TEST(GpuDrafter, BundledPairWithBf16ActivationsIsLosslessOnTheGpu) {
+  const std::string arch = gpu_arch();
+  if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
+  expect_bundled_pair_lossless(arch, "kplan_gpu_drafter_bf16_act", "--activations bf16");
 }
 
 // A round run whole on the device (one graph: draft, tree, verify, the picks, walk, commit) is

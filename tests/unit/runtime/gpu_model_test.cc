@@ -1,8 +1,10 @@
 // The compiled model on the GPU against the HuggingFace goldens and the CPU reference: for each
 // golden checkpoint, `kplan synth` re-creates it, `kplan compile -o` builds a plan for this GPU's
-// arch twice (the default storage, bf16 KV caches; and --kv-cache f32, all f32), and the GPU
-// session's logits (relative error max|a-b|/max|b| per row, against HF and the CPU reference:
-// <= 1e-2 with bf16 caches, issue 4's bf16 tolerance, <= 1e-4 all f32) and greedy continuations
+// arch three times (the default storage, bf16 KV caches; --activations bf16, the activations
+// kernels write stored as bf16 too; and --kv-cache f32, all f32), and the GPU session's logits
+// (relative error max|a-b|/max|b| per row, against HF and the CPU reference: <= 1e-2 with bf16
+// KV caches, issue 4's bf16 tolerance; with bf16 activations no further than transformers' own
+// bf16 inference lies from the same float32 goldens, below; <= 1e-4 all f32) and greedy continuations
 // (HF's, up to a near-tie: greedy_near_tie.h) are checked, and DDTree on the GPU against the GPU's
 // AR. Skips without a GPU.
 #include <gtest/gtest.h>
@@ -49,6 +51,24 @@ std::string file_text(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// transformers' own bf16 inference against its float32 goldens, max|a-b|/max|b| over the golden
+// positions (tools/device/hf_bf16_error.py, H100, bench/RESULTS.md 2026-12-06 07:20-07:56): by this
+// metric issue 4's 1e-2 is tighter than bf16 itself; kplan's bf16 activations (the residual
+// stream, router and logits kept f32) measured 0.95e-2 .. 1.31e-2 there.
+double hf_bf16_error(const std::string& golden) {
+  if (golden == "tiny") return 1.68e-2;
+  if (golden == "tiny2") return 2.15e-2;
+  if (golden == "tiny-int4") return 1.88e-2;
+  if (golden == "tiny-yarn") return 1.35e-2;
+  ADD_FAILURE() << golden << ": no measured transformers bf16 error";
+  return 0;
+}
+
+// The storage flags' name in test and folder names.
+std::string storage_suffix(const std::string& storage) {
+  return storage.empty() ? "_bf16_kv" : storage == "--kv-cache f32" ? "_f32" : "_bf16_act";
+}
+
 // (golden name, kplan compile's storage flags: "" the default, bf16 KV caches)
 class GpuModelTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
@@ -56,9 +76,9 @@ TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
   const auto& [name, storage] = GetParam();
-  const double max_rel_error = storage == "--kv-cache f32" ? 1e-4 : 1e-2;
+  const double max_rel_error = storage == "--kv-cache f32" ? 1e-4 : storage == "--activations bf16" ? hf_bf16_error(name) : 1e-2;
   nlohmann::json golden = nlohmann::json::parse(std::ifstream(fs::path(KPLAN_TEST_DATA_DIR) / "goldens" / (name + ".json")));
-  fs::path dir = plan::testing::scratch_dir("kplan_gpu_model") / (name + (storage.empty() ? "" : "_f32"));
+  fs::path dir = plan::testing::scratch_dir("kplan_gpu_model") / (name + storage_suffix(storage));
   fs::remove_all(dir);
   fs::create_directories(dir);
 
@@ -136,9 +156,9 @@ TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(Goldens, GpuModelTest,
                          ::testing::Combine(::testing::Values("tiny", "tiny2", "tiny-int4", "tiny-yarn"),
-                                            ::testing::Values("", "--kv-cache f32")),
+                                            ::testing::Values("", "--activations bf16", "--kv-cache f32")),
                          [](const ::testing::TestParamInfo<std::tuple<std::string, std::string>>& p) {
-                           std::string n = std::get<0>(p.param) + (std::get<1>(p.param).empty() ? "_bf16_kv" : "_f32");
+                           std::string n = std::get<0>(p.param) + storage_suffix(std::get<1>(p.param));
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
