@@ -883,6 +883,26 @@ TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
     EXPECT_LT(relative_error(gpu->download<float>(d_v, T * d.heads * d.v),
                              cpu::mla_expand_value(matrix(T, d.heads * d.kv_lora, o_lat), kvb, d).data), 1e-4) << uv.id;
     if (d.heads == 64) {
+      // K2.6's W_UV over its 64 heads (4 M elements) takes the rows-as-M tiles from 4 tokens
+      // (op_rules.cc weighs every head): the same values from the tensor cores, and at 16 tokens
+      // the two paths' times.
+      const std::vector<float> want_v = cpu::mla_expand_value(matrix(T, d.heads * d.kv_lora, o_lat), kvb, d).data;
+      auto uv_args = [&](const DevBuf& in, const DevBuf& out, int64_t tokens) {
+        return std::vector<Gpu::Arg>{Gpu::ptr(in), Gpu::ptr(d_kvb, d.nope * d.kv_lora * 2), Gpu::ptr(out), Gpu::ptr(out), Gpu::i32(tokens),
+                                     Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(d.heads * d.v), Gpu::i32(d.v), Gpu::i32(w_batch),
+                                     Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()};
+      };
+      const KernelSource uv8 = matmul_rows_m_kernel(d.kv_lora, d.v, F32, F32, false, gpu->arch(), 8);
+      DevBuf d_v8 = gpu->alloc(T * d.heads * d.v * 4);
+      gpu->launch(uv8, T, uv_args(d_olat, d_v8, T), d.heads);
+      EXPECT_LT(relative_error(gpu->download<float>(d_v8, T * d.heads * d.v), want_v), 1e-4) << uv8.id;
+      const int64_t T16 = 16;
+      DevBuf d_olat16 = gpu->upload(random_values(T16 * d.heads * d.kv_lora, 10)), d_v16 = gpu->alloc(T16 * d.heads * d.v * 4);
+      for (const KernelSource& k : {matmul_kernel(d.kv_lora, d.v, F32, F32, false, false, gpu->arch()),
+                                    matmul_rows_m_kernel(d.kv_lora, d.v, F32, F32, false, gpu->arch(), 16)}) {
+        const double ms = gpu->time_ms(k, T16, uv_args(d_olat16, d_v16, T16), 100, d.heads);
+        std::printf("[ figures  ] W_UV K2.6 %s: 16 tokens, 8.4 MB: %.2f us\n", k.id.c_str(), 1e3 * ms);
+      }
       const double ms = gpu->time_ms(uk, 1, {Gpu::ptr(d_q), Gpu::ptr(d_kvb), Gpu::ptr(d_qlat), Gpu::ptr(d_qlat), Gpu::i32(1), Gpu::i32(d.heads * qw), Gpu::i32(qw),
                                             Gpu::i32(d.heads * d.kv_lora), Gpu::i32(d.kv_lora), Gpu::i32(w_batch), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null()},
                                      100, d.heads);
