@@ -67,19 +67,15 @@ LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 // small weights, steps under the arch's tensor-core threshold), as rows-as-M tensor-core tiles
 // (from the threshold up to heuristics' matmul_rows_m_max_tokens: token tiles of 8 or 16 as
 // mma's N, kernels_templates/matmul.cuh MMA 2) or as tokens-as-M tiles (MMA 1, the longer steps).
-// `batch`: the weights a launch streams side by side (a head matmul's heads, grid.z): the
-// tensor-core threshold weighs the step's whole weight, batch x N x K.
 enum class DensePath { CudaCores, RowsAsM, TokensAsM };
-int64_t dense_matmul_mma_min(const RuleContext& ctx, int64_t k, int64_t n, int64_t batch = 1) {
-  return k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n * batch, k) : 0;
-}
+int64_t dense_matmul_mma_min(const RuleContext& ctx, int64_t k, int64_t n) { return k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0; }
 // Whether some step may take the rows-as-M tiles (their instances exist only then).
-bool rows_m_reachable(const RuleContext& ctx, int64_t k, int64_t n, int64_t batch = 1) {
-  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n, batch);
+bool rows_m_reachable(const RuleContext& ctx, int64_t k, int64_t n) {
+  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
   return mma_min > 0 && std::max<int64_t>(mma_min, 2) <= matmul_rows_m_max_tokens(ctx.arch);
 }
-DensePath dense_matmul_path(const RuleContext& ctx, int64_t k, int64_t n, int64_t rows, int64_t batch = 1) {
-  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n, batch);
+DensePath dense_matmul_path(const RuleContext& ctx, int64_t k, int64_t n, int64_t rows) {
+  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
   if (mma_min <= 0 || rows <= 1 || rows < mma_min) return DensePath::CudaCores;
   if (rows <= matmul_rows_m_max_tokens(ctx.arch)) return DensePath::RowsAsM;
   return rows < 16 ? DensePath::CudaCores : DensePath::TokensAsM;
@@ -107,28 +103,28 @@ struct MatmulFusions {
   ElemType norm_x = kF32;  // (NORM, norm_matmuls.h); the tokens-as-M ones read the norm's stored result as x_t
 };
 KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t,
-                                   const MatmulFusions& f = {}, size_t base = 0, int64_t batch = 1) {
+                                   const MatmulFusions& f = {}, size_t base = 0) {
   const ElemType cc_x = f.norm ? f.norm_x : x_t;
   auto cc = [&](int64_t few) { return matmul_kernel(k, n, cc_x, y_t, false, f.acc, ctx.arch, 0, few, 0, f.norm, f.routed); };
   const KernelSource one = instance(ctx, base, [&] { return cc(1); });
   const KernelSource two = instance(ctx, base + 1, [&] { return cc(2); });
   const KernelSource eight = instance(ctx, base + 2, [&] { return cc(0); });
   const KernelSource cuda_cores = rows <= 1 ? one : rows <= 8 ? two : eight;
-  if (dense_matmul_mma_min(ctx, k, n, batch) <= 0) return cuda_cores;
+  if (dense_matmul_mma_min(ctx, k, n) <= 0) return cuda_cores;
   const KernelSource mma16 = instance(ctx, base + 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 16, 0, 0, 0, f.routed); });
   const KernelSource mma64 = instance(ctx, base + 4, [&] {
     return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 16, 0, 32, 0, f.routed)
                                                : matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 64, 0, 0, 0, f.routed);
   });
   KernelSource rows_m;
-  if (rows_m_reachable(ctx, k, n, batch)) {
+  if (rows_m_reachable(ctx, k, n)) {
     size_t i = base + 5;
     for (const int64_t tile : {int64_t{8}, int64_t{16}}) {
       KernelSource r = instance(ctx, i++, [&] { return matmul_rows_m_kernel(k, n, cc_x, y_t, f.acc, ctx.arch, tile, f.norm, f.routed); });
       if (rows_m_tile(rows) == tile) rows_m = std::move(r);
     }
   }
-  switch (dense_matmul_path(ctx, k, n, rows, batch)) {
+  switch (dense_matmul_path(ctx, k, n, rows)) {
     case DensePath::CudaCores: return cuda_cores;
     case DensePath::RowsAsM: return rows_m;
     case DensePath::TokensAsM: break;
@@ -499,7 +495,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
         throw Error("codegen: head_matmul weight view has strides no kernel reads (" + ctx.where(op) + ")");
       }
       const KernelSource k = kn ? instance(ctx, 0, [&] { return matmul_kernel(kdim, n, elem(x), elem(result()), kn, false, arch); })
-                                : dense_matmul_instance(ctx, kdim, n, x.shape[0], elem(x), elem(result()), {}, 0, heads);
+                                : dense_matmul_instance(ctx, kdim, n, x.shape[0], elem(x), elem(result()));
       launch(ctx, k, x.shape[0],
              matmul::Args{.x = P(x), .w = P(w), .y = P(result()), .residual = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
                           .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n, .w_batch_stride = w.strides[0],

@@ -883,9 +883,12 @@ TEST(GpuOps, HeadMatmulsOfMlaAbsorption) {
     EXPECT_LT(relative_error(gpu->download<float>(d_v, T * d.heads * d.v),
                              cpu::mla_expand_value(matrix(T, d.heads * d.kv_lora, o_lat), kvb, d).data), 1e-4) << uv.id;
     if (d.heads == 64) {
-      // K2.6's W_UV over its 64 heads (4 M elements) takes the rows-as-M tiles from 4 tokens
-      // (op_rules.cc weighs every head): the same values from the tensor cores, and at 16 tokens
-      // the two paths' times.
+      // K2.6's W_UV on the rows-as-M tiles (MMA 2, batched over the heads; the lowering takes them
+      // for a head matmul only under KPLAN_MATMUL_MMA_MIN_TOKENS): the same values from the tensor
+      // cores, and at 16 tokens the two paths' times. With its weights in L2 (these repeated
+      // launches) MMA 2 took 11.4 us against the CUDA cores' 24.6 (H100); inside the K2.6 slice,
+      // streaming them from HBM, 28.8 against 27.1 us a layer (bench/RESULTS.md 2026-12-06 08:00),
+      // so the lowering keeps W_UV on the CUDA cores.
       const std::vector<float> want_v = cpu::mla_expand_value(matrix(T, d.heads * d.kv_lora, o_lat), kvb, d).data;
       auto uv_args = [&](const DevBuf& in, const DevBuf& out, int64_t tokens) {
         return std::vector<Gpu::Arg>{Gpu::ptr(in), Gpu::ptr(d_kvb, d.nope * d.kv_lora * 2), Gpu::ptr(out), Gpu::ptr(out), Gpu::i32(tokens),

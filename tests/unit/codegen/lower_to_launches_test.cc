@@ -363,25 +363,6 @@ TEST(CodegenLower, DenseMatmulsTakeTheirPathByStepSize) {
   EXPECT_NE(bucket_kernel(before, 4, qa_kva).find("_mma0_"), std::string::npos) << bucket_kernel(before, 4, qa_kva);
 }
 
-// A head matmul's tensor-core threshold weighs every head's weights (op_rules.cc: batch x N x K):
-// the absorbed W_UV of 64 heads x [128, 512] (K2.6's, 4 M elements, 64 K a head) takes the
-// rows-as-M tiles from 4 tokens, where 16 heads of the same shape stay on the CUDA cores.
-TEST(CodegenLower, HeadMatmulsWeighEveryHeadForTheTensorCores) {
-  TempDir dir;
-  const std::string flags = "--buckets 1,4,16 --max-context 256";
-  const std::string w_uv = "matmul_k512_n128_xf32_yf32_wl0_acc0";
-  auto with_heads = [&](const std::string& heads) {
-    return lowered_tiny(dir, {{"num_attention_heads", heads}, {"num_key_value_heads", heads}, {"kv_lora_rank", "512"}, {"v_head_dim", "128"}},
-                        "", flags);
-  };
-  const std::string k26 = with_heads("64");
-  EXPECT_NE(bucket_kernel(k26, 1, w_uv).find("_tt1_"), std::string::npos) << bucket_kernel(k26, 1, w_uv);
-  EXPECT_NE(bucket_kernel(k26, 4, w_uv).find("_tt8_r16_"), std::string::npos) << bucket_kernel(k26, 4, w_uv);
-  EXPECT_NE(bucket_kernel(k26, 16, w_uv).find("_mma2_"), std::string::npos) << bucket_kernel(k26, 16, w_uv);
-  const std::string few = with_heads("16");
-  EXPECT_NE(bucket_kernel(few, 16, w_uv).find("_mma0_"), std::string::npos) << bucket_kernel(few, 16, w_uv);
-}
-
 // The tensor-core split-MLA partial (KPLAN_TUNE=mla_split_partial:MMA=1) reads a bf16 cache: plan
 // memory sizes its workspace from the instance for the cache's stored dtype (the kv_append's
 // in-place result is the cache), so a plan with bf16 caches lowers with it.
