@@ -402,7 +402,7 @@ struct MlaWideSmem {
   static constexpr int SCORES = F32 + 5 * HEADS * 4;
   // The block's sums [HEADS][OS] f32 staged at the start once the tiles are done (over the queries
   // and the ring: P bf16 elements, 2 * P bytes, hold them at every shape the partial takes).
-  static constexpr int OS = C + 8;  // a quarter warp's 8-byte stores (rows g, columns 2q) in distinct banks
+  static constexpr int OS = C + 8;  // a half warp's 8-byte stores (rows g < 4, columns 2q) in distinct banks
   static_assert(HEADS * OS * 4 <= 2 * P, "the staged sums fit the queries and the ring");
   static constexpr int BYTES = SCORES + (QREG ? HEADS * SP * 4 : 0);
 };
