@@ -224,8 +224,8 @@ void register_compile(CLI::App& app) {
   cmd->add_option("--max-context", args->plan.max_context,
                   "KV cache positions (default: max_position_embeddings, at most 4096)");
   cmd->add_option("--activations", args->plan.activations,
-                  "how the GPU stores the activations kernels write: f32, or bf16 (f32 math; the residual stream, "
-                  "router, logits and drafter stay f32). The CPU reference computes in f32 either way")
+                  "how the GPU stores the activations kernels write: bf16 (f32 math; the residual stream, router, "
+                  "logits and drafter stay f32) or f32. The CPU reference computes in f32 either way")
       ->capture_default_str();
   cmd->add_option("--kv-cache", args->plan.kv_cache,
                   "how the GPU stores the target's KV caches: bf16 (f32 math, half the bytes attention reads) or f32")

@@ -343,7 +343,7 @@ std::string bucket_kernel(const std::string& dump, int tokens, const std::string
 // restores the lowering before rows-as-M (CUDA cores to 15 tokens).
 TEST(CodegenLower, DenseMatmulsTakeTheirPathByStepSize) {
   TempDir dir;
-  const std::string flags = "--buckets 1,2,4,16,32,64 --max-context 256";
+  const std::string flags = "--buckets 1,2,4,16,32,64 --max-context 256 --activations f32";
   const std::string out = lowered_tiny(dir, {}, "KPLAN_MATMUL_MMA_MIN_TOKENS=4", flags);
   const std::string o_proj = "matmul_k128_n256_xf32_yf32_wl0_acc1_rt0", qa_kva = "matmul_siblings_k256_na128_nb80_nc0";
   EXPECT_NE(bucket_kernel(out, 1, o_proj).find("_tt1_"), std::string::npos) << bucket_kernel(out, 1, o_proj);
@@ -369,7 +369,7 @@ TEST(CodegenLower, DenseMatmulsTakeTheirPathByStepSize) {
 TEST(CodegenLower, TheTensorCoreMlaPartialLowersOverABf16Cache) {
   TempDir dir;  // tiny with 16 heads (the partial's m-tile of heads)
   const std::string out = lowered_tiny(dir, {{"num_attention_heads", "16"}, {"num_key_value_heads", "16"}}, "KPLAN_TUNE=mla_split_partial:MMA=1",
-                                       "--buckets 1,4 --max-context 256 --kv-cache bf16");
+                                       "--buckets 1,4 --max-context 256 --kv-cache bf16 --activations f32");
   EXPECT_NE(out.find("mla_split_partial_h16_c64_r16_qf32_kvbf16_w4_kt32_mma1"), std::string::npos)
       << "the 1-token bucket takes the split pair with the tensor-core partial";
 }
@@ -383,7 +383,7 @@ TEST(CodegenLower, TheAllHeadsMlaPartialSizesItsScratch) {
   TempDir dir;
   const std::string out =
       lowered_tiny(dir, {{"num_attention_heads", "64"}, {"num_key_value_heads", "64"}, {"kv_lora_rank", "128"}}, "KPLAN_MLA_WIDE=1",
-                   "--buckets 1,4 --max-context 32768 --kv-cache bf16");
+                   "--buckets 1,4 --max-context 32768 --kv-cache bf16 --activations f32");
   const size_t op = out.find("mla_split_partial_h64_c128_r16_qf32_kvbf16_w8_kt32_mma2");
   ASSERT_NE(op, std::string::npos) << "the all-heads partial";
   const size_t at = out.find("scratch = slot ", op);

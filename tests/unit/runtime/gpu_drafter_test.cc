@@ -94,8 +94,8 @@ std::vector<std::vector<int32_t>> heldout_prompts(const PlanHandle& plan, int co
 TEST(GpuDrafter, BundledPairRoundsOnTheGpuAreTheCpuRounds) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
-  // f32 caches: the GPU's rounds are then the f32 CPU's exactly (bf16 ones: the next test).
-  const fs::path file = compile_bundled("kplan_gpu_drafter", arch, "--kv-cache f32");
+  // All f32: the GPU's rounds are then the f32 CPU's exactly (bf16 storage: the next tests).
+  const fs::path file = compile_bundled("kplan_gpu_drafter", arch, "--activations f32 --kv-cache f32");
   ASSERT_FALSE(file.empty());
   PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
   PlanHandle cpu(file.string(), KPLAN_DEVICE_CPU);
@@ -152,19 +152,19 @@ void expect_bundled_pair_lossless(const std::string& arch, const std::string& fo
   }
 }
 
-// The default plan (bf16 KV caches).
+// --activations f32: bf16 KV caches only.
 TEST(GpuDrafter, BundledPairWithBf16CachesIsLosslessOnTheGpu) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
-  expect_bundled_pair_lossless(arch, "kplan_gpu_drafter_bf16_kv", "");
+  expect_bundled_pair_lossless(arch, "kplan_gpu_drafter_bf16_kv", "--activations f32");
 }
 
-// --activations bf16: the activations the kernels write stored as bf16 too (the residual stream,
+// The default plan: the activations the kernels write stored as bf16 too (the residual stream,
 // router, logits and drafter f32).
 TEST(GpuDrafter, BundledPairWithBf16ActivationsIsLosslessOnTheGpu) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
-  expect_bundled_pair_lossless(arch, "kplan_gpu_drafter_bf16_act", "--activations bf16");
+  expect_bundled_pair_lossless(arch, "kplan_gpu_drafter_bf16_act", "");
 }
 
 // A round run whole on the device (one graph: draft, tree, verify, the picks, walk, commit) is
@@ -231,7 +231,7 @@ TEST(GpuDrafter, DeviceRoundsAreTheHostRounds) {
 TEST(GpuDrafter, ContextWindowRoundsOnTheGpuAreTheCpuRounds) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
-  const fs::path file = compile_bundled("kplan_gpu_drafter_window", arch, "--draft-context-window 16 --kv-cache f32");
+  const fs::path file = compile_bundled("kplan_gpu_drafter_window", arch, "--draft-context-window 16 --activations f32 --kv-cache f32");
   ASSERT_FALSE(file.empty());
   PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);
   PlanHandle cpu(file.string(), KPLAN_DEVICE_CPU);
@@ -310,7 +310,7 @@ TEST(GpuDrafter, SynthPairsDecodeAsArAtEveryBudget) {
         << preset;
     const fs::path file = dir / "p.kplan";
     ASSERT_EQ(std::system((kplan + " compile --model " + (dir / "t").string() + " --draft " + (dir / "d").string() +
-                           " --arch " + arch + " --kv-cache f32 -o " + file.string() + log).c_str()),
+                           " --arch " + arch + " --activations f32 --kv-cache f32 -o " + file.string() + log).c_str()),
               0)
         << preset;
     PlanHandle gpu(file.string(), KPLAN_DEVICE_GPU);

@@ -1,11 +1,11 @@
 // The compiled model on the GPU against the HuggingFace goldens and the CPU reference: for each
 // golden checkpoint, `kplan synth` re-creates it, `kplan compile -o` builds a plan for this GPU's
-// arch three times (the default storage, bf16 KV caches; --activations bf16, the activations
-// kernels write stored as bf16 too; and --kv-cache f32, all f32), and the GPU session's logits
-// (relative error max|a-b|/max|b| per row, against HF and the CPU reference: <= 1e-2 with bf16
-// KV caches, issue 4's bf16 tolerance; with bf16 activations no further than transformers' own
-// bf16 inference lies from the same float32 goldens, below; <= 1e-4 all f32) and greedy continuations
-// (HF's, up to a near-tie: greedy_near_tie.h) are checked, and DDTree on the GPU against the GPU's
+// arch three times (the default storage, bf16 activations and KV caches; --activations f32, bf16
+// KV caches only; and --activations f32 --kv-cache f32, all f32), and the GPU session's logits
+// (relative error max|a-b|/max|b| per row, against HF and the CPU reference: with bf16
+// activations no further than transformers' own bf16 inference lies from the same float32
+// goldens, below; <= 1e-2 with bf16 KV caches only, issue 4's bf16 tolerance; <= 1e-4 all f32)
+// and greedy continuations (HF's, up to a near-tie: greedy_near_tie.h) are checked, and DDTree on the GPU against the GPU's
 // AR. Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -64,19 +64,21 @@ double hf_bf16_error(const std::string& golden) {
   return 0;
 }
 
+const char* const kAllF32 = "--activations f32 --kv-cache f32";
+
 // The storage flags' name in test and folder names.
 std::string storage_suffix(const std::string& storage) {
-  return storage.empty() ? "_bf16_kv" : storage == "--kv-cache f32" ? "_f32" : "_bf16_act";
+  return storage.empty() ? "_bf16_act" : storage == kAllF32 ? "_f32" : "_bf16_kv";
 }
 
-// (golden name, kplan compile's storage flags: "" the default, bf16 KV caches)
+// (golden name, kplan compile's storage flags: "" the default, bf16 activations and KV caches)
 class GpuModelTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
   const auto& [name, storage] = GetParam();
-  const double max_rel_error = storage == "--kv-cache f32" ? 1e-4 : storage == "--activations bf16" ? hf_bf16_error(name) : 1e-2;
+  const double max_rel_error = storage == kAllF32 ? 1e-4 : storage.empty() ? hf_bf16_error(name) : 1e-2;
   nlohmann::json golden = nlohmann::json::parse(std::ifstream(fs::path(KPLAN_TEST_DATA_DIR) / "goldens" / (name + ".json")));
   fs::path dir = plan::testing::scratch_dir("kplan_gpu_model") / (name + storage_suffix(storage));
   fs::remove_all(dir);
@@ -156,7 +158,7 @@ TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(Goldens, GpuModelTest,
                          ::testing::Combine(::testing::Values("tiny", "tiny2", "tiny-int4", "tiny-yarn"),
-                                            ::testing::Values("", "--activations bf16", "--kv-cache f32")),
+                                            ::testing::Values("", "--activations f32", kAllF32)),
                          [](const ::testing::TestParamInfo<std::tuple<std::string, std::string>>& p) {
                            std::string n = std::get<0>(p.param) + storage_suffix(std::get<1>(p.param));
                            std::replace(n.begin(), n.end(), '-', '_');

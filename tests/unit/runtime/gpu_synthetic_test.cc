@@ -144,8 +144,8 @@ TEST_F(GpuSynthetic, DeviceWeightsEqualTheHostsAndDecodeMatchesTheCpu) {
 // GPU against the CPU reference over the same plan, logits within the bf16 tolerance and the
 // greedy continuation identical. The CPU side generates ~15 GB of weights on the host and runs
 // them single-threaded, so it runs where KPLAN_TEST_K26_SLICE=1 is set (tools/device/width_check.sh);
-// KPLAN_TEST_K26_ACTIVATIONS=bf16 compiles the plan with bf16 activations (and so bf16-staged
-// INT4 experts, heuristics' moe_x_bf16).
+// the plan has compile's default bf16 activations (and so bf16-staged INT4 experts, heuristics'
+// moe_x_bf16); KPLAN_TEST_K26_ACTIVATIONS=f32 compiles it with f32 ones.
 TEST_F(GpuSynthetic, KimiK26WidthTwoLayerSliceMatchesTheCpu) {
   const std::string arch = gpu_arch();
   if (arch.empty()) GTEST_SKIP() << "no GPU on this machine";
