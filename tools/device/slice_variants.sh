@@ -9,7 +9,7 @@
 # Env: KPLAN_VARIANTS ("name:VAR=V,VAR=V name2:" ...; default: each fusion off against the
 # default; "name:KPLAN_TUNE=family[COND=V]:PARAM=V,PARAM=V;family2:..." sets tuning overrides,
 # compiler/codegen/heuristics/tune_override.h; an entry starting with -- is a compile flag:
-# "name:--activations=bf16,KPLAN_MOE_XBF16=0"), KPLAN_VARIANT_EXPERTS (int4 | bf16: the INT4 published config or
+# "name:--activations=f32,KPLAN_MOE_XBF16=0"), KPLAN_VARIANT_EXPERTS (int4 | bf16: the INT4 published config or
 # bench/configs/k26-bf16-experts), KPLAN_SLICE_CONTEXT (512), KPLAN_SLICE_TOKENS (1,16).
 set -uo pipefail
 default_out=/tmp/kplan-variants
@@ -30,7 +30,7 @@ for v in $variants; do
   names+=("$name")
   # A variant that is one KPLAN_TUNE=... takes it whole (its entries hold commas and brackets).
   if [[ $envs == KPLAN_TUNE=* ]]; then assignments=("$envs"); else read -r -a assignments <<< "${envs//,/ }"; fi
-  # Entries starting with -- are compile flags (--activations=bf16), the rest environment.
+  # Entries starting with -- are compile flags (--activations=f32), the rest environment.
   flags=(); vars=()
   for a in "${assignments[@]}"; do if [[ $a == --* ]]; then flags+=("${a%%=*}" "${a#*=}"); else vars+=("$a"); fi; done
   env "${vars[@]}" "$bin/kplan" compile --model "$cfg" --no-weights --layers 3 --synthetic-weights 1 --arch sm_90 \
