@@ -86,10 +86,10 @@ std::vector<LaunchTraffic> launch_traffic(const plan::Plan& plan, const plan::Bu
       if (norm > 0) weight_bytes += K * 2.0;
       if (norm == 2) activation_bytes += n_tokens * K * elem_bytes(constant(k, "X_DT"));
     };
-    if (k.family == "matmul" || k.family == "matmul_int4") {
+    if (k.family == "matmul" || k.family == "matmul_int4" || k.family == "cublaslt_matmul") {
       const double K = static_cast<double>(constant(k, "K")), N = static_cast<double>(constant(k, "N"));
-      const double batch = static_cast<double>(l.grid[2]);
-      t.weight_bytes = k.family == "matmul" ? batch * K * N * 2.0 : N * K / 2.0 + N * (K / 32.0) * 2.0;
+      const double batch = static_cast<double>(l.grid[2]);  // a cuBLASLt call's: 1
+      t.weight_bytes = k.family == "matmul_int4" ? N * K / 2.0 + N * (K / 32.0) * 2.0 : batch * K * N * 2.0;
       t.activation_bytes = batch * n_tokens *
                            (K * elem_bytes(constant(k, "X_DT")) + N * elem_bytes(constant(k, "Y_DT")) * (constant(k, "ACC") ? 2.0 : 1.0));
       if (k.family == "matmul") {

@@ -236,10 +236,15 @@ void validate_plan(const Plan& plan, const std::string& source) {
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const Kernel& kern = plan.kernels[k];
     std::string name = "kernel " + std::to_string(k) + " (" + kern.id + ")";
-    if (kern.entry.empty()) fail(name + " has no entry name");
     if (!kern.param_names.empty() && kern.param_names.size() != kern.params.size())
       fail(name + " has " + std::to_string(kern.param_names.size()) + " parameter names for " +
            std::to_string(kern.params.size()) + " parameters");
+    if (!kern.library.empty()) {
+      if (kern.library != "cublaslt") fail(name + " calls an unknown library '" + kern.library + "' (this runtime knows cublaslt)");
+      if (!kern.binaries.empty()) fail(name + " is a " + kern.library + " call but carries cubins");
+      continue;
+    }
+    if (kern.entry.empty()) fail(name + " has no entry name");
     for (const std::string& arch : h.archs) {
       const KernelBinary* b = kern.binary_for(arch);
       if (!b || b->cubin.empty()) fail(name + " has no cubin for " + arch);

@@ -44,7 +44,8 @@ namespace kplan::plan {
 // with a newer version than it knows.
 // 2: the typed model spec and weight sources. Launch records' cluster dims, SM-count grids and
 // tensor maps are appended FlatBuffers fields (absent when unused); a reader that predates them
-// refuses a plan that uses them through its unknown-enum check (ArgKind / ParamType TensorMap).
+// refuses a plan that uses them through its unknown-enum check (ArgKind / ParamType TensorMap);
+// Kernel::library likewise (such a reader finds the kernel without a cubin and says so).
 inline constexpr uint32_t kFormatVersion = 2;
 
 struct Limits {
@@ -89,7 +90,10 @@ struct Kernel {
   std::vector<KernelConstant> constants;
   std::vector<ParamType> params;
   std::vector<std::string> param_names;  // same length as params (may be empty strings)
-  std::vector<KernelBinary> binaries;    // one per arch of Header::archs
+  std::vector<KernelBinary> binaries;    // one per arch of Header::archs (none for a library call)
+  // Non-empty: no cubin; the runtime makes this library's call with the launch's arguments and
+  // the constants ("cublaslt": compiler/codegen/families/cublaslt_matmul.h).
+  std::string library;
   const KernelBinary* binary_for(const std::string& arch) const;
   bool operator==(const Kernel&) const = default;
 };

@@ -89,6 +89,7 @@ Kernel read_kernel(const fb::Kernel* k) {
     for (const auto* n : *k->param_names()) out.param_names.push_back(n->str());
   if (k->binaries())
     for (const auto* b : *k->binaries()) out.binaries.push_back({str(b->arch()), vec(b->cubin())});
+  out.library = str(k->library());
   return out;
 }
 

@@ -45,7 +45,8 @@ Offset<fb::Kernel> build_kernel(FlatBufferBuilder& b, const Kernel& k) {
   auto params_vec = b.CreateVector(reinterpret_cast<const fb::ParamType*>(params.data()), params.size());
   return fb::CreateKernel(b, b.CreateString(k.id), b.CreateString(k.entry), b.CreateString(k.family),
                           b.CreateString(k.cache_key), b.CreateVector(constants), params_vec,
-                          b.CreateVectorOfStrings(k.param_names), b.CreateVector(binaries));
+                          b.CreateVectorOfStrings(k.param_names), b.CreateVector(binaries),
+                          k.library.empty() ? 0 : b.CreateString(k.library));
 }
 
 Offset<fb::Launch> build_launch(FlatBufferBuilder& b, const Launch& l) {

@@ -58,6 +58,10 @@ std::vector<KernelInstance> compile_kernels(const std::vector<KernelSource>& sou
       inst.src = sources[s];
       inst.arch = arch;
       inst.id = sources[s].id + "_" + arch_tag(arch);
+      if (!sources[s].library.empty()) {  // a library call: nothing to compile or cache
+        out.push_back(std::move(inst));
+        continue;
+      }
       inst.options = nvrtc_options(arch);
       inst.options.insert(inst.options.end(), options.extra_nvrtc_options.begin(), options.extra_nvrtc_options.end());
       inst.cache_key = kernel_cache_key(inst.src, headers_of[s], version, arch, inst.options);

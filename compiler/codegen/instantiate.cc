@@ -20,6 +20,7 @@ void check_common(const Family& f, const ParamValues& p) {
       require(v >= 0 && v <= INT_MAX, f.name, spec.name + " out of range: " + std::to_string(v));
     }
   }
+  if (!f.library.empty()) return;  // no block: the library launches its own kernels
   const int64_t block = f.block == BlockParam::Warps ? 32 * p.at("WARPS") : p.at("THREADS");
   require(block >= 32 && block <= 1024 && block % 32 == 0, f.name, "block size must be 32..1024, a multiple of 32");
 }
@@ -72,6 +73,10 @@ KernelSource instantiate(const Family& family, const ParamValues& given, std::st
     k.params.push_back({spec.name, v});
     k.id += "_" + param_text(spec, v);
     template_args += (template_args.empty() ? "" : ", ") + std::to_string(v);
+  }
+  if (!family.library.empty()) {
+    k.library = family.library;
+    return k;
   }
   k.entry = "kplan_" + k.id;
   k.block_threads = static_cast<int>(family.block == BlockParam::Warps ? 32 * values.at("WARPS") : values.at("THREADS"));

@@ -42,6 +42,7 @@ struct KernelSource {
   std::vector<KernelArg> signature;  // launch arguments, in order
   int block_threads = 0;             // threads per block this instance is compiled for
   std::string source;                // generated translation unit (a few lines)
+  std::string library;               // a library family's call (Family::library): no source, no cubin
 };
 
 // A source compiled for one arch.

@@ -109,6 +109,7 @@ class Emitter {
       ctx.fn = &fn;
       ctx.op_index = static_cast<int64_t>(n);
       ctx.tokens = spec.tokens;
+      ctx.max_tokens = s_.max_tokens;
       ctx.max_context = s_.options.max_context;
       ctx.arch = s_.options.arch;
       ctx.bf16_activations = stores_bf16_activations(s_, fn);

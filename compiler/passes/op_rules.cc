@@ -84,24 +84,35 @@ DensePath dense_matmul_path(const RuleContext& ctx, int64_t k, int64_t n, int64_
 // measured ahead of 32, bench/RESULTS.md 2026-12-06 04:20).
 int64_t rows_m_tile(int64_t rows) { return rows <= 8 ? 8 : 16; }
 
-// The instances of a dense [N, K] matmul, chosen once at select-kernels (each bucket picks by its
-// token count): 0 streams W on the CUDA cores for 1-token steps (token tiles of 1), 1 for steps of
-// 2 to 8 tokens (tiles of 2), 2 for 9 tokens on (tiles of 8); where the arch takes the tensor cores
-// for this weight, 3 (token tiles of 16: steps of 16 to 63 tokens, tiles side by side) and 4 (tiles
-// of 64; for 4096+ rows where the arch measured it: tiles of 16 tokens, 32 rows a warp,
-// heuristics' matmul_wide_long_steps) put the tokens as mma's M, and where rows-as-M steps are
-// reachable 5 and 6 put the rows as its M with token tiles of 8 and 16.
-// `base`: the index of the op's first instance here (dense_matmul_instances of them: a sibling
-// group records each member's after the fused ones). `f`: what the instances fuse (below).
-size_t dense_matmul_instances(const RuleContext& ctx, int64_t k, int64_t n) {
-  return dense_matmul_mma_min(ctx, k, n) <= 0 ? 3 : rows_m_reachable(ctx, k, n) ? 7 : 5;
-}
 struct MatmulFusions {
   bool acc = false;        // the epilogue adds a residual (ACC 1)
   int64_t routed = 0;      // and a MoE's per-pair rows, that many a token (ROUTED: its combine)
   int64_t norm = 0;        // 1 / 2: the CUDA-core and rows-as-M instances read rms_norm(x) from x stored as norm_x
   ElemType norm_x = kF32;  // (NORM, norm_matmuls.h); the tokens-as-M ones read the norm's stored result as x_t
+  bool batched = false;    // a head_matmul's launch, batched over heads (grid.z)
 };
+// Whether the tokens-as-M steps of heuristics' matmul_library_min_tokens tokens on are cuBLASLt
+// calls (families/cublaslt_matmul.h) in this plan: a tensor-core weight, bf16 activations x_t
+// (cuBLASLt multiplies A and B of one type), no MoE combine in the epilogue, no batch over heads,
+// and a bucket that long.
+bool library_reachable(const RuleContext& ctx, int64_t k, int64_t n, ElemType x_t, const MatmulFusions& f) {
+  const int64_t min = matmul_library_min_tokens(ctx.arch);
+  return min > 0 && ctx.max_tokens >= min && dense_matmul_mma_min(ctx, k, n) > 0 && x_t == ElemType::BF16 && f.routed == 0 && !f.batched;
+}
+// The instances of a dense [N, K] matmul, chosen once at select-kernels (each bucket picks by its
+// token count): 0 streams W on the CUDA cores for 1-token steps (token tiles of 1), 1 for steps of
+// 2 to 8 tokens (tiles of 2), 2 for 9 tokens on (tiles of 8); where the arch takes the tensor cores
+// for this weight, 3 (token tiles of 16: steps of 16 to 63 tokens, tiles side by side) and 4 (tiles
+// of 64; for 4096+ rows where the arch measured it: tiles of 16 tokens, 32 rows a warp,
+// heuristics' matmul_wide_long_steps) put the tokens as mma's M, where rows-as-M steps are
+// reachable 5 and 6 put the rows as its M with token tiles of 8 and 16, and where library_reachable
+// the last is the cuBLASLt call of the tokens-as-M steps from matmul_library_min_tokens on.
+// `base`: the index of the op's first instance here (dense_matmul_instances of them: a sibling
+// group records each member's after the fused ones). `f`: what the instances fuse.
+size_t dense_matmul_instances(const RuleContext& ctx, int64_t k, int64_t n, ElemType x_t, const MatmulFusions& f) {
+  const size_t own = dense_matmul_mma_min(ctx, k, n) <= 0 ? 3 : rows_m_reachable(ctx, k, n) ? 7 : 5;
+  return own + (library_reachable(ctx, k, n, x_t, f) ? 1 : 0);
+}
 KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t,
                                    const MatmulFusions& f = {}, size_t base = 0) {
   const ElemType cc_x = f.norm ? f.norm_x : x_t;
@@ -124,12 +135,27 @@ KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64
       if (rows_m_tile(rows) == tile) rows_m = std::move(r);
     }
   }
+  const size_t library_index = base + (rows_m_reachable(ctx, k, n) ? 7 : 5);
+  const std::optional<KernelSource> library =
+      library_reachable(ctx, k, n, x_t, f)
+          ? std::optional(instance(ctx, library_index, [&] { return cublaslt_matmul_call(k, n, y_t, f.acc, ctx.arch); }))
+          : std::nullopt;
   switch (dense_matmul_path(ctx, k, n, rows)) {
     case DensePath::CudaCores: return cuda_cores;
     case DensePath::RowsAsM: return rows_m;
     case DensePath::TokensAsM: break;
   }
+  if (library && rows >= matmul_library_min_tokens(ctx.arch)) return *library;
   return rows < 64 ? mma16 : mma64;
+}
+
+// A dense matmul's launch of `k`: the template's arguments, or where `k` is the cuBLASLt call
+// (dense_matmul_instance) the call's share of them (no batch, no norm, no routed rows).
+void launch_dense(RuleContext& ctx, const KernelSource& k, int64_t rows, const matmul::Args& a) {
+  if (k.library.empty()) return launch(ctx, k, rows, a);
+  launch(ctx, k, rows,
+         cublaslt_matmul::Args{.x = a.x, .w = a.w, .y = a.y, .residual = a.residual, .n_tokens = a.n_tokens,
+                               .x_row_stride = a.x_row_stride, .y_row_stride = a.y_row_stride});
 }
 
 // A MoE op's experts per token, and where its down kernel leaves the per-pair rows: its scratch
@@ -241,7 +267,7 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   for (size_t i = 0; i < members.size(); ++i) {
     const int64_t n = w[i]->shape[0];
     own.push_back(dense_matmul_instance(ctx, x.width, n, x.rows, x_t, y_t, {}, base));
-    base += dense_matmul_instances(ctx, x.width, n);
+    base += dense_matmul_instances(ctx, x.width, n, x_t, {});
   }
   if (together) {
     const View& y2 = glu ? ctx.view(ctx.glu->result()) : *y[second];  // GLU: the swiglu's result
@@ -258,7 +284,7 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   if (ctx.norm) launch_rms_norm(*ctx.norm->norm, ctx, next++);
   for (size_t i = 0; i < members.size(); ++i) {
     const int64_t n = w[i]->shape[0];
-    launch(ctx, own[i], x.rows,
+    launch_dense(ctx, own[i], x.rows,
            matmul::Args{.x = P(ctx.view(op.operand(0))), .w = P(*w[i]), .y = P(*y[i]), .residual = P(*y[i]), .n_tokens = x.rows,
                         .x_row_stride = x.stride, .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0, .w_batch_stride = 0,
                         .norm_weight = P(*w[i]), .norm_out = P(*y[i]), .eps = 0.f, .routed = P(*w[i])});
@@ -459,12 +485,11 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       // With the MoE combine in the epilogue (epilogue_adds.h) it sums the MoE's per-pair rows too.
       const ir::Op* moe = ctx.epilogue ? ctx.epilogue->routed : nullptr;
       const int64_t routed = moe ? moe_top_k(*moe) : 0;
-      const KernelSource k = dense_matmul_instance(
-          ctx, x.width, n, x.rows, elem(operand(0)), elem(y),
-          {.acc = ctx.epilogue != nullptr, .routed = routed, .norm = norm.mode, .norm_x = norm.mode ? elem(*norm.x) : kF32});
+      const MatmulFusions f{.acc = ctx.epilogue != nullptr, .routed = routed, .norm = norm.mode, .norm_x = norm.mode ? elem(*norm.x) : kF32};
+      const KernelSource k = dense_matmul_instance(ctx, x.width, n, x.rows, elem(operand(0)), elem(y), f);
       const bool fused = norm.mode && dense_matmul_path(ctx, x.width, n, x.rows) != DensePath::TokensAsM;
-      if (norm.mode && !fused) launch_rms_norm(*ctx.norm->norm, ctx, dense_matmul_instances(ctx, x.width, n));
-      launch(ctx, k, x.rows,
+      if (norm.mode && !fused) launch_rms_norm(*ctx.norm->norm, ctx, dense_matmul_instances(ctx, x.width, n, elem(operand(0)), f));
+      launch_dense(ctx, k, x.rows,
              matmul::Args{.x = P(fused ? *norm.x : operand(0)), .w = P(w), .y = P(y), .residual = P(residual), .n_tokens = x.rows,
                           .x_row_stride = fused ? norm.rows.stride : x.stride, .x_batch_stride = 0, .y_row_stride = n, .y_batch_stride = 0,
                           .w_batch_stride = 0, .norm_weight = P(fused ? *norm.weight : w), .norm_out = P(operand(0)),
@@ -495,7 +520,7 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
         throw Error("codegen: head_matmul weight view has strides no kernel reads (" + ctx.where(op) + ")");
       }
       const KernelSource k = kn ? instance(ctx, 0, [&] { return matmul_kernel(kdim, n, elem(x), elem(result()), kn, false, arch); })
-                                : dense_matmul_instance(ctx, kdim, n, x.shape[0], elem(x), elem(result()));
+                                : dense_matmul_instance(ctx, kdim, n, x.shape[0], elem(x), elem(result()), {.batched = true});
       launch(ctx, k, x.shape[0],
              matmul::Args{.x = P(x), .w = P(w), .y = P(result()), .residual = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
                           .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n, .w_batch_stride = w.strides[0],

@@ -32,6 +32,7 @@ struct RuleContext {
   const ir::Function* fn = nullptr;
   int64_t op_index = 0;
   int64_t tokens = 1;       // this bucket's token count
+  int64_t max_tokens = 1;   // the plan's largest bucket (select-kernels chooses instances there)
   int64_t max_context = 0;  // KV cache rows
   std::string arch = "sm_90";
   bool bf16_activations = false;  // the program stores its activations as bf16 (stores_bf16_activations)

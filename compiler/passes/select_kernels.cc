@@ -35,6 +35,7 @@ void select_kernels(LowerState& s) {
       ctx.fn = fn;
       ctx.op_index = static_cast<int64_t>(n);
       ctx.tokens = s.max_tokens;
+      ctx.max_tokens = s.max_tokens;
       ctx.max_context = s.options.max_context;
       ctx.arch = s.options.arch;
       ctx.bf16_activations = stores_bf16_activations(s, *fn);

@@ -91,6 +91,7 @@ Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const Assemb
     kern.id = src.id;
     kern.entry = src.entry;
     kern.family = src.family;
+    kern.library = src.library;
     for (const codegen::KernelParam& c : src.params) kern.constants.push_back({c.name, c.value});
     for (const codegen::KernelArg& a : src.signature) {
       switch (a.kind) {
@@ -104,7 +105,7 @@ Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const Assemb
     for (size_t a = 0; a < n_arch; ++a) {
       codegen::KernelInstance& inst = built[k * n_arch + a];
       if (a == 0) kern.cache_key = inst.cache_key;
-      kern.binaries.push_back({inst.arch, std::move(inst.cubin)});
+      if (src.library.empty()) kern.binaries.push_back({inst.arch, std::move(inst.cubin)});
     }
     p.kernels.push_back(std::move(kern));
   }

@@ -13,9 +13,11 @@
 
 namespace kplan::gpu {
 
-// One launch resolved for this device (launch_resolve.h): argument bytes, tensor maps, grid.
+// One launch resolved for this device (launch_resolve.h): argument bytes, tensor maps, grid; a
+// library call (plan::Kernel::library) its call too (library_matmul.h).
 struct GpuExecutor::LaunchParams {
   ResolvedLaunch launch;
+  std::unique_ptr<LibraryMatmul> library;
 };
 
 namespace {
@@ -122,8 +124,11 @@ void GpuExecutor::release() {
   graphs_.clear();
   for (auto& [key, g] : chain_graphs_) cu_->cuGraphExecDestroy(static_cast<CUgraphExec>(g));
   chain_graphs_.clear();
+  params_.clear();  // the library calls' descriptors
   if (arena_) cu_->cuMemFree(arena_);
   arena_ = 0;
+  if (library_workspace_) cu_->cuMemFree(library_workspace_);
+  library_workspace_ = 0;
   if (pinned_) cu_->cuMemFreeHost(pinned_);
   pinned_ = nullptr;
   if (stream_) cu_->cuStreamDestroy(static_cast<CUstream>(stream_));
@@ -133,12 +138,24 @@ void GpuExecutor::release() {
 void GpuExecutor::prepare_launches() {
   const plan::Plan& p = plan();
   const DeviceAddresses at{arena_, model_->weights_base(), &model_->weight_offsets(), model_->device().sm_count};
-  params_.assign(p.buckets.size(), {});
+  params_.clear();
+  params_.resize(p.buckets.size());
   for (size_t b = 0; b < p.buckets.size(); ++b) {
     for (size_t i = 0; i < p.buckets[b].launches.size(); ++i) {
-      const std::string what = source_ + ": launch " + std::to_string(i) + " of bucket " + p.buckets[b].program + "/" +
-                               std::to_string(p.buckets[b].tokens);
-      params_[b].push_back({resolve_launch(model_->driver(), p, p.buckets[b].launches[i], at, what)});
+      const plan::Launch& l = p.buckets[b].launches[i];
+      const std::string what = source_ + ": launch " + std::to_string(i) + " (" + p.kernels[l.kernel].id + ") of bucket " +
+                               p.buckets[b].program + "/" + std::to_string(p.buckets[b].tokens);
+      LaunchParams lp{resolve_launch(model_->driver(), p, l, at, what), nullptr};
+      if (!p.kernels[l.kernel].library.empty()) {
+        const CublasLt& lt = cublaslt(what);
+        if (!library_workspace_) {
+          CUdeviceptr ws = 0;
+          cuda_check(*cu_, cu_->cuMemAlloc(&ws, kLibraryWorkspaceBytes), source_ + ": cannot allocate the cuBLASLt workspace");
+          library_workspace_ = ws;
+        }
+        lp.library = std::make_unique<LibraryMatmul>(lt, p.kernels[l.kernel], l, lp.launch.cells.data(), library_workspace_, what);
+      }
+      params_[b].push_back(std::move(lp));
     }
   }
 }
@@ -151,6 +168,13 @@ void GpuExecutor::enqueue_launch(const plan::Bucket& bucket, size_t i) {
   const size_t b = bucket_index(bucket);
   const plan::Launch& l = bucket.launches[i];
   LaunchParams& lp = params_[b][i];
+  if (lp.library) {
+    const std::string failed = lp.library->run(static_cast<CUstream>(stream_));
+    if (!failed.empty())
+      throw Error(source_ + ": launch " + std::to_string(i) + " (" + plan().kernels[l.kernel].id + ") of bucket " + bucket.program +
+                  "/" + std::to_string(bucket.tokens) + ": " + failed);
+    return;
+  }
   CUresult r = launch_resolved(*cu_, static_cast<CUfunction>(model_->function(l.kernel)), lp.launch,
                                static_cast<CUstream>(stream_), bucket.tokens <= pdl_max_tokens_);
   if (r != CUDA_SUCCESS)

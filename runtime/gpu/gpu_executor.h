@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/gpu/gpu_model.h"
+#include "runtime/gpu/library_matmul.h"
 #include "schemas/plan_model.h"
 
 namespace kplan::gpu {
@@ -48,7 +49,8 @@ class GpuExecutor {
   bool uses_graphs() const { return use_graphs_; }
   uint32_t pdl_max_tokens() const { return pdl_max_tokens_; }  // buckets up to this use PDL
   double load_seconds() const { return load_seconds_; }  // arena + graphs (the model's load apart)
-  uint64_t device_bytes() const { return arena_bytes_; }  // this session's own device memory
+  // This session's own device memory: the arena, and the library calls' workspace where the plan has any.
+  uint64_t device_bytes() const { return arena_bytes_ + (library_workspace_ ? kLibraryWorkspaceBytes : 0); }
   // Seconds the host has spent blocked in this session's stream synchronisations.
   double wait_seconds() const { return wait_seconds_; }
 
@@ -128,6 +130,7 @@ class GpuExecutor {
   void* stream_ = nullptr;   // CUstream
   uint64_t arena_ = 0;       // CUdeviceptr
   uint64_t arena_bytes_ = 0;
+  uint64_t library_workspace_ = 0;  // CUdeviceptr: the plan's library calls' workspace (none: 0)
   std::vector<std::vector<LaunchParams>> params_;  // per bucket, per launch
   std::vector<void*> graphs_;             // CUgraphExec per bucket
   std::map<std::vector<size_t>, void*> chain_graphs_;  // per chain of bucket indices

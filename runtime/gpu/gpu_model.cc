@@ -126,6 +126,7 @@ void GpuModel::load_modules() {
   functions_.assign(p.kernels.size(), nullptr);
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const plan::Kernel& kern = p.kernels[k];
+    if (!kern.library.empty()) continue;  // a library call (library_matmul.h): no module
     const plan::KernelBinary* bin = kern.binary_for(arch_);
     if (!bin) throw Error(source_ + ": kernel " + kern.id + " has no cubin for " + arch_);
     CUmodule mod = nullptr;
@@ -145,7 +146,7 @@ void GpuModel::load_modules() {
   for (const plan::Bucket& b : p.buckets)
     for (const plan::Launch& l : b.launches) max_smem[l.kernel] = std::max(max_smem[l.kernel], l.smem_bytes);
   for (size_t k = 0; k < p.kernels.size(); ++k)
-    if (max_smem[k] > 0)
+    if (max_smem[k] > 0 && functions_[k])
       cuda_check(*cu_,
                  cu_->cuFuncSetAttribute(static_cast<CUfunction>(functions_[k]),
                                          CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

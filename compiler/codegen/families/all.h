@@ -21,3 +21,4 @@
 #include "compiler/codegen/families/topk.h"
 #include "compiler/codegen/families/ddtree_round.h"
 #include "compiler/codegen/families/synthetic_weights.h"
+#include "compiler/codegen/families/cublaslt_matmul.h"

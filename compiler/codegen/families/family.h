@@ -4,6 +4,9 @@
 // parameters, in template order), its typed launch arguments (an `Args` struct, args.h), its
 // shape rules and its launch geometry. Tuning constants come from heuristics/<arch>.cc.
 //
+// A library family (Family::library: a call the runtime makes, cuBLASLt's matmul) has no template:
+// its doc block is its families/<name>.h.
+//
 // Adding a family (say `foo`):
 //   1. kernels_templates/foo.cuh: the template, with the doc block every template has (what it
 //      computes, template parameters, launch, arguments).
@@ -65,18 +68,22 @@ enum class BlockParam : uint8_t { Threads, Warps };  // THREADS threads, or WARP
 
 struct Family {
   std::string name;      // "matmul"
-  std::string header;    // "matmul.cuh"
-  std::string function;  // "kp::matmul"
+  std::string header{};    // "matmul.cuh" (a library family: none)
+  std::string function{};  // "kp::matmul" (a library family: none)
   // Optional: a device function with the same template and call arguments that the entry runs
   // before kp::grid_dependency_begin, i.e. while the kernel before it may still run (PDL). It may
   // read only what no kernel of a step writes (the plan's weights) and write nothing.
-  std::string prologue;  // "kp::matmul_prefetch"
+  std::string prologue{};  // "kp::matmul_prefetch"
   std::vector<ParamSpec> params;     // template order
   std::vector<KernelArg> signature;  // signature_of<Args>()
   BlockParam block = BlockParam::Threads;
   // Rules beyond "dims are non-negative ints, dtypes are codes" (throw through require()).
   void (*check)(const ParamValues&) = nullptr;
   LaunchDims (*geometry)(const KernelSource&, const LaunchShape&) = nullptr;
+  // A library call instead of a template ("cublaslt": families/cublaslt_matmul.h): no header,
+  // function, block or NVRTC; the plan records the call's constants and arguments, the runtime
+  // calls the library with them (runtime/gpu/library_matmul.h).
+  std::string library{};
 };
 
 // Every family (families/registry.cc), in a stable order.

@@ -33,6 +33,7 @@ const std::vector<const Family*>& all_families() {
       &round_sample::family(),
       &round_walk::family(),
       &synthetic_weights::family(),
+      &cublaslt_matmul::family(),
   };
   return families;
 }

@@ -204,6 +204,15 @@ int64_t matmul_rows_m_max_tokens(std::string_view arch) {
   return compile_count("KPLAN_MATMUL_ROWS_M_MAX", 32, "a token count >= 0", 0);
 }
 
+int64_t matmul_library_min_tokens(std::string_view arch) {
+  // Past the weight streams' regime a prefill chunk's dense matmuls are compute-bound (at 64
+  // tokens K2.6's dense shapes do 64 FLOPs a weight byte), where cuBLASLt's tiles lead; where that
+  // begins is measured, not guessed (bench/RESULTS.md 2026-12-06, session 37). KPLAN_CUBLASLT_MIN_TOKENS
+  // moves it for a compile (0: never), to measure.
+  (void)tuning_for(arch);
+  return compile_count("KPLAN_CUBLASLT_MIN_TOKENS", 64, "a token count >= 0 (0: never)", 0);
+}
+
 void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
   auto set = [&](const char* name, int64_t v) { p.try_emplace(name, v); };
   // 32 dequantised products per group and token: 4 tokens a tile, 2 rows a warp keep the

@@ -60,6 +60,9 @@ int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k);
 // From matmul_mma_min_tokens up to this many tokens a step takes the rows-as-M tensor-core tiles
 // (kernels_templates/matmul.cuh MMA 2), past it the tokens-as-M ones (MMA 1), per arch.
 int64_t matmul_rows_m_max_tokens(std::string_view arch);
+// Steps of at least this many tokens run a dense bf16 matmul of bf16 activations as a cuBLASLt
+// call (families/cublaslt_matmul.h) instead of a template (0: never), per arch.
+int64_t matmul_library_min_tokens(std::string_view arch);
 
 // The INT4 routed experts' device layout (moe_grouped.cuh's W_LAYOUT): 1, ir/support/int4_frag.h's
 // (a warp step reads 512-byte runs already in the MMA's fragment order), where every expert

@@ -126,6 +126,8 @@ const TuningTable& sm90_tuning() {
       {"round_sample", [](ParamValues& p) { set(p, "THREADS", p.at("V") >= 32768 ? 1024 : 256); }},
       // Load-time weight generation: integer hashing, no reuse; a full block per SM is plenty.
       {"synthetic_weights", [](ParamValues& p) { set(p, "THREADS", 256); }},
+      // A library call: cuBLASLt's heuristic picks its kernel at load (runtime/gpu/library_matmul.h).
+      {"cublaslt_matmul", [](ParamValues&) {}},
   };
   return table;
 }

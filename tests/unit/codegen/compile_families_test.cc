@@ -214,7 +214,8 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
   sources.push_back(synthetic_weights_kernel(1, ElemType::F32, c.quant.group_size));
   sources.push_back(synthetic_weights_kernel(2, ElemType::BF16, c.quant.group_size));
   std::set<std::string> all;
-  for (const Family* f : all_families()) all.insert(f->name);
+  for (const Family* f : all_families())
+    if (f->library.empty()) all.insert(f->name);  // a library call (cublaslt_matmul) has nothing to compile
   EXPECT_EQ(families_of(sources), all);
   compile_and_check(sources);
 }

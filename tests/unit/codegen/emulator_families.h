@@ -72,6 +72,17 @@ inline void matmul(LaunchArgs& a) {
   }
 }
 
+// The cuBLASLt call (compiler/codegen/families/cublaslt_matmul.h): y = x W^T (+ residual), bf16 x
+// and W, f32 sums, y in Y_DT.
+inline void cublaslt_matmul(LaunchArgs& a) {
+  const int64_t K = a.param("K"), N = a.param("N"), n = a.i32("n_tokens");
+  const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), DType::BF16);
+  const Matrix w = a.gather_rows("w", N, K, K, DType::BF16);
+  Matrix y = cpu::matmul(x, w);
+  if (a.param("ACC") != 0) y = cpu::add(a.gather_rows("residual", n, N, a.i32("y_row_stride"), a.dtype_param("Y_DT")), y);
+  a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), y);
+}
+
 // Each sibling's rows: y_i = x W_i^T (kernels_templates/matmul_siblings.cuh); GLU 1: y2 =
 // silu(x W2^T) * (x W3^T), gate and up rounded to Y_DT first, y3 unwritten, W (N may be 0) a
 // plain sibling; NORM as matmul's.
@@ -428,7 +439,8 @@ inline const std::map<std::string, void (*)(LaunchArgs&)>& table() {
       {"mla_split_partial", mla_split_partial}, {"mla_split_combine", mla_split_combine},
       {"gqa_attention", gqa_attention}, {"add", add},             {"swiglu", swiglu},       {"copy_rows", copy_rows},
       {"moe_router", moe_router},   {"moe_grouped_gate_up", moe_grouped_gate_up},
-      {"moe_grouped_down", moe_grouped_down}, {"moe_combine", moe_combine}, {"argmax", argmax}, {"topk", topk}};
+      {"moe_grouped_down", moe_grouped_down}, {"moe_combine", moe_combine}, {"argmax", argmax}, {"topk", topk},
+      {"cublaslt_matmul", cublaslt_matmul}};
   return t;
 }
 

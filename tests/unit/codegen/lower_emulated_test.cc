@@ -53,9 +53,10 @@ void expect_rows_close(const std::vector<float>& got, const Matrix& want, const 
 }
 
 // `preset`: `kplan synth` arguments before --seed; `activations`, `caches`: how they are stored;
-// `kernel`: a piece of a kernel id the plan must hold (the instance a test means to run).
+// `kernel`: a piece of a kernel id the plan must hold (the instance a test means to run);
+// `buckets`: the plan's token counts (the 5-token prefill and the 8-node tree take the smallest that holds them).
 void check_checkpoint(const std::string& preset, DType activations = DType::F32, DType caches = DType::F32,
-                      const std::string& kernel = "") {
+                      const std::string& kernel = "", const std::vector<int64_t>& buckets = {1, 5, 8}) {
   // f32 storage: the kernels' math is the reference's up to summation order. bf16 storage: each
   // stored value carries a relative rounding of up to 2^-9; issue 4's bf16 tolerance.
   const double tol = activations == DType::F32 && caches == DType::F32 ? 1e-4 : 1e-2;
@@ -69,7 +70,7 @@ void check_checkpoint(const std::string& preset, DType activations = DType::F32,
   c.build.capture_layers = std::vector<int64_t>{1};
   CompileResult compiled = compile_to_ir(c);
   LowerOptions o;
-  o.buckets = {1, 5, 8};
+  o.buckets = buckets;
   o.max_context = 64;
   o.activations = activations;
   o.kv_cache = caches;
@@ -161,6 +162,28 @@ TEST(CodegenLowerEmulated, SixteenHeadsWithTheAllHeadsMlaPartialMatchTheCpuRefer
   const std::filesystem::path path = dir.path() / "tiny16.json";
   testing_util::write_tiny_config_with(path, {{"num_attention_heads", "16"}, {"num_key_value_heads", "16"}});
   check_checkpoint("--config " + path.string(), DType::F32, DType::BF16, "mla_split_partial_h16_c64_r16_qf32_kvbf16_w2_kt32_mma2");
+}
+
+// The cuBLASLt calls of long steps (compiler/codegen/families/cublaslt_matmul.h), emulated as
+// that family's doc block says: tiny's weights take the tensor-core path from 4 tokens
+// (KPLAN_MATMUL_MMA_MIN_TOKENS), its 16-token bucket the tokens-as-M one (rows as M to 8 tokens)
+// and there the library from 16 tokens: the prefill and the tree verify run through the calls
+// (a residual add in the epilogue: ACC 1; the norm before them launched on its own).
+TEST(CodegenLowerEmulated, TinyWithCublasLtCallsMatchesTheCpuReference) {
+  struct Env {
+    Env() {
+      setenv("KPLAN_MATMUL_MMA_MIN_TOKENS", "4", 1);
+      setenv("KPLAN_MATMUL_ROWS_M_MAX", "8", 1);
+      setenv("KPLAN_CUBLASLT_MIN_TOKENS", "16", 1);
+    }
+    ~Env() {
+      unsetenv("KPLAN_MATMUL_MMA_MIN_TOKENS");
+      unsetenv("KPLAN_MATMUL_ROWS_M_MAX");
+      unsetenv("KPLAN_CUBLASLT_MIN_TOKENS");
+    }
+  } env;
+  check_checkpoint("tiny", DType::BF16, DType::BF16, "cublaslt_matmul_k128_n256_xbf16_yf32_acc1", {1, 16});
+  check_checkpoint("tiny --int4", DType::BF16, DType::BF16, "cublaslt_matmul", {1, 16});
 }
 
 // The norms in their matmuls' launches (KPLAN_FUSE_NORM=1, opt-in): the same results through
