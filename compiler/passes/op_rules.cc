@@ -66,24 +66,16 @@ LaunchArg step(plan::StepInputKind k) { return LaunchArg::step_input(k); }
 // How a dense [N, K] bf16 matmul runs a step of `rows` tokens: on the CUDA cores (1-token steps,
 // small weights, steps under the arch's tensor-core threshold), as rows-as-M tensor-core tiles
 // (from the threshold up to heuristics' matmul_rows_m_max_tokens: token tiles of 8 or 16 as
-// mma's N, kernels_templates/matmul.cuh MMA 2) or as tokens-as-M tiles (MMA 1, the longer steps).
-enum class DensePath { CudaCores, RowsAsM, TokensAsM };
+// mma's N, kernels_templates/matmul.cuh MMA 2), as tokens-as-M tiles (MMA 1, the longer steps),
+// or, where the plan may call cuBLASLt for it (library_reachable), as that call from
+// heuristics' matmul_library_min_tokens on.
+enum class DensePath { CudaCores, RowsAsM, TokensAsM, Library };
 int64_t dense_matmul_mma_min(const RuleContext& ctx, int64_t k, int64_t n) { return k % 8 == 0 ? matmul_mma_min_tokens(ctx.arch, n, k) : 0; }
 // Whether some step may take the rows-as-M tiles (their instances exist only then).
 bool rows_m_reachable(const RuleContext& ctx, int64_t k, int64_t n) {
   const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
   return mma_min > 0 && std::max<int64_t>(mma_min, 2) <= matmul_rows_m_max_tokens(ctx.arch);
 }
-DensePath dense_matmul_path(const RuleContext& ctx, int64_t k, int64_t n, int64_t rows) {
-  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
-  if (mma_min <= 0 || rows <= 1 || rows < mma_min) return DensePath::CudaCores;
-  if (rows <= matmul_rows_m_max_tokens(ctx.arch)) return DensePath::RowsAsM;
-  return rows < 16 ? DensePath::CudaCores : DensePath::TokensAsM;
-}
-// The rows-as-M token tile of a step: 8, or 16 (tiles side by side past 16: 16 tokens a tile
-// measured ahead of 32, bench/RESULTS.md 2026-12-06 04:20).
-int64_t rows_m_tile(int64_t rows) { return rows <= 8 ? 8 : 16; }
-
 struct MatmulFusions {
   bool acc = false;        // the epilogue adds a residual (ACC 1)
   int64_t routed = 0;      // and a MoE's per-pair rows, that many a token (ROUTED: its combine)
@@ -91,14 +83,25 @@ struct MatmulFusions {
   ElemType norm_x = kF32;  // (NORM, norm_matmuls.h); the tokens-as-M ones read the norm's stored result as x_t
   bool batched = false;    // a head_matmul's launch, batched over heads (grid.z)
 };
-// Whether the tokens-as-M steps of heuristics' matmul_library_min_tokens tokens on are cuBLASLt
-// calls (families/cublaslt_matmul.h) in this plan: a tensor-core weight, bf16 activations x_t
+// Whether the steps of heuristics' matmul_library_min_tokens tokens on are cuBLASLt calls
+// (families/cublaslt_matmul.h) in this plan: a tensor-core weight, bf16 activations x_t
 // (cuBLASLt multiplies A and B of one type), no MoE combine in the epilogue, no batch over heads,
 // and a bucket that long.
 bool library_reachable(const RuleContext& ctx, int64_t k, int64_t n, ElemType x_t, const MatmulFusions& f) {
   const int64_t min = matmul_library_min_tokens(ctx.arch);
   return min > 0 && ctx.max_tokens >= min && dense_matmul_mma_min(ctx, k, n) > 0 && x_t == ElemType::BF16 && f.routed == 0 && !f.batched;
 }
+DensePath dense_matmul_path(const RuleContext& ctx, int64_t k, int64_t n, int64_t rows, bool library) {
+  const int64_t mma_min = dense_matmul_mma_min(ctx, k, n);
+  if (mma_min <= 0 || rows <= 1 || rows < mma_min) return DensePath::CudaCores;
+  if (library && rows >= matmul_library_min_tokens(ctx.arch)) return DensePath::Library;
+  if (rows <= matmul_rows_m_max_tokens(ctx.arch)) return DensePath::RowsAsM;
+  return rows < 16 ? DensePath::CudaCores : DensePath::TokensAsM;
+}
+// The rows-as-M token tile of a step: 8, or 16 (tiles side by side past 16: 16 tokens a tile
+// measured ahead of 32, bench/RESULTS.md 2026-12-06 04:20).
+int64_t rows_m_tile(int64_t rows) { return rows <= 8 ? 8 : 16; }
+
 // The instances of a dense [N, K] matmul, chosen once at select-kernels (each bucket picks by its
 // token count): 0 streams W on the CUDA cores for 1-token steps (token tiles of 1), 1 for steps of
 // 2 to 8 tokens (tiles of 2), 2 for 9 tokens on (tiles of 8); where the arch takes the tensor cores
@@ -106,7 +109,7 @@ bool library_reachable(const RuleContext& ctx, int64_t k, int64_t n, ElemType x_
 // of 64; for 4096+ rows where the arch measured it: tiles of 16 tokens, 32 rows a warp,
 // heuristics' matmul_wide_long_steps) put the tokens as mma's M, where rows-as-M steps are
 // reachable 5 and 6 put the rows as its M with token tiles of 8 and 16, and where library_reachable
-// the last is the cuBLASLt call of the tokens-as-M steps from matmul_library_min_tokens on.
+// the last is the cuBLASLt call of the steps from matmul_library_min_tokens on.
 // `base`: the index of the op's first instance here (dense_matmul_instances of them: a sibling
 // group records each member's after the fused ones). `f`: what the instances fuse.
 size_t dense_matmul_instances(const RuleContext& ctx, int64_t k, int64_t n, ElemType x_t, const MatmulFusions& f) {
@@ -140,12 +143,12 @@ KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64
       library_reachable(ctx, k, n, x_t, f)
           ? std::optional(instance(ctx, library_index, [&] { return cublaslt_matmul_call(k, n, y_t, f.acc, ctx.arch); }))
           : std::nullopt;
-  switch (dense_matmul_path(ctx, k, n, rows)) {
+  switch (dense_matmul_path(ctx, k, n, rows, library.has_value())) {
     case DensePath::CudaCores: return cuda_cores;
     case DensePath::RowsAsM: return rows_m;
+    case DensePath::Library: return *library;
     case DensePath::TokensAsM: break;
   }
-  if (library && rows >= matmul_library_min_tokens(ctx.arch)) return *library;
   return rows < 64 ? mma16 : mma64;
 }
 
@@ -249,7 +252,10 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   const KernelSource two = instance(ctx, 1, [&] { return fused(2); });
   const KernelSource eight = instance(ctx, 2, [&] { return fused(0); });
   const int64_t group_rows = na + nb + nc;  // the fused launch's row space
-  const bool rows_m = dense_matmul_path(ctx, x.width, group_rows, x.rows) == DensePath::RowsAsM;
+  // Where every member's step is a cuBLASLt call the group launches them one by one.
+  bool library = true;
+  for (const View* wi : w) library = library && library_reachable(ctx, x.width, wi->shape[0], x_t, {});
+  const bool rows_m = dense_matmul_path(ctx, x.width, group_rows, x.rows, library) == DensePath::RowsAsM;
   KernelSource k = x.rows <= 1 ? one : x.rows <= 8 ? two : eight;
   size_t base = 3;
   if (rows_m_reachable(ctx, x.width, group_rows)) {
@@ -262,7 +268,8 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   // step would be.
   bool together = true;
   for (size_t i = 0; i < members.size() && !rows_m; ++i)
-    together = together && dense_matmul_path(ctx, x.width, w[i]->shape[0], x.rows) == DensePath::CudaCores;
+    together = together && dense_matmul_path(ctx, x.width, w[i]->shape[0], x.rows, library_reachable(ctx, x.width, w[i]->shape[0], x_t, {})) ==
+                               DensePath::CudaCores;
   std::vector<KernelSource> own;
   for (size_t i = 0; i < members.size(); ++i) {
     const int64_t n = w[i]->shape[0];
@@ -487,7 +494,8 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const int64_t routed = moe ? moe_top_k(*moe) : 0;
       const MatmulFusions f{.acc = ctx.epilogue != nullptr, .routed = routed, .norm = norm.mode, .norm_x = norm.mode ? elem(*norm.x) : kF32};
       const KernelSource k = dense_matmul_instance(ctx, x.width, n, x.rows, elem(operand(0)), elem(y), f);
-      const bool fused = norm.mode && dense_matmul_path(ctx, x.width, n, x.rows) != DensePath::TokensAsM;
+      const DensePath path = dense_matmul_path(ctx, x.width, n, x.rows, library_reachable(ctx, x.width, n, elem(operand(0)), f));
+      const bool fused = norm.mode && (path == DensePath::CudaCores || path == DensePath::RowsAsM);
       if (norm.mode && !fused) launch_rms_norm(*ctx.norm->norm, ctx, dense_matmul_instances(ctx, x.width, n, elem(operand(0)), f));
       launch_dense(ctx, k, x.rows,
              matmul::Args{.x = P(fused ? *norm.x : operand(0)), .w = P(w), .y = P(y), .residual = P(residual), .n_tokens = x.rows,

@@ -166,19 +166,17 @@ TEST(CodegenLowerEmulated, SixteenHeadsWithTheAllHeadsMlaPartialMatchTheCpuRefer
 
 // The cuBLASLt calls of long steps (compiler/codegen/families/cublaslt_matmul.h), emulated as
 // that family's doc block says: tiny's weights take the tensor-core path from 4 tokens
-// (KPLAN_MATMUL_MMA_MIN_TOKENS), its 16-token bucket the tokens-as-M one (rows as M to 8 tokens)
-// and there the library from 16 tokens: the prefill and the tree verify run through the calls
-// (a residual add in the epilogue: ACC 1; the norm before them launched on its own).
+// (KPLAN_MATMUL_MMA_MIN_TOKENS), and the library from 16 (KPLAN_CUBLASLT_MIN_TOKENS, the default
+// too): the prefill and the tree verify of the 16-token bucket run through the calls (a residual
+// add in the epilogue: ACC 1; the norm before them launched on its own).
 TEST(CodegenLowerEmulated, TinyWithCublasLtCallsMatchesTheCpuReference) {
   struct Env {
     Env() {
       setenv("KPLAN_MATMUL_MMA_MIN_TOKENS", "4", 1);
-      setenv("KPLAN_MATMUL_ROWS_M_MAX", "8", 1);
       setenv("KPLAN_CUBLASLT_MIN_TOKENS", "16", 1);
     }
     ~Env() {
       unsetenv("KPLAN_MATMUL_MMA_MIN_TOKENS");
-      unsetenv("KPLAN_MATMUL_ROWS_M_MAX");
       unsetenv("KPLAN_CUBLASLT_MIN_TOKENS");
     }
   } env;

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -67,12 +68,12 @@ double hf_bf16_error(const std::string& golden) {
 }
 
 const char* const kAllF32 = "--activations f32 --kv-cache f32";
-// The default storage with the steps of 16 tokens on as cuBLASLt calls (runtime/gpu/library_matmul.h):
-// the goldens' weights take the tensor-core path from 4 tokens, rows as M up to 8, the library from 16
-// (the prompts' prefills, DDTree's verify steps).
+// The default storage with the goldens' weights on the tensor-core path from 4 tokens, so the steps
+// of 16 tokens on are cuBLASLt calls (runtime/gpu/library_matmul.h): the prompts' prefills,
+// DDTree's verify steps.
 const char* const kCublasLt = "--buckets 1,4,8,16,32,64";
 std::string compile_env(const std::string& storage) {
-  return storage == kCublasLt ? "KPLAN_MATMUL_MMA_MIN_TOKENS=4 KPLAN_MATMUL_ROWS_M_MAX=8 KPLAN_CUBLASLT_MIN_TOKENS=16" : "";
+  return storage == kCublasLt ? "KPLAN_MATMUL_MMA_MIN_TOKENS=4" : "";
 }
 
 // The storage flags' name in test and folder names.
@@ -152,8 +153,12 @@ TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
   }
 
   // DDTree on the GPU (tree verify with the ancestor mask, KV compaction of the accepted path) is
-  // lossless: greedy output equals the GPU's AR continuation, with an oracle and a random drafter.
+  // lossless: greedy output equals the GPU's AR continuation, with an oracle and a random drafter;
+  // all f32 exactly, with bf16 storage up to a near-tie (the verify steps' kernels are not AR's:
+  // other tiles, cuBLASLt calls, other roundings, so where the f32 reference finds two tokens
+  // within the bf16 tolerance the tree's step may take the other one).
   const auto& prompt = golden["prompts"][0];
+  const std::vector<int32_t> prompt_ids = prompt["ids"].get<std::vector<int32_t>>();
   std::string ids, want;
   for (const auto& v : prompt["ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(v.get<int>());
   for (int32_t v : first_greedy) want += (want.empty() ? "" : " ") + std::to_string(v);
@@ -166,7 +171,14 @@ TEST_P(GpuModelTest, MatchesGoldensAndTheCpuReference) {
         << file_text(log);
     std::string got = file_text(log);
     got = got.substr(0, got.find('\n'));
-    EXPECT_EQ(got, want) << name << " DDTree (" << drafter << ") on the GPU";
+    if (storage == kAllF32) {
+      EXPECT_EQ(got, want) << name << " DDTree (" << drafter << ") on the GPU";
+      continue;
+    }
+    std::vector<int32_t> got_ids;
+    std::istringstream words(got);
+    for (int32_t t = 0; words >> t;) got_ids.push_back(t);
+    testing_util::expect_greedy_up_to_a_near_tie(reference, prompt_ids, got_ids, first_greedy, name + " DDTree (" + drafter + ") on the GPU");
   }
 }
 
