@@ -6,7 +6,10 @@
 // transformers to ~1e-6) scores the step where they part: the token `want` has there must lead
 // the GPU's by at most 1e-2 of the row's largest logit, or that step's row must route within
 // kRouterNearTie of a tie in some layer (a rounded input may choose the other expert there, and
-// the layer's output jumps: the tiny goldens' sigmoid routers, all scores near 0.5, do this).
+// the layer's output jumps: the tiny goldens' sigmoid routers, all scores near 0.5, do this), or
+// an earlier row of the context within kUpstreamNearTie (its flipped expert changed that row's
+// later layers, which the step attends to: tiny-yarn's prompt row 2, 1.5e-3 from a tie, parted a
+// GPU continuation 11 steps on with the tensor-core paths, bench/RESULTS.md 2026-12-06 session 37).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +27,8 @@ namespace kplan::testing_util {
 // that bf16 rounding upstream can close: bf16 KV caches flipped ones of 1.2e-3 (tiny's tree row)
 // and 2.0e-3 (tiny2's greedy step 4) in the launch emulator.
 constexpr double kRouterNearTie = 5e-3;
+// The same for a row before the step's (tighter: its flip must carry through attention).
+constexpr double kUpstreamNearTie = 2e-3;
 
 inline void expect_greedy_up_to_a_near_tie(cpu::CpuTarget& reference, const std::vector<int32_t>& prompt,
                                            const std::vector<int32_t>& got, const std::vector<int32_t>& want,
@@ -50,6 +55,14 @@ inline void expect_greedy_up_to_a_near_tie(cpu::CpuTarget& reference, const std:
   if (margin > 1e-2 * scale && route <= kRouterNearTie) {
     std::printf("[ figures  ] %s: that step's row routes %.3g from a tie: a flipped expert, not a logit error\n", label.c_str(), route);
     return;
+  }
+  if (margin > 1e-2 * scale && routes.size() > 1) {
+    const auto upstream = std::min_element(routes.begin(), routes.end() - 1);
+    if (*upstream <= kUpstreamNearTie) {
+      std::printf("[ figures  ] %s: context row %td routes %.3g from a tie: a flipped expert upstream, not a logit error\n",
+                  label.c_str(), upstream - routes.begin(), static_cast<double>(*upstream));
+      return;
+    }
   }
   EXPECT_LE(margin, 1e-2 * scale) << label << ": token " << got[m] << " at step " << m << " is not a near-tie of " << want[m]
                                   << " (that step's row routes " << route << " from a tie)";
