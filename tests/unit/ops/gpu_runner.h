@@ -1,8 +1,9 @@
 #pragma once
 // Runs one bucket of a lowered plan on the GPU through the real kernels: the host image of the
 // arena (step inputs and KV rows written by the emulator's memory) is uploaded, weights uploaded,
-// each kernel compiled by NVRTC for this GPU's arch, every launch issued as recorded, and the
-// arena read back. Absent where there is no GPU (CI): available() says why.
+// each kernel compiled by NVRTC for this GPU's arch (a library call made as the runtime makes it:
+// runtime/gpu/library_matmul.h), every launch issued as recorded, and the arena read back. Absent
+// where there is no GPU (CI): available() says why.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -12,6 +13,7 @@
 #include "compiler/codegen/compile_kernels.h"
 #include "compiler/passes/lowered_plan.h"
 #include "runtime/gpu/cuda_driver.h"
+#include "runtime/gpu/library_matmul.h"
 
 namespace kplan::ops_test {
 
@@ -69,6 +71,13 @@ class GpuRunner {
         params.push_back(&storage[a]);
       }
       const codegen::KernelSource& k = lp.kernels.at(l.kernel);
+      if (!k.library.empty()) {
+        const gpu::LibraryMatmul call(gpu::cublaslt(k.id), plan_kernel(k), l, storage.data(), workspace(), k.id);
+        const std::string failed = call.run(nullptr);
+        if (!failed.empty()) throw Error(k.id + ": " + failed);
+        check(cu_.cuCtxSynchronize(), l.note);
+        continue;
+      }
       const CUfunction f = function(k);
       // Opted in to its dynamic shared memory as runtime/gpu/gpu_model.cc does (static shared
       // memory counts against the 48 KiB default too).
@@ -102,6 +111,21 @@ class GpuRunner {
   }
   void check(CUresult r, const std::string& what) const { gpu::cuda_check(cu_, r, what); }
 
+  // The plan's record of a library call (what plan_assemble.cc writes).
+  static plan::Kernel plan_kernel(const codegen::KernelSource& k) {
+    plan::Kernel out;
+    out.id = k.id;
+    out.family = k.family;
+    out.library = k.library;
+    for (const codegen::KernelParam& p : k.params) out.constants.push_back({p.name, p.value});
+    for (const codegen::KernelArg& a : k.signature) out.param_names.push_back(a.name);
+    return out;
+  }
+  CUdeviceptr workspace() {
+    if (!workspace_) check(cu_.cuMemAlloc(&workspace_, gpu::kLibraryWorkspaceBytes), "the cuBLASLt workspace");
+    return workspace_;
+  }
+
   CUfunction function(const codegen::KernelSource& k) {
     auto it = functions_.find(k.id);
     if (it != functions_.end()) return it->second;
@@ -120,6 +144,7 @@ class GpuRunner {
   std::string arch_;
   std::map<std::string, CUfunction> functions_;
   std::map<std::string, uint32_t> smem_opted_in_;  // dynamic shared memory each instance may use
+  CUdeviceptr workspace_ = 0;                        // library calls' (allocated on first use)
 };
 
 }  // namespace kplan::ops_test
