@@ -206,12 +206,13 @@ int64_t matmul_rows_m_max_tokens(std::string_view arch) {
 
 int64_t matmul_library_min_tokens(std::string_view arch) {
   // cuBLASLt's tiles against the templates' at K2.6 width (H100, the 3-layer INT4 slice, context
-  // 512; bench/RESULTS.md 2026-12-06 session 37): steps of 16 / 32 / 64 / 256 tokens 2.840 / 4.015
-  // / 5.298 / 18.14 ms against the templates' 2.896 / 4.672 / 8.344 / 27.82 (lm_head at 64 tokens
-  // 0.80 against 2.06 ms). From 16 tokens then (sm_120 is not measured: the same);
+  // 512; bench/RESULTS.md 2026-12-06 session 37): steps of 4 / 8 / 16 / 32 / 64 / 256 tokens 2.118 /
+  // 2.484 / 2.810 / 3.997 / 5.298 / 18.14 ms against the templates' 2.190 / 2.584 / 2.940 / 4.745 /
+  // 8.344 / 27.82 (lm_head at 64 tokens 0.80 against 2.06 ms). From 4 tokens then, where the
+  // tensor-core path begins (matmul_mma_min_tokens; sm_120 is not measured: the same);
   // KPLAN_CUBLASLT_MIN_TOKENS moves it for a compile (0: never), to measure.
   (void)tuning_for(arch);
-  return compile_count("KPLAN_CUBLASLT_MIN_TOKENS", 16, "a token count >= 0 (0: never)", 0);
+  return compile_count("KPLAN_CUBLASLT_MIN_TOKENS", 4, "a token count >= 0 (0: never)", 0);
 }
 
 void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {

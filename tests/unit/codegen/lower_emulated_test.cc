@@ -166,9 +166,9 @@ TEST(CodegenLowerEmulated, SixteenHeadsWithTheAllHeadsMlaPartialMatchTheCpuRefer
 
 // The cuBLASLt calls of long steps (compiler/codegen/families/cublaslt_matmul.h), emulated as
 // that family's doc block says: tiny's weights take the tensor-core path from 4 tokens
-// (KPLAN_MATMUL_MMA_MIN_TOKENS), and the library from 16 (KPLAN_CUBLASLT_MIN_TOKENS, the default
-// too): the prefill and the tree verify of the 16-token bucket run through the calls (a residual
-// add in the epilogue: ACC 1; the norm before them launched on its own).
+// (KPLAN_MATMUL_MMA_MIN_TOKENS), and the library from 16 here (KPLAN_CUBLASLT_MIN_TOKENS): the
+// prefill and the tree verify of the 16-token bucket run through the calls (a residual add in the
+// epilogue: ACC 1; the norm before them launched on its own).
 TEST(CodegenLowerEmulated, TinyWithCublasLtCallsMatchesTheCpuReference) {
   struct Env {
     Env() {

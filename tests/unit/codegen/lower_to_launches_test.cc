@@ -361,17 +361,21 @@ TEST(CodegenLower, DenseMatmulsTakeTheirPathByStepSize) {
   EXPECT_NE(bucket_kernel(before, 4, o_proj).find("_tt2_"), std::string::npos) << bucket_kernel(before, 4, o_proj);
   EXPECT_NE(bucket_kernel(before, 16, o_proj).find("_mma1_"), std::string::npos) << bucket_kernel(before, 16, o_proj);
   EXPECT_NE(bucket_kernel(before, 4, qa_kva).find("_mma0_"), std::string::npos) << bucket_kernel(before, 4, qa_kva);
-  // bf16 activations (compile's default): from heuristics' matmul_library_min_tokens (16) the
-  // steps are cuBLASLt calls, a sibling group's members one by one (but the shared expert's, whose
-  // input the router keeps f32); under it the templates as above.
-  const std::string bf16 = lowered_tiny(dir, {}, "KPLAN_MATMUL_MMA_MIN_TOKENS=4", "--buckets 1,4,16,64 --max-context 256");
-  EXPECT_NE(bucket_kernel(bf16, 4, "matmul_k128_n256_xbf16_yf32_wl0_acc1").find("_mma2_"), std::string::npos) << bf16.substr(0, 300);
-  for (const int tokens : {16, 64}) {
+  // bf16 activations (compile's default): from heuristics' matmul_library_min_tokens (4, where the
+  // tensor cores begin) the steps are cuBLASLt calls, a sibling group's members one by one (but the
+  // shared expert's, whose input the router keeps f32); under it the CUDA cores; with the library
+  // from 16 tokens the rows-as-M tiles keep the steps under it.
+  const std::string bf16 = lowered_tiny(dir, {}, "KPLAN_MATMUL_MMA_MIN_TOKENS=4", "--buckets 1,2,4,16,64 --max-context 256");
+  EXPECT_NE(bucket_kernel(bf16, 2, "matmul_k128_n256_xbf16_yf32_wl0_acc1").find("_mma0_"), std::string::npos) << bf16.substr(0, 300);
+  for (const int tokens : {4, 16, 64}) {
     EXPECT_NE(bucket_kernel(bf16, tokens, "cublaslt_matmul_k128_n256_xbf16_yf32_acc1"), "") << tokens << " tokens: o_proj";
     EXPECT_NE(bucket_kernel(bf16, tokens, "cublaslt_matmul_k256_n128_xbf16_ybf16_acc0"), "") << tokens << " tokens: q_a";
     EXPECT_EQ(bucket_kernel(bf16, tokens, "matmul_siblings_k256_na128_nb80"), "") << tokens << " tokens: q_a and kv_a one by one";
   }
-  EXPECT_EQ(bucket_kernel(bf16, 4, "cublaslt_matmul"), "");
+  EXPECT_EQ(bucket_kernel(bf16, 2, "cublaslt_matmul"), "");
+  const std::string from16 = lowered_tiny(dir, {}, "KPLAN_MATMUL_MMA_MIN_TOKENS=4 KPLAN_CUBLASLT_MIN_TOKENS=16", "--buckets 1,4,16 --max-context 256");
+  EXPECT_NE(bucket_kernel(from16, 4, "matmul_k128_n256_xbf16_yf32_wl0_acc1").find("_mma2_"), std::string::npos);
+  EXPECT_NE(bucket_kernel(from16, 16, "cublaslt_matmul_k128_n256_xbf16_yf32_acc1"), "");
   const std::string off = lowered_tiny(dir, {}, "KPLAN_MATMUL_MMA_MIN_TOKENS=4 KPLAN_CUBLASLT_MIN_TOKENS=0", "--buckets 1,16 --max-context 256");
   EXPECT_EQ(off.find("cublaslt_matmul"), std::string::npos) << "KPLAN_CUBLASLT_MIN_TOKENS=0: no library call";
 }

@@ -69,7 +69,7 @@ double hf_bf16_error(const std::string& golden) {
 
 const char* const kAllF32 = "--activations f32 --kv-cache f32";
 // The default storage with the goldens' weights on the tensor-core path from 4 tokens, so the steps
-// of 16 tokens on are cuBLASLt calls (runtime/gpu/library_matmul.h): the prompts' prefills,
+// of 4 tokens on are cuBLASLt calls (runtime/gpu/library_matmul.h): the prompts' prefills,
 // DDTree's verify steps.
 const char* const kCublasLt = "--buckets 1,4,8,16,32,64";
 std::string compile_env(const std::string& storage) {
