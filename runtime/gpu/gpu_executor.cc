@@ -124,7 +124,8 @@ void GpuExecutor::release() {
   graphs_.clear();
   for (auto& [key, g] : chain_graphs_) cu_->cuGraphExecDestroy(static_cast<CUgraphExec>(g));
   chain_graphs_.clear();
-  params_.clear();  // the library calls' descriptors
+  params_.clear();  // the library calls' descriptors, then their handle
+  library_handle_.reset();
   if (arena_) cu_->cuMemFree(arena_);
   arena_ = 0;
   if (library_workspace_) cu_->cuMemFree(library_workspace_);
@@ -147,13 +148,13 @@ void GpuExecutor::prepare_launches() {
                                p.buckets[b].program + "/" + std::to_string(p.buckets[b].tokens);
       LaunchParams lp{resolve_launch(model_->driver(), p, l, at, what), nullptr};
       if (!p.kernels[l.kernel].library.empty()) {
-        const CublasLt& lt = cublaslt(what);
+        if (!library_handle_) library_handle_ = std::make_unique<LibraryHandle>(cublaslt(what), what);
         if (!library_workspace_) {
           CUdeviceptr ws = 0;
           cuda_check(*cu_, cu_->cuMemAlloc(&ws, kLibraryWorkspaceBytes), source_ + ": cannot allocate the cuBLASLt workspace");
           library_workspace_ = ws;
         }
-        lp.library = std::make_unique<LibraryMatmul>(lt, p.kernels[l.kernel], l, lp.launch.cells.data(), library_workspace_, what);
+        lp.library = std::make_unique<LibraryMatmul>(*library_handle_, p.kernels[l.kernel], l, lp.launch.cells.data(), library_workspace_, what);
       }
       params_[b].push_back(std::move(lp));
     }

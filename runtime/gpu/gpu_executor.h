@@ -131,6 +131,7 @@ class GpuExecutor {
   uint64_t arena_ = 0;       // CUdeviceptr
   uint64_t arena_bytes_ = 0;
   uint64_t library_workspace_ = 0;  // CUdeviceptr: the plan's library calls' workspace (none: 0)
+  std::unique_ptr<LibraryHandle> library_handle_;  // their cuBLASLt handle (none: null)
   std::vector<std::vector<LaunchParams>> params_;  // per bucket, per launch
   std::vector<void*> graphs_;             // CUgraphExec per bucket
   std::map<std::vector<size_t>, void*> chain_graphs_;  // per chain of bucket indices

@@ -14,14 +14,13 @@ namespace kplan::gpu {
 class CublasLt {
  public:
 #define KPLAN_CUBLASLT_FUNCTIONS(X)                                                                          \
-  X(cublasLtCreate) X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
+  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
   X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy) X(cublasLtMatmulPreferenceCreate)              \
   X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) \
   X(cublasLtMatmul)
 #define KPLAN_CUBLASLT_MEMBER(name) decltype(&::name) name = nullptr;
   KPLAN_CUBLASLT_FUNCTIONS(KPLAN_CUBLASLT_MEMBER)
 #undef KPLAN_CUBLASLT_MEMBER
-  cublasLtHandle_t handle = nullptr;
   std::string why;  // set when loading failed
 };
 
@@ -45,12 +44,7 @@ CublasLt load() {
   if (!lt.name) missing += std::string(missing.empty() ? "" : ", ") + KPLAN_CUBLASLT_STRINGIFY(name);
   KPLAN_CUBLASLT_FUNCTIONS(KPLAN_CUBLASLT_RESOLVE)
 #undef KPLAN_CUBLASLT_RESOLVE
-  if (!missing.empty()) {
-    lt.why = "libcublasLt lacks " + missing + " (too old a cuBLAS)";
-    return lt;
-  }
-  const cublasStatus_t st = lt.cublasLtCreate(&lt.handle);
-  if (st != CUBLAS_STATUS_SUCCESS) lt.why = "cublasLtCreate failed with status " + std::to_string(static_cast<int>(st));
+  if (!missing.empty()) lt.why = "libcublasLt lacks " + missing + " (too old a cuBLAS)";
   return lt;
 }
 
@@ -78,8 +72,19 @@ const CublasLt& cublaslt(const std::string& what) {
   return lt;
 }
 
+LibraryHandle::LibraryHandle(const CublasLt& lt, const std::string& what) : lt_(lt) {
+  cublasLtHandle_t h = nullptr;
+  check(lt.cublasLtCreate(&h), what, "cublasLtCreate");
+  handle_ = h;
+}
+
+LibraryHandle::~LibraryHandle() {
+  if (handle_) lt_.cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
+}
+
 struct LibraryMatmul::State {
   const CublasLt* lt = nullptr;
+  cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
@@ -88,11 +93,13 @@ struct LibraryMatmul::State {
   float alpha = 1.f, beta = 0.f;
 };
 
-LibraryMatmul::LibraryMatmul(const CublasLt& lt, const plan::Kernel& k, const plan::Launch& launch, const uint64_t* cells,
+LibraryMatmul::LibraryMatmul(const LibraryHandle& handle, const plan::Kernel& k, const plan::Launch& launch, const uint64_t* cells,
                              CUdeviceptr workspace, const std::string& what)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
+  const CublasLt& lt = handle.lt();
   s.lt = &lt;
+  s.handle = static_cast<cublasLtHandle_t>(handle.get());
   const int64_t K = constant(k, "K", what), N = constant(k, "N", what), x_dt = constant(k, "X_DT", what),
                 y_dt = constant(k, "Y_DT", what), acc = constant(k, "ACC", what);
   if (x_dt != 1 || (y_dt != 0 && y_dt != 1) || (acc != 0 && acc != 1) || K <= 0 || N <= 0)
@@ -122,7 +129,7 @@ LibraryMatmul::LibraryMatmul(const CublasLt& lt, const plan::Kernel& k, const pl
   lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   cublasLtMatmulHeuristicResult_t found{};
   int n_found = 0;
-  const cublasStatus_t st = lt.cublasLtMatmulAlgoGetHeuristic(lt.handle, s.desc, s.a, s.b, s.c, s.c, pref, 1, &found, &n_found);
+  const cublasStatus_t st = lt.cublasLtMatmulAlgoGetHeuristic(s.handle, s.desc, s.a, s.b, s.c, s.c, pref, 1, &found, &n_found);
   lt.cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || n_found < 1)
     throw Error(what + ": cuBLASLt has no algorithm for " + k.id + " at " + std::to_string(T) + " tokens (status " +
@@ -142,7 +149,7 @@ LibraryMatmul::~LibraryMatmul() {
 std::string LibraryMatmul::run(CUstream stream) const {
   const State& s = *s_;
   auto p = [](CUdeviceptr v) { return reinterpret_cast<void*>(v); };
-  const cublasStatus_t st = s.lt->cublasLtMatmul(s.lt->handle, s.desc, &s.alpha, p(s.w), s.a, p(s.x), s.b, &s.beta,
+  const cublasStatus_t st = s.lt->cublasLtMatmul(s.handle, s.desc, &s.alpha, p(s.w), s.a, p(s.x), s.b, &s.beta,
                                                  p(s.beta != 0.f ? s.residual : s.y), s.c, p(s.y), s.c, &s.algo, p(s.workspace),
                                                  s.workspace_bytes, stream);
   return st == CUBLAS_STATUS_SUCCESS ? std::string() : "cublasLtMatmul failed with cuBLAS status " + std::to_string(static_cast<int>(st));

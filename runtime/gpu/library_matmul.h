@@ -18,10 +18,25 @@ namespace kplan::gpu {
 
 class CublasLt;
 
-// libcublasLt with a handle, loaded once per process; throws kplan::Error naming `what` (the plan
-// and kernel that need it) when the library cannot be loaded or refuses a handle. The handle
-// belongs to the current CUDA context (the runtime's: the device's primary context).
+// libcublasLt's entry points, loaded once per process; throws kplan::Error naming `what` (the plan
+// and kernel that need it) when the library cannot be loaded.
 const CublasLt& cublaslt(const std::string& what);
+
+// A cuBLASLt handle, created in the current CUDA context (a session's: its device's primary
+// context) and destroyed with it; throws kplan::Error naming `what` when cuBLASLt refuses one.
+class LibraryHandle {
+ public:
+  LibraryHandle(const CublasLt& lt, const std::string& what);
+  ~LibraryHandle();
+  LibraryHandle(const LibraryHandle&) = delete;
+  LibraryHandle& operator=(const LibraryHandle&) = delete;
+  const CublasLt& lt() const { return lt_; }
+  void* get() const { return handle_; }
+
+ private:
+  const CublasLt& lt_;
+  void* handle_ = nullptr;
+};
 
 // Bytes of device workspace every call may use (one per session: its calls run in stream order).
 inline constexpr uint64_t kLibraryWorkspaceBytes = 32ull << 20;
@@ -29,10 +44,11 @@ inline constexpr uint64_t kLibraryWorkspaceBytes = 32ull << 20;
 // One cublaslt_matmul launch, resolved for the device: operand addresses, descriptors, algorithm.
 class LibraryMatmul {
  public:
-  // `x`, `w`, `y`, `residual` are the launch's resolved pointer arguments (launch_resolve.h);
-  // `kernel` the plan kernel, `launch` its launch. Throws kplan::Error naming `what` when the
-  // constants or arguments are not a call this runtime makes, or cuBLASLt has no algorithm for it.
-  LibraryMatmul(const CublasLt& lt, const plan::Kernel& kernel, const plan::Launch& launch, const uint64_t* cells,
+  // `kernel` the plan kernel, `launch` its launch, `cells` its resolved arguments (launch_resolve.h:
+  // one 8-byte cell an argument, pointers as device addresses), `workspace` kLibraryWorkspaceBytes of
+  // device memory. Throws kplan::Error naming `what` when the constants or arguments are not a call
+  // this runtime makes, or cuBLASLt has no algorithm for it.
+  LibraryMatmul(const LibraryHandle& handle, const plan::Kernel& kernel, const plan::Launch& launch, const uint64_t* cells,
                 CUdeviceptr workspace, const std::string& what);
   ~LibraryMatmul();
   LibraryMatmul(const LibraryMatmul&) = delete;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -72,7 +73,8 @@ class GpuRunner {
       }
       const codegen::KernelSource& k = lp.kernels.at(l.kernel);
       if (!k.library.empty()) {
-        const gpu::LibraryMatmul call(gpu::cublaslt(k.id), plan_kernel(k), l, storage.data(), workspace(), k.id);
+        if (!library_) library_ = std::make_unique<gpu::LibraryHandle>(gpu::cublaslt(k.id), k.id);
+        const gpu::LibraryMatmul call(*library_, plan_kernel(k), l, storage.data(), workspace(), k.id);
         const std::string failed = call.run(nullptr);
         if (!failed.empty()) throw Error(k.id + ": " + failed);
         check(cu_.cuCtxSynchronize(), l.note);
@@ -145,6 +147,7 @@ class GpuRunner {
   std::map<std::string, CUfunction> functions_;
   std::map<std::string, uint32_t> smem_opted_in_;  // dynamic shared memory each instance may use
   CUdeviceptr workspace_ = 0;                        // library calls' (allocated on first use)
+  std::unique_ptr<gpu::LibraryHandle> library_;      // and their cuBLASLt handle
 };
 
 }  // namespace kplan::ops_test
