@@ -85,9 +85,14 @@ std::string summary(const Plan& p) {
   put(out, "IR:           %zu lines\n",
       p.ir_text.empty() ? size_t{0} : static_cast<size_t>(std::count(p.ir_text.begin(), p.ir_text.end(), '\n')));
   uint64_t cubin_bytes = 0;
-  for (const Kernel& k : p.kernels)
+  size_t library_calls = 0;
+  for (const Kernel& k : p.kernels) {
     for (const KernelBinary& b : k.binaries) cubin_bytes += b.cubin.size();
-  put(out, "kernels:      %zu instances, %s of cubins\n", p.kernels.size(), format_bytes(cubin_bytes).c_str());
+    library_calls += k.library.empty() ? 0 : 1;
+  }
+  put(out, "kernels:      %zu instances, %s of cubins", p.kernels.size(), format_bytes(cubin_bytes).c_str());
+  if (library_calls) put(out, "; %zu of them cuBLASLt calls (no cubin)", library_calls);
+  out += "\n";
   put(out, "weights:      %zu tensors, %s", p.weights.size(), format_bytes(total_weight_bytes(p)).c_str());
   if (const uint64_t syn = synthetic_weight_bytes(p)) put(out, " (%s synthetic, generated at load)", format_bytes(syn).c_str());
   put(out, "\n");
@@ -105,8 +110,11 @@ std::string kernels(const Plan& p) {
   std::string out;
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     const Kernel& k = p.kernels[i];
-    put(out, "kernel %zu: %s  entry %s  family %s  key %s\n", i, k.id.c_str(), k.entry.c_str(),
-        k.family.c_str(), k.cache_key.empty() ? "-" : k.cache_key.c_str());
+    if (!k.library.empty())
+      put(out, "kernel %zu: %s  a %s call  family %s\n", i, k.id.c_str(), k.library.c_str(), k.family.c_str());
+    else
+      put(out, "kernel %zu: %s  entry %s  family %s  key %s\n", i, k.id.c_str(), k.entry.c_str(), k.family.c_str(),
+          k.cache_key.empty() ? "-" : k.cache_key.c_str());
     if (!k.constants.empty()) {
       out += "  constants:";
       for (const KernelConstant& c : k.constants) put(out, " %s=%" PRId64, c.name.c_str(), c.value);

@@ -325,6 +325,30 @@ TEST(PlanValidate, RefusesAKernelWithoutACubinForAHeaderArch) {
   }
 }
 
+// A library call (Kernel::library, a cuBLASLt matmul): no cubin, the call's name kept through the
+// file; an unknown library, or cubins on a library call, refused by name.
+TEST(PlanValidate, TakesALibraryCallWithoutCubinsAndRefusesAnUnknownOne) {
+  Plan p = testing::sample_plan();
+  p.kernels[1].library = "cublaslt";
+  p.kernels[1].binaries.clear();
+  p.kernels[1].entry.clear();
+  EXPECT_NO_THROW(validate_plan(p, "m.kplan"));
+  const fs::path file = temp_path("library.kplan");
+  write_plan(p, file);
+  EXPECT_EQ(read_plan(file).kernels[1], p.kernels[1]);
+  Plan unknown = p;
+  unknown.kernels[1].library = "cutlass";
+  try {
+    validate_plan(unknown, "m.kplan");
+    FAIL() << "an unknown library was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("calls an unknown library 'cutlass' (this runtime knows cublaslt)"), std::string::npos) << e.what();
+  }
+  Plan with_cubin = p;
+  with_cubin.kernels[1].binaries.push_back({"sm_90", {1, 2, 3}});
+  EXPECT_THROW(validate_plan(with_cubin, "m.kplan"), Error);
+}
+
 TEST(PlanValidate, RefusesASlotOutsideTheArena) {
   Plan p = testing::sample_plan();
   p.buffers.slots[5].size = p.buffers.arena_size;
