@@ -35,7 +35,8 @@ CublasLt load() {
   if (!lib) lib = ::dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = ::dlerror();
-    lt.why = std::string("libcublasLt.so.13 not found (") + (e ? e : "dlopen failed") + "): install cuBLAS (the CUDA toolkit's or the nvidia-cublas wheel's)";
+    lt.why = std::string("libcublasLt.so.13 not found (") + (e ? e : "dlopen failed") + "): install cuBLAS (the CUDA toolkit's or the nvidia-cublas wheel's), or compile the plan with "
+             "KPLAN_CUBLASLT_MIN_TOKENS=0 (templates only)";
     return lt;
   }
   std::string missing;
