@@ -39,17 +39,12 @@ PlanTraffic plan_traffic(const plan::Plan& plan, const ModelConfig& config) {
 
 namespace {
 
-int64_t constant(const plan::Kernel& k, const char* name, int64_t fallback = 0) {
-  for (const plan::KernelConstant& c : k.constants)
-    if (c.name == name) return c.value;
-  return fallback;
-}
+int64_t constant(const plan::Kernel& k, const char* name, int64_t fallback = 0) { return k.constant(name).value_or(fallback); }
 
 // The I32 argument named `name`, else `fallback`.
 int64_t i32_arg(const plan::Kernel& k, const plan::Launch& l, const char* name, int64_t fallback) {
-  for (size_t a = 0; a < k.param_names.size() && a < l.args.size(); ++a)
-    if (k.param_names[a] == name && l.args[a].kind == plan::ArgKind::I32) return l.args[a].ival;
-  return fallback;
+  const std::optional<size_t> a = k.param_index(name);
+  return a && *a < l.args.size() && l.args[*a].kind == plan::ArgKind::I32 ? l.args[*a].ival : fallback;
 }
 
 double elem_bytes(int64_t dtype_code) { return dtype_code == 0 ? 4.0 : 2.0; }  // kp::F32 / kp::BF16

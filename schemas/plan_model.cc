@@ -17,6 +17,18 @@ const KernelBinary* Kernel::binary_for(const std::string& arch) const {
   return nullptr;
 }
 
+std::optional<int64_t> Kernel::constant(const std::string& name) const {
+  for (const KernelConstant& c : constants)
+    if (c.name == name) return c.value;
+  return std::nullopt;
+}
+
+std::optional<size_t> Kernel::param_index(const std::string& name) const {
+  for (size_t i = 0; i < param_names.size(); ++i)
+    if (param_names[i] == name) return i;
+  return std::nullopt;
+}
+
 int64_t Plan::weight_index(const std::string& name) const { return weight_index("target", name); }
 
 int64_t Plan::weight_index(const std::string& source, const std::string& name) const {

@@ -95,6 +95,10 @@ struct Kernel {
   // the constants ("cublaslt": compiler/codegen/families/cublaslt_matmul.h).
   std::string library;
   const KernelBinary* binary_for(const std::string& arch) const;
+  // The constant named `name`, and the index of the parameter (launch argument) named `name`,
+  // where the kernel has one.
+  std::optional<int64_t> constant(const std::string& name) const;
+  std::optional<size_t> param_index(const std::string& name) const;
   bool operator==(const Kernel&) const = default;
 };
 

@@ -58,6 +58,25 @@ void describe_sources(const PlanSources& sources, Plan& p) {
   p.ir_text = sources.ir_text;
 }
 
+Kernel kernel_record(const codegen::KernelSource& src) {
+  Kernel kern;
+  kern.id = src.id;
+  kern.entry = src.entry;
+  kern.family = src.family;
+  kern.library = src.library;
+  for (const codegen::KernelParam& c : src.params) kern.constants.push_back({c.name, c.value});
+  for (const codegen::KernelArg& a : src.signature) {
+    switch (a.kind) {
+      case codegen::ArgKind::DevicePtr: kern.params.push_back(ParamType::Pointer); break;
+      case codegen::ArgKind::I32: kern.params.push_back(ParamType::I32); break;
+      case codegen::ArgKind::F32: kern.params.push_back(ParamType::F32); break;
+      case codegen::ArgKind::TensorMap: kern.params.push_back(ParamType::TensorMap); break;
+    }
+    kern.param_names.push_back(a.name);
+  }
+  return kern;
+}
+
 Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const AssembleOptions& options,
                    codegen::CompileStats* stats) {
   if (options.archs.empty()) throw Error("kplan compile: no --arch given");
@@ -87,21 +106,7 @@ Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const Assemb
   const size_t n_arch = p.header.archs.size();
   for (size_t k = 0; k < lowered.kernels.size(); ++k) {
     const codegen::KernelSource& src = lowered.kernels[k];
-    Kernel kern;
-    kern.id = src.id;
-    kern.entry = src.entry;
-    kern.family = src.family;
-    kern.library = src.library;
-    for (const codegen::KernelParam& c : src.params) kern.constants.push_back({c.name, c.value});
-    for (const codegen::KernelArg& a : src.signature) {
-      switch (a.kind) {
-        case codegen::ArgKind::DevicePtr: kern.params.push_back(ParamType::Pointer); break;
-        case codegen::ArgKind::I32: kern.params.push_back(ParamType::I32); break;
-        case codegen::ArgKind::F32: kern.params.push_back(ParamType::F32); break;
-        case codegen::ArgKind::TensorMap: kern.params.push_back(ParamType::TensorMap); break;
-      }
-      kern.param_names.push_back(a.name);
-    }
+    Kernel kern = kernel_record(src);
     for (size_t a = 0; a < n_arch; ++a) {
       codegen::KernelInstance& inst = built[k * n_arch + a];
       if (a == 0) kern.cache_key = inst.cache_key;

@@ -36,6 +36,11 @@ struct AssembleOptions {
 // texts, the tokenizer and the IR text (assemble_plan and the CPU reference plan both use it).
 void describe_sources(const PlanSources& sources, Plan& p);
 
+// The plan's record of a kernel instance, its cubins aside: id, entry, family, library, constants,
+// parameter types and names (what assemble_plan writes; the ops tests' GPU runner hands a library
+// call the same record).
+Kernel kernel_record(const codegen::KernelSource& src);
+
 // Throws kplan::Error (NVRTC failures carry the kernel id and log).
 Plan assemble_plan(const PlanSources& sources, LoweredPlan lowered, const AssembleOptions& options,
                    codegen::CompileStats* stats = nullptr);

@@ -169,18 +169,17 @@ void GpuExecutor::enqueue_launch(const plan::Bucket& bucket, size_t i) {
   const size_t b = bucket_index(bucket);
   const plan::Launch& l = bucket.launches[i];
   LaunchParams& lp = params_[b][i];
+  auto fail = [&](const std::string& why) {
+    throw Error(source_ + ": launch " + std::to_string(i) + " (" + plan().kernels[l.kernel].id + ") of bucket " + bucket.program +
+                "/" + std::to_string(bucket.tokens) + why);
+  };
   if (lp.library) {
-    const std::string failed = lp.library->run(static_cast<CUstream>(stream_));
-    if (!failed.empty())
-      throw Error(source_ + ": launch " + std::to_string(i) + " (" + plan().kernels[l.kernel].id + ") of bucket " + bucket.program +
-                  "/" + std::to_string(bucket.tokens) + ": " + failed);
+    if (const std::string why = lp.library->run(static_cast<CUstream>(stream_)); !why.empty()) fail(": " + why);
     return;
   }
-  CUresult r = launch_resolved(*cu_, static_cast<CUfunction>(model_->function(l.kernel)), lp.launch,
-                               static_cast<CUstream>(stream_), bucket.tokens <= pdl_max_tokens_);
-  if (r != CUDA_SUCCESS)
-    throw Error(source_ + ": launch " + std::to_string(i) + " (" + plan().kernels[l.kernel].id + ") of bucket " +
-                bucket.program + "/" + std::to_string(bucket.tokens) + " failed: " + cuda_error_text(*cu_, r));
+  const CUresult r = launch_resolved(*cu_, static_cast<CUfunction>(model_->function(l.kernel)), lp.launch,
+                                     static_cast<CUstream>(stream_), bucket.tokens <= pdl_max_tokens_);
+  if (r != CUDA_SUCCESS) fail(" failed: " + cuda_error_text(*cu_, r));
 }
 
 std::vector<int64_t> GpuExecutor::distinct_routed_experts(const plan::Bucket& bucket, int64_t rows) {
@@ -194,14 +193,9 @@ std::vector<int64_t> GpuExecutor::distinct_routed_experts(const plan::Bucket& bu
     const plan::Kernel& k = p.kernels[l.kernel];
     // The router's launch, or the experts' gate/up launch that routes the step itself (ROUTE > 0,
     // compiler/passes/router_experts.h): both write the step's topk_ids.
-    int64_t top_k = 0, route = 0;
-    for (const plan::KernelConstant& c : k.constants) {
-      if (c.name == "TOPK") top_k = c.value;
-      if (c.name == "ROUTE") route = c.value;
-    }
+    const int64_t top_k = k.constant("TOPK").value_or(0), route = k.constant("ROUTE").value_or(0);
     if (k.family != "moe_router" && !(k.family == "moe_grouped_gate_up" && route > 0)) continue;
-    size_t arg = 0;
-    while (arg < k.param_names.size() && k.param_names[arg] != "topk_ids") ++arg;
+    const size_t arg = k.param_index("topk_ids").value_or(k.param_names.size());
     if (top_k < 1 || arg >= l.args.size() || l.args[arg].kind != plan::ArgKind::Buffer)
       throw Error(source_ + ": invalid plan: router launch " + std::to_string(i) + " has no topk_ids buffer or TOPK");
     // The router's choices of this step's tokens, read back right after it ran (the slot is

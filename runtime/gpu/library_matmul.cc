@@ -3,8 +3,7 @@
 #include <cublasLt.h>
 #include <dlfcn.h>
 
-#include <cstring>
-#include <vector>
+#include <optional>
 
 #include "ir/support/error.h"
 
@@ -50,15 +49,14 @@ CublasLt load() {
 }
 
 int64_t constant(const plan::Kernel& k, const char* name, const std::string& what) {
-  for (const plan::KernelConstant& c : k.constants)
-    if (c.name == name) return c.value;
+  if (const std::optional<int64_t> v = k.constant(name)) return *v;
   throw Error(what + ": the cuBLASLt call " + k.id + " has no constant " + name);
 }
 
-size_t arg_index(const plan::Kernel& k, const char* name, const std::string& what) {
-  for (size_t i = 0; i < k.param_names.size(); ++i)
-    if (k.param_names[i] == name) return i;
-  throw Error(what + ": the cuBLASLt call " + k.id + " has no argument " + name);
+size_t arg_index(const plan::Kernel& k, const plan::Launch& launch, const char* name, const std::string& what) {
+  const std::optional<size_t> i = k.param_index(name);
+  if (!i || *i >= launch.args.size()) throw Error(what + ": the cuBLASLt call " + k.id + " has no argument " + name);
+  return *i;
 }
 
 void check(cublasStatus_t st, const std::string& what, const char* call) {
@@ -89,8 +87,7 @@ struct LibraryMatmul::State {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  CUdeviceptr x = 0, w = 0, y = 0, residual = 0, workspace = 0;
-  size_t workspace_bytes = 0;
+  CUdeviceptr x = 0, w = 0, y = 0, residual = 0, workspace = 0;  // workspace: kLibraryWorkspaceBytes
   float alpha = 1.f, beta = 0.f;
 };
 
@@ -105,14 +102,13 @@ LibraryMatmul::LibraryMatmul(const LibraryHandle& handle, const plan::Kernel& k,
                 y_dt = constant(k, "Y_DT", what), acc = constant(k, "ACC", what);
   if (x_dt != 1 || (y_dt != 0 && y_dt != 1) || (acc != 0 && acc != 1) || K <= 0 || N <= 0)
     throw Error(what + ": the cuBLASLt call " + k.id + " has constants this runtime does not call (bf16 x, f32 or bf16 y)");
-  auto cell = [&](const char* name) { return cells[arg_index(k, name, what)]; };
-  auto scalar = [&](const char* name) { return launch.args.at(arg_index(k, name, what)).ival; };
+  auto cell = [&](const char* name) { return cells[arg_index(k, launch, name, what)]; };
+  auto scalar = [&](const char* name) { return launch.args[arg_index(k, launch, name, what)].ival; };
   s.x = cell("x"), s.w = cell("w"), s.y = cell("y"), s.residual = cell("residual");
   const int64_t T = scalar("n_tokens"), ldx = scalar("x_row_stride"), ldy = scalar("y_row_stride");
   if (T <= 0 || ldx < K || ldy < N) throw Error(what + ": the cuBLASLt call " + k.id + " has tokens or strides out of range");
   s.beta = acc ? 1.f : 0.f;
   s.workspace = workspace;
-  s.workspace_bytes = kLibraryWorkspaceBytes;
   const cudaDataType_t y_type = y_dt == 0 ? CUDA_R_32F : CUDA_R_16BF;
 
   // D [N, T] (column-major, ld ldy) = op(A) B + beta C: A = W as a column-major [K, N], transposed.
@@ -126,7 +122,7 @@ LibraryMatmul::LibraryMatmul(const LibraryHandle& handle, const plan::Kernel& k,
 
   cublasLtMatmulPreference_t pref = nullptr;
   check(lt.cublasLtMatmulPreferenceCreate(&pref), what, "cublasLtMatmulPreferenceCreate");
-  const uint64_t ws = s.workspace_bytes;
+  const uint64_t ws = kLibraryWorkspaceBytes;
   lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   cublasLtMatmulHeuristicResult_t found{};
   int n_found = 0;
@@ -152,7 +148,7 @@ std::string LibraryMatmul::run(CUstream stream) const {
   auto p = [](CUdeviceptr v) { return reinterpret_cast<void*>(v); };
   const cublasStatus_t st = s.lt->cublasLtMatmul(s.handle, s.desc, &s.alpha, p(s.w), s.a, p(s.x), s.b, &s.beta,
                                                  p(s.beta != 0.f ? s.residual : s.y), s.c, p(s.y), s.c, &s.algo, p(s.workspace),
-                                                 s.workspace_bytes, stream);
+                                                 kLibraryWorkspaceBytes, stream);
   return st == CUBLAS_STATUS_SUCCESS ? std::string() : "cublasLtMatmul failed with cuBLAS status " + std::to_string(static_cast<int>(st));
 }
 

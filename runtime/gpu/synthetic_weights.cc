@@ -11,9 +11,7 @@ SyntheticLaunch synthetic_launch(const plan::Plan& plan, const plan::Weight& w, 
   if (!w.synthetic) throw Error("weight " + w.name + " is not synthetic");
   const plan::SyntheticInit& s = *w.synthetic;
   const plan::Kernel& k = plan.kernels.at(s.kernel);
-  int64_t threads = 0;
-  for (const plan::KernelConstant& c : k.constants)
-    if (c.name == "THREADS") threads = c.value;
+  const int64_t threads = k.constant("THREADS").value_or(0);
   if (threads < 32 || threads > 1024) throw Error("synthetic kernel " + k.id + " has no THREADS constant");
   const uint64_t units = plan::synthetic_units(w);
   const uint64_t key = synthetic::weight_key(s.seed, s.stream);

@@ -13,6 +13,7 @@
 
 #include "compiler/codegen/compile_kernels.h"
 #include "compiler/passes/lowered_plan.h"
+#include "compiler/plan/plan_assemble.h"
 #include "runtime/gpu/cuda_driver.h"
 #include "runtime/gpu/library_matmul.h"
 
@@ -74,7 +75,7 @@ class GpuRunner {
       const codegen::KernelSource& k = lp.kernels.at(l.kernel);
       if (!k.library.empty()) {
         if (!library_) library_ = std::make_unique<gpu::LibraryHandle>(gpu::cublaslt(k.id), k.id);
-        const gpu::LibraryMatmul call(*library_, plan_kernel(k), l, storage.data(), workspace(), k.id);
+        const gpu::LibraryMatmul call(*library_, plan::kernel_record(k), l, storage.data(), workspace(), k.id);
         const std::string failed = call.run(nullptr);
         if (!failed.empty()) throw Error(k.id + ": " + failed);
         check(cu_.cuCtxSynchronize(), l.note);
@@ -113,16 +114,6 @@ class GpuRunner {
   }
   void check(CUresult r, const std::string& what) const { gpu::cuda_check(cu_, r, what); }
 
-  // The plan's record of a library call (what plan_assemble.cc writes).
-  static plan::Kernel plan_kernel(const codegen::KernelSource& k) {
-    plan::Kernel out;
-    out.id = k.id;
-    out.family = k.family;
-    out.library = k.library;
-    for (const codegen::KernelParam& p : k.params) out.constants.push_back({p.name, p.value});
-    for (const codegen::KernelArg& a : k.signature) out.param_names.push_back(a.name);
-    return out;
-  }
   CUdeviceptr workspace() {
     if (!workspace_) check(cu_.cuMemAlloc(&workspace_, gpu::kLibraryWorkspaceBytes), "the cuBLASLt workspace");
     return workspace_;
