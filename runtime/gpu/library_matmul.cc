@@ -59,6 +59,15 @@ size_t arg_index(const plan::Kernel& k, const plan::Launch& launch, const char* 
   return *i;
 }
 
+// The largest power of two up to 256 dividing a device address: cuBLASLt's heuristic assumes 256
+// unless told, and an algorithm needing more than an operand has (a view at an offset into a slot)
+// would read or write it misaligned.
+uint32_t alignment_of(CUdeviceptr p) {
+  uint32_t a = 256;
+  while (a > 1 && p % a != 0) a /= 2;
+  return a;
+}
+
 void check(cublasStatus_t st, const std::string& what, const char* call) {
   if (st != CUBLAS_STATUS_SUCCESS) throw Error(what + ": " + call + " failed with cuBLAS status " + std::to_string(static_cast<int>(st)));
 }
@@ -124,6 +133,12 @@ LibraryMatmul::LibraryMatmul(const LibraryHandle& handle, const plan::Kernel& k,
   check(lt.cublasLtMatmulPreferenceCreate(&pref), what, "cublasLtMatmulPreferenceCreate");
   const uint64_t ws = kLibraryWorkspaceBytes;
   lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  const uint32_t align_a = alignment_of(s.w), align_b = alignment_of(s.x), align_c = alignment_of(acc ? s.residual : s.y),
+                 align_d = alignment_of(s.y);
+  lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
+  lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
+  lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c);
+  lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d);
   cublasLtMatmulHeuristicResult_t found{};
   int n_found = 0;
   const cublasStatus_t st = lt.cublasLtMatmulAlgoGetHeuristic(s.handle, s.desc, s.a, s.b, s.c, s.c, pref, 1, &found, &n_found);
