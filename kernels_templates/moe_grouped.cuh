@@ -70,7 +70,7 @@
 //     bytes of a row), store them to a per-warp 1 KiB buffer and read them back with ldmatrix.x4
 //     (XOR-swizzled: both conflict-free): 2 instructions per 16-byte load, against ~16 for a
 //     4x4 word transpose by shuffles.
-//   - W_LAYOUT 1 (the register ring, RING 0): the experts are stored in that transposed order
+//   - W_LAYOUT 1: the experts are stored in that transposed order
 //     (ir/support/int4_frag.h: an octet of 8 rows x 128 columns is 512 contiguous bytes, lane
 //     4g + q's 16 of them word q of the sub-block's 4 groups of row g, the octet's 4 scales a row
 //     beside them), so each 16-byte load is the lane's fragment words: no buffer, no store /
@@ -99,7 +99,11 @@
 //     (moe_smem_ring_stream; one commit group a step, wait_group RING - 1, __syncwarp). The
 //     profile of the PF 1 register ring (bench/RESULTS.md 2026-12-05) had gate/up at 48% of
 //     DRAM bandwidth, a quarter of its stall samples on the STS waiting for the ring's loads:
-//     one step ahead does not cover the latency, and deeper register rings spill.
+//     one step ahead does not cover the latency, and deeper register rings spill. With W_LAYOUT 1
+//     a stage holds the lanes' fragment words as loaded (each lane reads back its own 64 bytes)
+//     and the rows' scale runs: the register ring's loads share one SASS scoreboard, so its
+//     first use of a step waits for every load in flight (moe_frag_ring_issue); a ring's
+//     wait_group does not.
 //
 // Launch (families/moe_grouped.cc):
 //   gate_up: grid (blocks per expert <= ceil(I / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
@@ -1060,6 +1064,59 @@ __device__ __forceinline__ void moe_ring_math(const uint4* stage, int step, cons
   }
 }
 
+// W_LAYOUT 1's stage (the same 2304 bytes): the step's fragment words, uint4 (sb, h, lane) at
+// (2 sb + h) * 32 + lane, then its scales, 128 + (2 h + sb) * 4 + the uint4 of the octet's
+// 64-byte run (row g's 4 bf16 at uint2 g of the run). Why a shared-memory ring for these loads at
+// all: in the register ring (PF) ptxas gives every global load of the loop one scoreboard, so the
+// first use of the oldest step waits for all of them, the step just issued too (sm_90 SASS,
+// bench/RESULTS.md 2026-12-06 session 38): the loads ahead drain twice every three steps.
+// cp.async groups are waited for by count (wait_group RING - 1): the steps ahead stay in flight.
+template <class Rows>
+__device__ __forceinline__ void moe_frag_ring_issue(const Rows& t, int step, uint4* stage) {
+  const int lane = threadIdx.x % 32, g = lane / 4;
+#pragma unroll
+  for (int sb = 0; sb < 2; ++sb)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const MoeMmaSrc r = moe_mma_src(t, 0, h, g);
+      cp_async16<true>(stage + (2 * sb + h) * 32 + lane, moe_frag_words<Rows::K_DIM>(r.w, t.row(r.i), 2 * step + sb) + lane, t.valid(r.i));
+    }
+  if (lane < 16) {  // lane 4 (2 h + sb) + piece: 16 bytes of A rows 8 h .. 8 h + 8's scale run
+    const int h = lane / 8, sb = lane / 4 % 2;
+    const MoeMmaSrc r = moe_mma_src(t, 0, h, g % 4);  // a row of the octet (the run is the octet's)
+    cp_async16<false>(stage + 128 + lane, reinterpret_cast<const uint4*>(moe_frag_scales<Rows::K_DIM>(r.s, t.row(r.i), 2 * step + sb)) + lane % 4,
+                      t.valid(r.i));
+  }
+}
+
+// acc += step `step`'s 8 groups from a filled W_LAYOUT 1 stage: the lane's own fragment words and
+// its rows' scales (the quad's lanes read the same bytes).
+template <int NTILE, int G, bool BIAS, int XB>
+__device__ __forceinline__ void moe_frag_ring_math(const uint4* stage, int step, const uint4* xs, const float4* bias, int nt,
+                                                   float (&acc)[1][NTILE][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4;
+  int tok[NTILE];
+  moe_mma_tokens<NTILE>(nt, tok);
+  const uint2* sc = reinterpret_cast<const uint2*>(stage + 128);
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    unsigned w[1][2][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint4 v = stage[(2 * s + h) * 32 + lane];
+      w[0][h][0] = v.x, w[0][h][1] = v.y, w[0][h][2] = v.z, w[0][h][3] = v.w;
+    }
+    const uint2 s0 = sc[s * 8 + g], s1 = sc[(2 + s) * 8 + g];  // A rows g (gate / rows 0..7) and g + 8
+    moe_mma_sub<1, NTILE, G, BIAS, XB>(
+        w, 2 * step + s,
+        [&](int, int i, int h) {
+          const unsigned word = i / 2 ? (h ? s1.y : s0.y) : (h ? s1.x : s0.x);
+          return __uint_as_float(i % 2 ? word & 0xffff0000u : word << 16);
+        },
+        xs, bias, tok, acc);
+  }
+}
+
 // The row tiles blockIdx.x, blockIdx.x + gridDim.x, ... as one sequence of STEPS steps each,
 // RING - 1 steps' copies in flight ahead of the math in the warp's RING stages of shared memory:
 // issue(stage, tile, step) copies a step in, math(stage, tile, step) consumes it, emit(tile)
@@ -1100,7 +1157,7 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
   constexpr int STEPS = (G + SUBS * kMoeMmaSub - 1) / (SUBS * kMoeMmaSub);
   static_assert(Rows::NR % 16 == 0, "MMA m-tiles of 16 rows");
   static_assert(RING == 0 || (MT == 1 && G % 8 == 0), "RING: one m-tile a warp, rows of whole steps (256 columns)");
-  static_assert(Rows::W_LAYOUT == 0 || (RING == 0 && G % kMoeMmaSub == 0), "W_LAYOUT 1: the register ring, whole sub-blocks");
+  static_assert(Rows::W_LAYOUT == 0 || G % kMoeMmaSub == 0, "W_LAYOUT 1: whole sub-blocks");
   const int first0 = t.first;
   auto rows_of = [&](int tile) {
     Rows r = t;
@@ -1123,9 +1180,16 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
   zero();
   if constexpr (RING >= 2) {
     uint4* ring = wbuf + RING * kMoeRingStage * (threadIdx.x / 32);  // the warp's stages
-    moe_smem_ring_stream<RING, STEPS>(
-        n_tiles, [&](int stage, int tile, int c) { moe_ring_issue(rows_of(tile), c, ring + stage * kMoeRingStage); },
-        [&](int stage, int, int c) { moe_ring_math<NTILE, G, BIAS, XB>(ring + stage * kMoeRingStage, c, xs, bias, nt, acc); }, emit_tile);
+    if constexpr (Rows::W_LAYOUT == 1) {
+      moe_smem_ring_stream<RING, STEPS>(
+          n_tiles, [&](int stage, int tile, int c) { moe_frag_ring_issue(rows_of(tile), c, ring + stage * kMoeRingStage); },
+          [&](int stage, int, int c) { moe_frag_ring_math<NTILE, G, BIAS, XB>(ring + stage * kMoeRingStage, c, xs, bias, nt, acc); },
+          emit_tile);
+    } else {
+      moe_smem_ring_stream<RING, STEPS>(
+          n_tiles, [&](int stage, int tile, int c) { moe_ring_issue(rows_of(tile), c, ring + stage * kMoeRingStage); },
+          [&](int stage, int, int c) { moe_ring_math<NTILE, G, BIAS, XB>(ring + stage * kMoeRingStage, c, xs, bias, nt, acc); }, emit_tile);
+    }
   } else {
     // MMA 2: each lane loads its rows' scales (8 registers a step); MMA 1: the quad shares them by
     // shuffles (2 registers: K2.6's down keeps two blocks an SM under 128 registers).
@@ -1259,8 +1323,8 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
   static_assert(MMA == 0 || (W_FMT == 1 && ROWS % 8 == 0), "MMA: INT4, ROWS a multiple of 8 (8 gate + 8 up rows an m-tile)");
   static_assert(RING == 0 || (MMA >= 1 && ROWS == 8 && H % 256 == 0), "RING: MMA, one m-tile a warp, rows of whole 256-column steps");
   static_assert(ROUTE >= 0 && ROUTE <= 64 && E <= 1024, "ROUTE: at most 64 tokens routed in the launch");
-  static_assert(W_LAYOUT == 0 || (MMA >= 1 && RING == 0 && I % 8 == 0 && H % 128 == 0),
-                "W_LAYOUT 1: the register ring's tensor-core path over whole octets and 128-column sub-blocks");
+  static_assert(W_LAYOUT == 0 || (MMA >= 1 && I % 8 == 0 && H % 128 == 0),
+                "W_LAYOUT 1: the tensor-core path over whole octets and 128-column sub-blocks");
   static_assert(XB == 0 || MMA >= 1, "XB 1 (activations rounded to bf16 once staged) is the tensor-core path's");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
@@ -1338,6 +1402,16 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   MoeTileRows<I, 1, 1, ROWS, H % TILE == 0, W_LAYOUT> t{{w_down}, {static_cast<const unsigned short*>(w_down_scale)}, static_cast<i64>(g.expert) * H, warp * ROWS, H};
+  // The routing weights of this lane's D columns, read once a chunk: a global load in the emit
+  // shares the register ring's scoreboard, so its use would wait for every step in flight.
+  float wts[NTILE][2];
+#pragma unroll
+  for (int n = 0; n < NTILE; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int c = 8 * n + 2 * (lane % 4) + e;
+      wts[n][e] = c < nt ? static_cast<const float*>(topk_weights)[g.pairs[c]] : 0.f;
+    }
   auto emit = [&](int tile, const float (&acc)[MT][NTILE][4]) {
     const int j0 = tile * TILE + warp * ROWS;
 #pragma unroll
@@ -1347,7 +1421,7 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
         const int c = 8 * n + 2 * (lane % 4) + e;
         if (c >= nt) continue;
         const int p = g.pairs[c];
-        const float wt = static_cast<const float*>(topk_weights)[p];
+        const float wt = wts[n][e];
 #pragma unroll
         for (int j = 0; j < MT; ++j)
 #pragma unroll
@@ -1369,8 +1443,8 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
   static_assert(W_FMT == 0 || I % 32 == 0, "INT4 rows hold whole groups of 32");
   static_assert(MMA == 0 || (W_FMT == 1 && ROWS % 16 == 0), "MMA: INT4, ROWS a multiple of 16 (an m-tile)");
   static_assert(RING == 0 || (MMA >= 1 && ROWS == 16 && I % 256 == 0), "RING: MMA, one m-tile a warp, rows of whole 256-column steps");
-  static_assert(W_LAYOUT == 0 || (MMA >= 1 && RING == 0 && H % 8 == 0 && I % 128 == 0),
-                "W_LAYOUT 1: the register ring's tensor-core path over whole octets and 128-column sub-blocks");
+  static_assert(W_LAYOUT == 0 || (MMA >= 1 && H % 8 == 0 && I % 128 == 0),
+                "W_LAYOUT 1: the tensor-core path over whole octets and 128-column sub-blocks");
   static_assert(XB == 0 || MMA >= 1, "XB 1 (activations rounded to bf16 once staged) is the tensor-core path's");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];

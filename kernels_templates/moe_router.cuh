@@ -41,12 +41,24 @@ __device__ __forceinline__ void moe_route_token(const float* row, const float* b
   const int lane = threadIdx.x % 32;
   // Each lane keeps its experts' scores: the chosen ones' weights come from a shuffle, not from
   // a global load of the logit after each pick (8 dependent L2 round trips at K2.6's top-8).
-  float choice[EPL], score[EPL];
+  // Every logit and bias load is issued before the first sigmoid (the empty asm with a memory
+  // clobber keeps the compiler from sinking them to their uses): the division's slow path is a
+  // call ptxas does not hoist loads across, so loads beside each sigmoid were 12 dependent L2
+  // round trips at K2.6's 384 experts (~14% of the routing gate/up's warp samples at 1 token,
+  // ncu, bench/RESULTS.md 2026-12-06 session 38).
+  float choice[EPL], score[EPL], bias[EPL];
 #pragma unroll
   for (int i = 0; i < EPL; ++i) {
     const int e = lane + 32 * i;
-    score[i] = e < E ? sigmoid(row[e]) : 0.f;
-    choice[i] = e < E ? score[i] + b[e] : 0.f;
+    score[i] = e < E ? row[e] : 0.f;
+    bias[i] = e < E ? b[e] : 0.f;
+  }
+  asm volatile("" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < EPL; ++i) {
+    const int e = lane + 32 * i;
+    score[i] = e < E ? sigmoid(score[i]) : 0.f;
+    choice[i] = e < E ? score[i] + bias[i] : 0.f;
   }
 
   if constexpr (N_GROUP > 1) {

@@ -57,9 +57,8 @@ void check_experts(const ParamValues& p, const char* family, int64_t rows, int64
   const int64_t layout = p.at("W_LAYOUT");
   require(layout == 0 || layout == 1, family, "W_LAYOUT must be 0 (the checkpoint's rows) or 1 (ir/support/int4_frag.h)");
   if (layout == 1) {
-    require(p.at("W_FMT") == 1 && p.at("MMA") >= 1 && ring == 0, family,
-            "W_LAYOUT 1 is the tensor-core path's with the register ring (MMA 1..4, RING 0); compile with KPLAN_MOE_FRAG=0 for "
-            "the CUDA-core path or RING");
+    require(p.at("W_FMT") == 1 && p.at("MMA") >= 1, family,
+            "W_LAYOUT 1 is the tensor-core path's (MMA 1..4); compile with KPLAN_MOE_FRAG=0 for the CUDA-core path");
     require(int4_frag::fits(rows, k, 32), family,
             "W_LAYOUT 1 needs whole octets of rows and a reduction dim that is a multiple of 128");
   }

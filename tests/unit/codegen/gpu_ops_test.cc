@@ -1552,7 +1552,14 @@ const std::vector<K26Int4Variant>& k26_int4_variants() {
       // halved staging allows (gate/up NT 8: 112 KiB; down NT 16: 64 KiB), then PF 2.
       {{8, 4, 1, 132, 2, 16, 0, 1}, {16, 8, 1, 264, 1, 8, 0, 1}, false, 1},
       {{8, 8, 1, 132, 2, 16, 0, 1}, {16, 16, 1, 264, 1, 8, 0, 1}, false, 1},
-      {{8, 8, 2, 132, 2, 16, 0, 1}, {16, 16, 2, 264, 1, 8, 0, 1}, false, 1}};
+      {{8, 8, 2, 132, 2, 16, 0, 1}, {16, 16, 2, 264, 1, 8, 0, 1}, false, 1},
+      // XB 1 over int4_frag through the shared-memory ring (cp.async, waited for by count: the
+      // register ring's loads share one scoreboard and drain at a step's first use): gate/up 3
+      // stages beside NT 8 (down the default's register ring), then down's 2 stages too, then
+      // gate/up's 4 stages beside NT 4 and down's 3 beside NT 8.
+      {{8, 8, 0, 132, 2, 16, 3, 1}, {16, 16, 2, 264, 1, 8, 0, 1}, false, 1},
+      {{8, 8, 0, 132, 2, 16, 3, 1}, {16, 16, 0, 264, 1, 8, 2, 1}, false, 1},
+      {{8, 4, 0, 132, 2, 16, 4, 1}, {16, 8, 0, 264, 1, 8, 3, 1}, false, 1}};
   return variants;
 }
 
@@ -1605,21 +1612,24 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   // heuristics' instance, the shared-memory rings and the register ring timed beside them only;
   // =frag: the heuristics' instance over both layouts and the int4_frag variants only; =xb: the
   // heuristics' instance and the XB 1 variants (checked against the CPU op at the bf16 tolerance,
-  // 1e-2: their activations are rounded to bf16) only.
+  // 1e-2: their activations are rounded to bf16) only; =fring: the heuristics' instance and the
+  // XB 1 int4_frag shared-memory rings only.
   const bool mma_only = only && std::string(only) == "mma";
   const bool pf_only = only && std::string(only) == "pf";
   const bool bias_only = only && std::string(only) == "bias";
   const bool ring_only = only && std::string(only) == "ring";
   const bool frag_only = only && std::string(only) == "frag";
   const bool xb_only = only && std::string(only) == "xb";
-  if (only && !mma_only && !pf_only && !bias_only && !ring_only && !frag_only && !xb_only)
-    FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias, ring, frag or xb, not " << only;
+  const bool fring_only = only && std::string(only) == "fring";
+  if (only && !mma_only && !pf_only && !bias_only && !ring_only && !frag_only && !xb_only && !fring_only)
+    FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias, ring, frag, xb or fring, not " << only;
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const K26Int4Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
     const DeviceExperts& d = v.layout == 1 ? frag : rows;
     if (frag_only && v.gu.rows && (v.layout == 0 || v.gu.xb)) continue;
     if (xb_only && v.gu.rows && !v.gu.xb) continue;
+    if (fring_only && v.gu.rows && !(v.layout == 1 && (v.gu.ring || v.dn.ring))) continue;
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
     if (bias_only && v.gu.rows && (v.gu.ring || v.dn.ring || (v.gu.mma < 3 && v.dn.mma < 3))) continue;

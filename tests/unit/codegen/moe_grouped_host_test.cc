@@ -460,6 +460,18 @@ TEST(MoeGroupedOnHost, RingMatchesTheCpuOp) {
   check_step_ring<256, 512, 4, 3, 2, 4, 3, 1>(ids, 74);
 }
 
+// The shared-memory ring over int4_frag-ordered experts (W_LAYOUT 1: the lanes' own fragment words
+// and the octets' scale runs copied by cp.async) against the CPU op: ragged tiles, the direct and
+// shuffled scale paths (MMA 2, 1) and the bias path (MMA 4), one and two n-tiles, bf16-staged
+// activations, rings of 2 to 4 stages across tile boundaries, chunks over grid.z.
+TEST(MoeGroupedOnHost, FragRingMatchesTheCpuOp) {
+  const std::vector<int32_t> ids = {2, 0, 1, 2, 3, 0, 2, 9, -1, 2, 1, 0, 2, 3, 0, 2, 1, 9, 2, 0, 3};
+  check_step_with<512, 256, 4, 3, 1, 5, 8, 16, 3, 0, 2, 1, 2, 2, 1>(ids, 76, nullptr, 1e-4);
+  check_step_with<512, 256, 4, 3, 1, 5, 8, 16, 9, 0, 1, 1, 1, 3, 1>(ids, 77, nullptr, 1e-4);
+  check_step_with<768, 256, 4, 3, 1, 4, 8, 16, 16, 0, 2, 2, 4, 4, 1>(ids, 78, nullptr, 1e-4);
+  check_step_with<256, 512, 4, 3, 1, 2, 8, 16, 4, 0, 1u << 30, 1, 2, 3, 1, 1>(ids, 79, nullptr, 1e-5);  // bf16-staged activations
+}
+
 // The ring streams each chosen expert once per NT pairs, the others never: every weight byte
 // through cp.async (the host shim counts them as streamed), 18 pairs on expert 3 in 3 passes of
 // NT 8.
