@@ -82,9 +82,11 @@ const TuningTable& sm90_tuning() {
       // 8: 112 KiB; down NT 16) and two steps of loads ahead (PF 2): measured on an H100 at K2.6
       // width against the split's tuning, 84.6 against 89.8 us at 1 token, 244 against 445 at 16
       // (bench/RESULTS.md 2026-12-05 18:44–19:27, GpuOps.MoeGroupedKimiK26WidthInt4).
-      // The INT4 steps in flight sit in the PF 1 register ring; a caller or KPLAN_TUNE giving RING
-      // >= 2 moves them to the shared-memory ring (cp.async) and takes PF 0 with it. Not the default
-      // until measured on the H200 (sm120.cc gives RING 0: its 99 KiB a block).
+      // The INT4 steps in flight sit in the PF register ring; a caller or KPLAN_TUNE giving RING
+      // >= 2 moves them to the shared-memory ring (cp.async) and takes PF 0 with it: slower in the
+      // K2.6 slice on the H200 (checkpoint order, 2026-12-05) and on an H100 over int4_frag experts
+      // (1.5973 against 1.5796 ms at 1 token, bench/RESULTS.md 2026-12-06 session 38), so not the
+      // default (sm120.cc gives RING 0: its 99 KiB a block).
       {"moe_grouped_gate_up", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
            const bool ring = p.count("RING") && p.at("RING") >= 2, xb = p.count("XB") && p.at("XB") == 1;
