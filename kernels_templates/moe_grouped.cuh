@@ -1071,21 +1071,76 @@ __device__ __forceinline__ void moe_ring_math(const uint4* stage, int step, cons
 // first use of the oldest step waits for all of them, the step just issued too (sm_90 SASS,
 // bench/RESULTS.md 2026-12-06 session 38): the loads ahead drain twice every three steps.
 // cp.async groups are waited for by count (wait_group RING - 1): the steps ahead stay in flight.
+//
+// A warp's row tile as the W_LAYOUT 1 ring copies it, made once a tile (a step then adds its
+// sub-blocks' offsets: no row arithmetic a step): per A-row half h this lane's 16 bytes of the
+// octet's first sub-block; lanes < 16 (lane 4 (2 h + sb) + piece) their 16 bytes of the scale run of
+// sub-block sb of A rows 8 h .. 8 h + 8's octet; whether those octets are in the matrix.
+struct MoeFragTile {
+  const uint4* w[2];
+  const uint4* s;
+  bool valid[2], s_valid;
+};
 template <class Rows>
-__device__ __forceinline__ void moe_frag_ring_issue(const Rows& t, int step, uint4* stage) {
+__device__ __forceinline__ MoeFragTile moe_frag_tile(const Rows& t) {
   const int lane = threadIdx.x % 32, g = lane / 4;
+  MoeFragTile f;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const MoeMmaSrc r = moe_mma_src(t, 0, h, g);
+    f.w[h] = moe_frag_words<Rows::K_DIM>(r.w, t.row(r.i), 0) + lane;
+    f.valid[h] = t.valid(r.i);
+  }
+  const MoeMmaSrc r = moe_mma_src(t, 0, lane / 8 % 2, g % 4);  // a row of the octet (the run is the octet's)
+  f.s = reinterpret_cast<const uint4*>(moe_frag_scales<Rows::K_DIM>(r.s, t.row(r.i), lane / 4 % 2)) + lane % 4;
+  f.s_valid = t.valid(r.i);
+  return f;
+}
+
+// Issues step `step`'s copies of tile f into `stage` (sub-blocks 2 step, 2 step + 1).
+__device__ __forceinline__ void moe_frag_ring_issue(const MoeFragTile& f, int step, uint4* stage) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int sb = 0; sb < 2; ++sb)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const MoeMmaSrc r = moe_mma_src(t, 0, h, g);
-      cp_async16<true>(stage + (2 * sb + h) * 32 + lane, moe_frag_words<Rows::K_DIM>(r.w, t.row(r.i), 2 * step + sb) + lane, t.valid(r.i));
+    for (int h = 0; h < 2; ++h)
+      cp_async16<true>(stage + (2 * sb + h) * 32 + lane, f.w[h] + (2 * step + sb) * (kplan::int4_frag::kSubWords / 4), f.valid[h]);
+  if (lane < 16) cp_async16<false>(stage + 128 + lane, f.s + 2 * step * (kplan::int4_frag::kSubScales / 8), f.s_valid);
+}
+
+// The W_LAYOUT 1 ring's stream: moe_smem_ring_stream's schedule (RING - 1 steps' copies in flight,
+// one commit group a step, wait_group RING - 1) with the copy and math cursors (tile, step, stage)
+// moved along instead of divided out of a step count, and the copy cursor's tile made once a tile
+// (the divisions and row arithmetic were ~110 of the first version's 544 warp-instructions a step).
+template <int RING, int STEPS, class MakeTile, class Math, class Emit>
+__device__ __forceinline__ void moe_frag_ring_stream(int n_tiles, uint4* ring, MakeTile make_tile, Math math, Emit emit) {
+  const int first = blockIdx.x, stride = gridDim.x;
+  if (first >= n_tiles) return;
+  int c_tile = first, c_step = 0, c_stage = 0;  // the next copy
+  MoeFragTile f = make_tile(first);
+  auto copy_next = [&] {
+    if (c_tile < n_tiles) moe_frag_ring_issue(f, c_step, ring + c_stage * kMoeRingStage);
+    cp_async_commit();  // every call commits a group (empty past the last step): the waits count them
+    c_stage = c_stage + 1 == RING ? 0 : c_stage + 1;
+    if (++c_step == STEPS) {
+      c_step = 0;
+      c_tile += stride;
+      if (c_tile < n_tiles) f = make_tile(c_tile);
     }
-  if (lane < 16) {  // lane 4 (2 h + sb) + piece: 16 bytes of A rows 8 h .. 8 h + 8's scale run
-    const int h = lane / 8, sb = lane / 4 % 2;
-    const MoeMmaSrc r = moe_mma_src(t, 0, h, g % 4);  // a row of the octet (the run is the octet's)
-    cp_async16<false>(stage + 128 + lane, reinterpret_cast<const uint4*>(moe_frag_scales<Rows::K_DIM>(r.s, t.row(r.i), 2 * step + sb)) + lane % 4,
-                      t.valid(r.i));
+  };
+#pragma unroll
+  for (int u = 0; u < RING - 1; ++u) copy_next();
+  int m_stage = 0;
+  for (int tile = first; tile < n_tiles; tile += stride) {
+    for (int step = 0; step < STEPS; ++step) {
+      copy_next();  // into the stage the previous step used (every lane is past it: the __syncwarp below)
+      cp_async_wait<RING - 1>();
+      __syncwarp();  // the other lanes' copies of this step have landed too
+      math(ring + m_stage * kMoeRingStage, step);
+      __syncwarp();
+      m_stage = m_stage + 1 == RING ? 0 : m_stage + 1;
+    }
+    emit(tile);
   }
 }
 
@@ -1181,10 +1236,9 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
   if constexpr (RING >= 2) {
     uint4* ring = wbuf + RING * kMoeRingStage * (threadIdx.x / 32);  // the warp's stages
     if constexpr (Rows::W_LAYOUT == 1) {
-      moe_smem_ring_stream<RING, STEPS>(
-          n_tiles, [&](int stage, int tile, int c) { moe_frag_ring_issue(rows_of(tile), c, ring + stage * kMoeRingStage); },
-          [&](int stage, int, int c) { moe_frag_ring_math<NTILE, G, BIAS, XB>(ring + stage * kMoeRingStage, c, xs, bias, nt, acc); },
-          emit_tile);
+      moe_frag_ring_stream<RING, STEPS>(
+          n_tiles, ring, [&](int tile) { return moe_frag_tile(rows_of(tile)); },
+          [&](const uint4* stage, int c) { moe_frag_ring_math<NTILE, G, BIAS, XB>(stage, c, xs, bias, nt, acc); }, emit_tile);
     } else {
       moe_smem_ring_stream<RING, STEPS>(
           n_tiles, [&](int stage, int tile, int c) { moe_ring_issue(rows_of(tile), c, ring + stage * kMoeRingStage); },
