@@ -84,9 +84,10 @@ const TuningTable& sm90_tuning() {
       // (bench/RESULTS.md 2026-12-05 18:44–19:27, GpuOps.MoeGroupedKimiK26WidthInt4).
       // The INT4 steps in flight sit in the PF register ring; a caller or KPLAN_TUNE giving RING
       // >= 2 moves them to the shared-memory ring (cp.async) and takes PF 0 with it: slower in the
-      // K2.6 slice on the H200 (checkpoint order, 2026-12-05) and on an H100 over int4_frag experts
-      // (1.5973 against 1.5796 ms at 1 token, bench/RESULTS.md 2026-12-06 session 38), so not the
-      // default (sm120.cc gives RING 0: its 99 KiB a block).
+      // K2.6 slice on the H200 (checkpoint order, 2026-12-05) and, in its first form, on an H100 over
+      // int4_frag experts (1.5973 against 1.5796 ms at 1 token, bench/RESULTS.md 2026-12-06 session
+      // 38; its cursor form, fewer instructions a step than the register ring, is not timed yet), so
+      // not the default (sm120.cc gives RING 0: its 99 KiB a block).
       {"moe_grouped_gate_up", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
            const bool ring = p.count("RING") && p.at("RING") >= 2, xb = p.count("XB") && p.at("XB") == 1;
