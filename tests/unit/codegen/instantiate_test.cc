@@ -284,11 +284,13 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
             std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 3}, {"PF", 1}}); }).find("RING replaces PF's register ring: PF must be 0"), std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 3}, {"MMA", 0}, {"ROWS", 1}}); }).find("RING is the tensor-core path's (MMA 1..4)"), std::string::npos);
-  // W_LAYOUT 1 (the experts in ir/support/int4_frag.h's order): the register ring's tensor-core
-  // path over whole octets of rows and 128-column sub-blocks only.
+  // W_LAYOUT 1 (the experts in ir/support/int4_frag.h's order): the tensor-core path, either ring,
+  // over whole octets of rows and 128-column sub-blocks only.
   EXPECT_EQ(message([&] { ring({{"RING", 0}, {"PF", 1}, {"W_LAYOUT", 1}}); }), "no error");
+  EXPECT_EQ(message([&] { ring({{"RING", 3}, {"W_LAYOUT", 1}}); }), "no error");
   EXPECT_NE(message([&] { ring({{"RING", 0}, {"PF", 1}, {"W_LAYOUT", 2}}); }).find("W_LAYOUT must be 0 (the checkpoint's rows) or 1"), std::string::npos);
-  EXPECT_NE(message([&] { ring({{"RING", 3}, {"W_LAYOUT", 1}}); }).find("compile with KPLAN_MOE_FRAG=0"), std::string::npos);
+  EXPECT_NE(message([&] { ring({{"RING", 3}, {"MMA", 0}, {"ROWS", 1}, {"W_LAYOUT", 1}}); }).find("RING is the tensor-core path's"),
+            std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 0}, {"MMA", 0}, {"ROWS", 1}, {"W_LAYOUT", 1}}); }).find("W_LAYOUT 1 is the tensor-core path's"),
             std::string::npos);
   EXPECT_NE(message([&] { ring({{"RING", 0}, {"PF", 1}, {"H", 7168 + 32}, {"W_LAYOUT", 1}}); }).find("a multiple of 128"), std::string::npos);
