@@ -1108,24 +1108,29 @@ __device__ __forceinline__ void moe_frag_ring_issue(const MoeFragTile& f, int st
   if (lane < 16) cp_async16<false>(stage + 128 + lane, f.s + 2 * step * (kplan::int4_frag::kSubScales / 8), f.s_valid);
 }
 
-// The W_LAYOUT 1 ring's stream: moe_smem_ring_stream's schedule (RING - 1 steps' copies in flight,
-// one commit group a step, wait_group RING - 1) with the copy and math cursors (tile, step, stage)
-// moved along instead of divided out of a step count, and the copy cursor's tile made once a tile
-// (the divisions and row arithmetic were ~110 of the first version's 544 warp-instructions a step).
-template <int RING, int STEPS, class MakeTile, class Math, class Emit>
-__device__ __forceinline__ void moe_frag_ring_stream(int n_tiles, uint4* ring, MakeTile make_tile, Math math, Emit emit) {
+// The shared-memory ring's stream (RING >= 2, either layout): the row tiles blockIdx.x,
+// blockIdx.x + gridDim.x, ... as one sequence of STEPS steps each, RING - 1 steps' copies in flight
+// ahead of the math in the warp's RING stages at `ring`: make_tile(tile) gives a tile's source
+// (once a tile), issue(source, step, stage) copies a step in, math(stage, step) consumes it,
+// emit(tile) follows a tile's last step. Every step commits one group (empty past the last step),
+// so waiting until RING - 1 groups remain in flight always means this step's copies have landed.
+// The copy and math cursors (tile, step, stage) are moved along, not divided out of a step count
+// (the divisions and per-step row arithmetic were ~110 of the int4_frag ring's first 544
+// warp-instructions a step).
+template <int RING, int STEPS, class MakeTile, class Issue, class Math, class Emit>
+__device__ __forceinline__ void moe_smem_ring_stream(int n_tiles, uint4* ring, MakeTile make_tile, Issue issue, Math math, Emit emit) {
   const int first = blockIdx.x, stride = gridDim.x;
   if (first >= n_tiles) return;
   int c_tile = first, c_step = 0, c_stage = 0;  // the next copy
-  MoeFragTile f = make_tile(first);
+  auto src = make_tile(first);
   auto copy_next = [&] {
-    if (c_tile < n_tiles) moe_frag_ring_issue(f, c_step, ring + c_stage * kMoeRingStage);
-    cp_async_commit();  // every call commits a group (empty past the last step): the waits count them
+    if (c_tile < n_tiles) issue(src, c_step, ring + c_stage * kMoeRingStage);
+    cp_async_commit();
     c_stage = c_stage + 1 == RING ? 0 : c_stage + 1;
     if (++c_step == STEPS) {
       c_step = 0;
       c_tile += stride;
-      if (c_tile < n_tiles) f = make_tile(c_tile);
+      if (c_tile < n_tiles) src = make_tile(c_tile);
     }
   };
 #pragma unroll
@@ -1172,34 +1177,6 @@ __device__ __forceinline__ void moe_frag_ring_math(const uint4* stage, int step,
   }
 }
 
-// The row tiles blockIdx.x, blockIdx.x + gridDim.x, ... as one sequence of STEPS steps each,
-// RING - 1 steps' copies in flight ahead of the math in the warp's RING stages of shared memory:
-// issue(stage, tile, step) copies a step in, math(stage, tile, step) consumes it, emit(tile)
-// follows a tile's last step. Every iteration commits one group (empty past the last step), so
-// waiting until RING - 1 groups remain in flight always means this step's copies have landed.
-template <int RING, int STEPS, class Issue, class Math, class Emit>
-__device__ __forceinline__ void moe_smem_ring_stream(int n_tiles, Issue issue, Math math, Emit emit) {
-  const int first = blockIdx.x, stride = gridDim.x;
-  if (first >= n_tiles) return;
-  const int total = (n_tiles - first + stride - 1) / stride * STEPS;
-#pragma unroll
-  for (int u = 0; u < RING - 1; ++u) {
-    if (u < total) issue(u, first + u / STEPS * stride, u % STEPS);
-    cp_async_commit();
-  }
-  for (int s = 0; s < total; ++s) {
-    const int ahead = s + RING - 1;  // into the stage step s - 1 used: read by every lane (the __syncwarp below)
-    if (ahead < total) issue(ahead % RING, first + ahead / STEPS * stride, ahead % STEPS);
-    cp_async_commit();
-    cp_async_wait<RING - 1>();
-    __syncwarp();  // the other lanes' copies of this step have landed too
-    const int tile = first + s / STEPS * stride, step = s % STEPS;
-    math(s % RING, tile, step);
-    __syncwarp();
-    if (step == STEPS - 1) emit(tile);
-  }
-}
-
 // moe_stream_tiles for MMA 1..4: the same tiles, in steps of 256 columns (MT 1) or 128 (MT 2), so
 // a lane holds 4 16-byte loads a step. RING 0: the PF register ring (moe_ring_stream), the loads
 // transposed through the warp's two buffers at wbuf; RING >= 2 (MT 1): the shared-memory ring at
@@ -1236,13 +1213,14 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
   if constexpr (RING >= 2) {
     uint4* ring = wbuf + RING * kMoeRingStage * (threadIdx.x / 32);  // the warp's stages
     if constexpr (Rows::W_LAYOUT == 1) {
-      moe_frag_ring_stream<RING, STEPS>(
+      moe_smem_ring_stream<RING, STEPS>(
           n_tiles, ring, [&](int tile) { return moe_frag_tile(rows_of(tile)); },
+          [](const MoeFragTile& f, int c, uint4* stage) { moe_frag_ring_issue(f, c, stage); },
           [&](const uint4* stage, int c) { moe_frag_ring_math<NTILE, G, BIAS, XB>(stage, c, xs, bias, nt, acc); }, emit_tile);
     } else {
       moe_smem_ring_stream<RING, STEPS>(
-          n_tiles, [&](int stage, int tile, int c) { moe_ring_issue(rows_of(tile), c, ring + stage * kMoeRingStage); },
-          [&](int stage, int, int c) { moe_ring_math<NTILE, G, BIAS, XB>(ring + stage * kMoeRingStage, c, xs, bias, nt, acc); }, emit_tile);
+          n_tiles, ring, rows_of, [](const Rows& r, int c, uint4* stage) { moe_ring_issue(r, c, stage); },
+          [&](const uint4* stage, int c) { moe_ring_math<NTILE, G, BIAS, XB>(stage, c, xs, bias, nt, acc); }, emit_tile);
     }
   } else {
     // MMA 2: each lane loads its rows' scales (8 registers a step); MMA 1: the quad shares them by
