@@ -1553,6 +1553,9 @@ const std::vector<K26Int4Variant>& k26_int4_variants() {
       {{8, 4, 1, 132, 2, 16, 0, 1}, {16, 8, 1, 264, 1, 8, 0, 1}, false, 1},
       {{8, 8, 1, 132, 2, 16, 0, 1}, {16, 16, 1, 264, 1, 8, 0, 1}, false, 1},
       {{8, 8, 2, 132, 2, 16, 0, 1}, {16, 16, 2, 264, 1, 8, 0, 1}, false, 1},
+      // The same with the 128 + q forms (gate/up MMA 3, down MMA 4: no HFMA2 a weight pair, the
+      // group's -136 x activation sum in the MMA's C; gate/up's C fragments beside NT 8: 126 KiB).
+      {{8, 8, 2, 132, 3, 16, 0, 1}, {16, 16, 2, 264, 4, 8, 0, 1}, false, 1},
       // XB 1 over int4_frag through the shared-memory ring (cp.async, waited for by count: the
       // register ring's loads share one scoreboard and drain at a step's first use): gate/up 3
       // stages beside NT 8 (down the default's register ring), then down's 2 stages too, then
@@ -1608,7 +1611,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   // CPU checks at K2.6 width take most of this test's minutes).
   const char* only = std::getenv("KPLAN_MOE_VARIANTS");
   // KPLAN_MOE_VARIANTS=pf: the heuristics' instance and the deeper load rings (PF 2, 3) only;
-  // =bias: the heuristics' instance and the 128 + q forms (MMA 3, 4) only; =ring: the
+  // =bias: the heuristics' instance and the 128 + q forms (MMA 3, 4; both layouts) only; =ring: the
   // heuristics' instance, the shared-memory rings and the register ring timed beside them only;
   // =frag: the heuristics' instance over both layouts and the int4_frag variants only; =xb: the
   // heuristics' instance and the XB 1 variants (checked against the CPU op at the bf16 tolerance,
@@ -1634,7 +1637,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
     if (bias_only && v.gu.rows && (v.gu.ring || v.dn.ring || (v.gu.mma < 3 && v.dn.mma < 3))) continue;
     if (ring_only && v.gu.rows && !v.gu.ring && !v.ring_baseline) continue;
-    if ((mma_only || pf_only || bias_only || ring_only) && v.layout == 1 && v.gu.rows) continue;
+    if ((mma_only || pf_only || ring_only) && v.layout == 1 && v.gu.rows) continue;
     for (int64_t T : {1, 2, 4, 8, 16, 64}) {
       if (v.gu.rows && T == 64) continue;  // the variants' CPU checks at 1..16 tokens only
       std::vector<int32_t> ids;
