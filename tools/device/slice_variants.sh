@@ -10,13 +10,16 @@
 # default; "name:KPLAN_TUNE=family[COND=V]:PARAM=V,PARAM=V;family2:..." sets tuning overrides,
 # compiler/codegen/heuristics/tune_override.h; an entry starting with -- is a compile flag:
 # "name:--activations=f32,KPLAN_MOE_XBF16=0"), KPLAN_VARIANT_EXPERTS (int4 | bf16: the INT4 published config or
-# bench/configs/k26-bf16-experts), KPLAN_SLICE_CONTEXT (512), KPLAN_SLICE_TOKENS (1,16).
+# bench/configs/k26-bf16-experts), KPLAN_SLICE_CONTEXT (512), KPLAN_SLICE_TOKENS (1,16),
+# KPLAN_SLICE_MAX_CONTEXT (the plans' --max-context: 2 x context + the last token count; a
+# deployment's is larger, and the split MLA's split count follows it).
 set -uo pipefail
 default_out=/tmp/kplan-variants
 source "$(dirname "$0")/carried_env.sh"
 ctx=${KPLAN_SLICE_CONTEXT:-512}
 tokens=${KPLAN_SLICE_TOKENS:-1,16}
 max_t=${tokens##*,}
+max_ctx=${KPLAN_SLICE_MAX_CONTEXT:-$((2 * ctx + max_t))}
 experts=${KPLAN_VARIANT_EXPERTS:-int4}
 cfg=$repo/tests/data/kimi-k2.6/config.json
 [ "$experts" = bf16 ] && cfg=$repo/bench/configs/k26-bf16-experts/config.json
@@ -34,7 +37,7 @@ for v in $variants; do
   flags=(); vars=()
   for a in "${assignments[@]}"; do if [[ $a == --* ]]; then flags+=("${a%%=*}" "${a#*=}"); else vars+=("$a"); fi; done
   env "${vars[@]}" "$bin/kplan" compile --model "$cfg" --no-weights --layers 3 --synthetic-weights 1 --arch sm_90 \
-      --buckets "$tokens" --max-context $((2 * ctx + max_t)) "${flags[@]}" -o "$plan" > "$out/compile_$name.log" 2>&1 \
+      --buckets "$tokens" --max-context "$max_ctx" "${flags[@]}" -o "$plan" > "$out/compile_$name.log" 2>&1 \
       || { echo "compile $name failed:"; tail -5 "$out/compile_$name.log"; }
 done
 for name in "${names[@]}"; do

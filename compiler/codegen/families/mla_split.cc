@@ -29,10 +29,12 @@ int64_t mla_split_count(const KernelSource& partial, int64_t max_context, int64_
   const bool wide = kernel_param(partial, "MMA") >= 2;
   const int64_t tokens = std::max<int64_t>(n_tokens, 1);
   const int64_t groups = ceil_div(kernel_param(partial, "HEADS"), mla_split_heads_per_block(partial));
-  const int64_t by_keys = ceil_div(std::max<int64_t>(max_context, 0) + tokens, mla_split_min_keys(arch, wide));
-  // An all-heads block (MMA 2, 3) fills an SM's shared memory: one an SM, where the others take two.
+  const int64_t by_keys = ceil_div(std::max<int64_t>(max_context, 0) + tokens, mla_split_min_keys(arch));
+  // An all-heads block (MMA 2, 3) fills an SM's shared memory: one an SM, where the others take
+  // two; its splits a token are capped too (their f32 partials' traffic).
   const int64_t blocks = wide ? mla_split_blocks(arch) / 2 : mla_split_blocks(arch);
-  const int64_t by_grid = std::max<int64_t>(1, blocks / (tokens * groups));
+  int64_t by_grid = std::max<int64_t>(1, blocks / (tokens * groups));
+  if (wide) by_grid = std::min(by_grid, mla_split_wide_max_splits(arch));
   const int64_t splits = std::clamp<int64_t>(by_keys, 1, by_grid);
   require(splits <= kMlaMaxSplits, "mla_split_partial", "more splits than the combine's shared memory holds");
   return splits;

@@ -64,10 +64,11 @@ KernelSource mla_split_combine_kernel(int64_t heads, int64_t kv_lora, ElemType o
 inline constexpr int64_t kMlaMaxSplits = 512;
 
 // Splits of a step of n_tokens queries over a cache of up to max_context rows, for `partial` (its
-// heads per block) on `arch`: ceil((max_context + n_tokens) / mla_split_min_keys(arch, MMA >= 2)),
+// heads per block) on `arch`: ceil((max_context + n_tokens) / mla_split_min_keys(arch)),
 // clamped to [1, max(1, blocks / (n_tokens * head groups))] where blocks is two per SM of the
-// arch (mla_split_blocks in heuristics), one per SM for MMA 2 and 3 (their shared memory fills the SM).
-// The kernel takes any runtime cache length.
+// arch (mla_split_blocks in heuristics), one per SM for MMA 2 and 3 (their shared memory fills the
+// SM), whose splits a token are also capped (mla_split_wide_max_splits: 64). The kernel takes any
+// runtime cache length: a split takes ceil(keys / n_splits) keys, at least a tile.
 int64_t mla_split_count(const KernelSource& partial, int64_t max_context, int64_t n_tokens, std::string_view arch);
 
 // Workspace bytes of the pair: the largest n_tokens * n_splits over 1..max_tokens tokens, times

@@ -252,12 +252,25 @@ void choose_tuning(const Family& family, std::string_view arch, ParamValues& par
   it->second(params);
 }
 
-int64_t mla_split_min_keys(std::string_view arch, bool all_heads) {
+int64_t mla_split_min_keys(std::string_view arch) {
   (void)tuning_for(arch);  // refuses an arch with no table
   // 128 keys a split (until 2026-12-04) gave the K2.6 slice's 1-token step 9 splits over 512 keys
   // (72 blocks, 2 tiles each): 51 us for 3 layers' partials, the blocks' f32 score and value math
   // serial per warp. One tile a split lets the grid's 2 blocks an SM take the keys side by side.
-  return compile_count("KPLAN_MLA_MIN_KEYS", all_heads ? 128 : 32, "a key count >= 1", 1);  // 0 would divide by zero
+  // The all-heads partial took 128 too until 2026-12-06 (session 39): over 512 keys its 17 one-tile
+  // splits beat 9 of two tiles (H100, K2.6 3-layer slice, 1.5436 against 1.5503 ms); its long
+  // contexts are bounded by mla_split_wide_max_splits instead.
+  return compile_count("KPLAN_MLA_MIN_KEYS", 32, "a key count >= 1", 1);  // 0 would divide by zero
+}
+
+int64_t mla_split_wide_max_splits(std::string_view arch) {
+  (void)tuning_for(arch);  // refuses an arch with no table
+  // Each all-heads split writes HEADS x (C + 2) f32 (128 KiB at K2.6 width) that the combine reads
+  // back: past ~64 splits a token that traffic costs more than the splits' parallel keys save.
+  // Measured on an H100 (bench/RESULTS.md 2026-12-06 session 39, K2.6 3-layer INT4 slice, 1 token,
+  // ms a step): 4096 keys over 129 / 65 / 33 / 17 splits 1.6131 / 1.5723 / 1.5784 / 1.6157; 16384
+  // keys over 132 / 65 / 33 splits 1.6519 / 1.6371 / 1.7084.
+  return compile_count("KPLAN_MLA_MAX_SPLITS", 64, "a split count >= 1", 1);
 }
 
 namespace {

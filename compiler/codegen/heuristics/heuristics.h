@@ -92,11 +92,15 @@ void matmul_int4_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
 int64_t mla_split_blocks(std::string_view arch);
 
 // Keys a split of the split MLA pair takes at least: 32 (one staged tile), so a 1-token step
-// over a short context still fills the grid (the partial's f32 math binds it, not the cache
-// bytes); `all_heads` (MMA 2, a block per token's every head) 128: each split writes a partial of
-// HEADS x (C + 2) f32 (128 KiB at K2.6 width, 3.6 tiles' cache bytes) that the combine reads
-// back. KPLAN_MLA_MIN_KEYS overrides both for a compile, to measure.
-int64_t mla_split_min_keys(std::string_view arch, bool all_heads = false);
+// over a short context still fills the grid (the partial's math binds it, not the cache bytes).
+// KPLAN_MLA_MIN_KEYS overrides it for a compile, to measure.
+int64_t mla_split_min_keys(std::string_view arch);
+
+// Splits a token of the all-heads partial (MMA 2, 3) takes at most: 64. Each split writes a
+// partial of HEADS x (C + 2) f32 (128 KiB at K2.6 width) that the combine reads back, so past that
+// the traffic costs more than the splits' parallel keys save (the grid's one block an SM bounds
+// it too). KPLAN_MLA_MAX_SPLITS overrides it for a compile, to measure.
+int64_t mla_split_wide_max_splits(std::string_view arch);
 
 // The largest step (tokens) whose mla_attention lowers to the split pair (mla_split_partial +
 // mla_split_combine) rather than one mla_attention launch: 8 (the H200 measured the pair 5-10x

@@ -283,24 +283,29 @@ TEST(MlaSplitHost, SplitCountFollowsTheContext) {
   EXPECT_EQ(md.smem_bytes, 32u * 1168 + 2 * 16 * 1168 + 16 * 33 * 4);
   EXPECT_EQ(mla_split_count(m, 32768, 1, "sm_90"), 66);
   // MMA 2 (KPLAN_TUNE=mla_split_partial:MMA=2, bf16 queries): every head a block on 8 warps, one
-  // block an SM (132 splits at 32768 keys, 8 a token at 16 tokens), splits of 128+ keys (33 over
-  // 4096); the 64 query rows, 3 tiles of 32 rows (584 bf16 each), 64 x 40 bf16 probabilities and
-  // 5 x 64 f32.
+  // block an SM, at most 64 splits a token (their f32 partials' traffic: 64 at 4096 and 32768
+  // keys, 8 a token at 16 tokens), 32+ keys a split (17 over 512); the 64 query rows, 3 tiles of
+  // 32 rows (584 bf16 each), 64 x 40 bf16 probabilities and 5 x 64 f32.
   const KernelSource w = instantiate(mla_split_partial::family(), {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", 2}}, "sm_90");
   EXPECT_EQ(w.id, "mla_split_partial_h64_c512_r64_qbf16_kvbf16_w8_kt32_mma2");
   const LaunchDims wd = launch_dims(w, 3, 5);
   EXPECT_EQ(wd.grid, (std::array<uint32_t, 3>{5, 3, 1}));
   EXPECT_EQ(wd.block[0], 256u);
   EXPECT_EQ(wd.smem_bytes, 64u * 1168 + 3 * 32 * 1168 + 64 * 40 * 2 + 5 * 64 * 4);
-  EXPECT_EQ(mla_split_count(w, 32768, 1, "sm_90"), 132);
+  EXPECT_EQ(mla_split_count(w, 32768, 1, "sm_90"), 64);
+  EXPECT_EQ(mla_split_count(w, 32768, 2, "sm_90"), 64);  // 66 blocks a token's share, capped
   EXPECT_EQ(mla_split_count(w, 32768, 16, "sm_90"), 8);
-  EXPECT_EQ(mla_split_count(w, 4096, 1, "sm_90"), 33);
-  EXPECT_EQ(mla_split_count(w, 512, 1, "sm_90"), 5);
+  EXPECT_EQ(mla_split_count(w, 4096, 1, "sm_90"), 64);
+  EXPECT_EQ(mla_split_count(w, 512, 1, "sm_90"), 17);
+  setenv("KPLAN_MLA_MAX_SPLITS", "132", 1);  // measuring: the grid's one block an SM alone
+  EXPECT_EQ(mla_split_count(w, 32768, 1, "sm_90"), 132);
+  EXPECT_EQ(mla_split_count(k, 32768, 1, "sm_90"), 33) << "the cap is the all-heads partial's only";
+  unsetenv("KPLAN_MLA_MAX_SPLITS");
   // MMA 3: the same grid, and a row of 40 f32 scores a head more.
   const KernelSource w3 = instantiate(mla_split_partial::family(), {{"HEADS", 64}, {"C", 512}, {"R", 64}, {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", 3}}, "sm_90");
   EXPECT_EQ(launch_dims(w3, 3, 5).smem_bytes, wd.smem_bytes + 64 * 40 * 4);
   EXPECT_EQ(launch_dims(w3, 3, 5).grid, wd.grid);
-  EXPECT_EQ(mla_split_count(w3, 32768, 1, "sm_90"), 132);
+  EXPECT_EQ(mla_split_count(w3, 32768, 1, "sm_90"), 64);
 }
 
 // MMA 1's shapes, refused by name: a cache in f32, heads not in m-tiles of 16, C not split evenly
