@@ -149,9 +149,7 @@
 // which the plan records on them, not a tuning choice), then XB (MMA 1..4: 0 the activations
 // staged as bf16 hi + lo, two MMAs a k-step, results within f32 summation order of the CPU op;
 // 1 rounded to bf16 once staged, as a bf16-activations plan stores its activations: one MMA a
-// k-step, half the staged bytes, so twice the pairs a chunk fit shared memory), then L2PF (0: off;
-// 1..16, W_LAYOUT 1 with the register ring: the steps ahead of the loads that lane 0 of each warp
-// asks L2 for by cp.async.bulk.prefetch.L2, moe_frag_prefetch_l2).
+// k-step, half the staged bytes, so twice the pairs a chunk fit shared memory).
 #include "common.cuh"
 #include "int4_frag.h"     // W_LAYOUT 1's offsets
 #include "moe_router.cuh"  // moe_route_token (ROUTE)
@@ -1183,35 +1181,7 @@ __device__ __forceinline__ void moe_frag_ring_math(const uint4* stage, int step,
 // a lane holds 4 16-byte loads a step. RING 0: the PF register ring (moe_ring_stream), the loads
 // transposed through the warp's two buffers at wbuf; RING >= 2 (MT 1): the shared-memory ring at
 // wbuf (RING stages a warp, moe_smem_ring_stream). emit(tile, acc) gets the D fragments.
-// L2PF > 0 (W_LAYOUT 1, the register ring): lane 0 asks L2 for steps [from, to) of the warp's rows
-// (the step loading now and L2PF steps past it; a tile's first load asks for its steps 0..L2PF)
-// by cp.async.bulk.prefetch.L2 (sm_90+): the copy engine, not the SM's load queue, holds those
-// bytes in flight, and the ring's loads then meet them in L2. In int4_frag order an octet's steps
-// are contiguous: one prefetch a step for its words and one for its scales, per octet.
-template <int MT, int SUBS, class Rows>
-__device__ __forceinline__ void moe_frag_prefetch_l2(const Rows& t, int from, int to) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int SB = Rows::K_DIM / 32 / kMoeMmaSub;  // sub-blocks a row
-  const int sub0 = from * SUBS, sub1 = min(to * SUBS, SB);
-  if (threadIdx.x % 32 != 0 || sub0 >= sub1) return;
-  const unsigned words = (sub1 - sub0) * kplan::int4_frag::kSubWords * 4, scales = (sub1 - sub0) * kplan::int4_frag::kSubScales * 2;
-#pragma unroll
-  for (int j = 0; j < MT; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const MoeMmaSrc r = moe_mma_src(t, j, h, 0);
-      if (!t.valid(r.i)) continue;
-      const void* w = moe_frag_words<Rows::K_DIM>(r.w, t.row(r.i), sub0);
-      const void* sc = moe_frag_scales<Rows::K_DIM>(r.s, t.row(r.i), sub0);
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w), "r"(words) : "memory");
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(sc), "r"(scales) : "memory");
-    }
-#else
-  (void)t, (void)from, (void)to;
-#endif
-}
-
-template <int NTILE, int PF, int RING, int TILE, bool DIRECT, bool BIAS, int XB, int L2PF, class Rows, class Emit>
+template <int NTILE, int PF, int RING, int TILE, bool DIRECT, bool BIAS, int XB, class Rows, class Emit>
 __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* wbuf, int nt, Rows t,
                                                      Emit emit) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
@@ -1259,11 +1229,7 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
     uint4* tb = wbuf + 2 * 64 * (threadIdx.x / 32);  // the warp's two transposition buffers (16 rows x 4 groups)
     unsigned flip = 0;
     moe_ring_stream<PF, STEPS, Loads>(
-        n_tiles,
-        [&](Loads& L, int tile, int c) {
-          if constexpr (L2PF > 0 && Rows::W_LAYOUT == 1) moe_frag_prefetch_l2<MT, SUBS>(rows_of(tile), c == 0 ? 0 : c + L2PF, c + L2PF + 1);
-          moe_mma_load<MT, SUBS>(rows_of(tile), c, L);
-        },
+        n_tiles, [&](Loads& L, int tile, int c) { moe_mma_load<MT, SUBS>(rows_of(tile), c, L); },
         [&](const Loads& L, int, int c) { moe_mma_math<MT, SUBS, NTILE, G, BIAS, Rows::W_LAYOUT == 1, XB>(L, c, xs, bias, nt, tb, flip, acc); }, emit_tile);
   }
 }
@@ -1313,7 +1279,7 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
 // MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
 // last one's row; their columns are dropped).
 template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS,
-          int W_LAYOUT, int XB, int L2PF>
+          int W_LAYOUT, int XB>
 __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                       const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                       int x_row_stride, uint4* xs, uint4* wbuf, i64* rows) {
@@ -1343,7 +1309,7 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
     }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<H, XB>(NT));
-  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB, L2PF>((I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB>((I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
 }
 
 // ROUTE > 0: the block routes the step's n_tokens <= ROUTE tokens itself (moe_router.cuh's
@@ -1380,7 +1346,7 @@ __device__ __forceinline__ const int* moe_route_step(void* topk_ids, const void*
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int ROUTE,
-          int RNORM, int W_LAYOUT = 0, int XB = 0, int L2PF = 0>
+          int RNORM, int W_LAYOUT = 0, int XB = 0>
 __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w_gate, const void* w_gate_scale, const void* w_up,
                                     const void* w_up_scale, void* h, int n_tokens, int x_row_stride, const void* logits, const void* bias,
                                     void* topk_weights, float routed_scaling) {
@@ -1392,7 +1358,6 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
   static_assert(W_LAYOUT == 0 || (MMA >= 1 && I % 8 == 0 && H % 128 == 0),
                 "W_LAYOUT 1: the tensor-core path over whole octets and 128-column sub-blocks");
   static_assert(XB == 0 || MMA >= 1, "XB 1 (activations rounded to bf16 once staged) is the tensor-core path's");
-  static_assert(L2PF >= 0 && L2PF <= 16 && (L2PF == 0 || (W_LAYOUT == 1 && RING == 0)), "L2PF: 0..16 steps, the int4_frag register ring's");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   __shared__ int route_ids[ROUTE > 0 ? ROUTE * TOPK : 1];
@@ -1411,9 +1376,9 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
       __shared__ uint4 tbuf[RING >= 2 || W_LAYOUT == 1 ? 1 : WARPS * 2 * 64];  // per warp two 1 KiB transposition buffers (none: RING, W_LAYOUT 1)
       uint4* wbuf = RING >= 2 ? moe_ring_buffers<H, NT, MMA, XB>(xm) : tbuf;
       if (nt <= 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, L2PF>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, L2PF>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       }
       continue;
     } else {
@@ -1457,7 +1422,7 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
 }
 
 template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS,
-          int W_LAYOUT, int XB, int L2PF>
+          int W_LAYOUT, int XB>
 __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
                                                    const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* wbuf,
                                                    i64* rows) {
@@ -1499,11 +1464,11 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
       }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<I, XB>(NT));
-  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB, L2PF>((H + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB>((H + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int W_LAYOUT = 0,
-          int XB = 0, int L2PF = 0>
+          int XB = 0>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
@@ -1513,7 +1478,6 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
   static_assert(W_LAYOUT == 0 || (MMA >= 1 && H % 8 == 0 && I % 128 == 0),
                 "W_LAYOUT 1: the tensor-core path over whole octets and 128-column sub-blocks");
   static_assert(XB == 0 || MMA >= 1, "XB 1 (activations rounded to bf16 once staged) is the tensor-core path's");
-  static_assert(L2PF >= 0 && L2PF <= 16 && (L2PF == 0 || (W_LAYOUT == 1 && RING == 0)), "L2PF: 0..16 steps, the int4_frag register ring's");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of I (the launch's smem_bytes)
@@ -1531,9 +1495,9 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
       __shared__ uint4 tbuf[RING >= 2 || W_LAYOUT == 1 ? 1 : WARPS * 2 * 64];  // per warp two 1 KiB transposition buffers (none: RING, W_LAYOUT 1)
       uint4* wbuf = RING >= 2 ? moe_ring_buffers<I, NT, MMA, XB>(xm) : tbuf;
       if (nt <= 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, L2PF>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, L2PF>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
       }
       continue;
     } else {

@@ -62,9 +62,6 @@ void check_experts(const ParamValues& p, const char* family, int64_t rows, int64
     require(int4_frag::fits(rows, k, 32), family,
             "W_LAYOUT 1 needs whole octets of rows and a reduction dim that is a multiple of 128");
   }
-  const int64_t l2pf = p.at("L2PF");
-  require(l2pf >= 0 && l2pf <= 16, family, "L2PF (steps the L2 prefetch runs ahead of the loads) must be 0..16");
-  require(l2pf == 0 || (layout == 1 && ring == 0), family, "L2PF is the int4_frag register ring's (W_LAYOUT 1, RING 0)");
   require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
   // The staged activations, the MMA transposition buffers or rings and the block's static few
   // hundred bytes within sm_90's 227 KiB.
@@ -132,8 +129,7 @@ const Family& family() {
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
                  tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
-                 dim_param("ROUTE", "route"), dim_param("RNORM", "rn"), dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb"),
-                 tuning_param("L2PF", "l2pf")},
+                 dim_param("ROUTE", "route"), dim_param("RNORM", "rn"), dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -160,7 +156,7 @@ const Family& family() {
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
                  tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
-                 dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb"), tuning_param("L2PF", "l2pf")},
+                 dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

@@ -86,9 +86,8 @@ const TuningTable& sm90_tuning() {
       // >= 2 moves them to the shared-memory ring (cp.async) and takes PF 0 with it: slower in the
       // K2.6 slice on the H200 (checkpoint order, 2026-12-05) and, in its first form, on an H100 over
       // int4_frag experts (1.5973 against 1.5796 ms at 1 token, bench/RESULTS.md 2026-12-06 session
-      // 38; its cursor form, fewer instructions a step than the register ring, 1.5604 against 1.5530,
-      // session 39), so not the default (sm120.cc gives RING 0: its 99 KiB a block). Nor are the
-      // 128 + q forms (MMA 3 / 4) with XB 1: 1.5579 against 1.5527 (session 39).
+      // 38; its cursor form, fewer instructions a step than the register ring, is not timed yet), so
+      // not the default (sm120.cc gives RING 0: its 99 KiB a block).
       {"moe_grouped_gate_up", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
            const bool ring = p.count("RING") && p.at("RING") >= 2, xb = p.count("XB") && p.at("XB") == 1;
@@ -98,7 +97,6 @@ const TuningTable& sm90_tuning() {
            set(p, "WARPS", 8); set(p, "ROWS", 1); set(p, "NT", 2); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
          set(p, "RING", 0);
-         set(p, "L2PF", 0);
          moe_xb_where_mma(p);
        }},
       {"moe_grouped_down", [](ParamValues& p) {
@@ -110,7 +108,6 @@ const TuningTable& sm90_tuning() {
            set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 3); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
          set(p, "RING", 0);
-         set(p, "L2PF", 0);
          moe_xb_where_mma(p);
        }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},
