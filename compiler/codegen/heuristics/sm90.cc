@@ -86,8 +86,11 @@ const TuningTable& sm90_tuning() {
       // >= 2 moves them to the shared-memory ring (cp.async) and takes PF 0 with it: slower in the
       // K2.6 slice on the H200 (checkpoint order, 2026-12-05) and, in its first form, on an H100 over
       // int4_frag experts (1.5973 against 1.5796 ms at 1 token, bench/RESULTS.md 2026-12-06 session
-      // 38; its cursor form, fewer instructions a step than the register ring, is not timed yet), so
-      // not the default (sm120.cc gives RING 0: its 99 KiB a block).
+      // 38; its cursor form, fewer instructions a step than the register ring, 1.5604 against 1.5530,
+      // session 39), so not the default (sm120.cc gives RING 0: its 99 KiB a block). Nor are the
+      // 128 + q forms (MMA 3 / 4) with XB 1: 1.5579 against 1.5527 (session 39). An L2 prefetch
+      // of the steps ahead (cp.async.bulk.prefetch.L2 by lane 0, 2 / 4 / 8 steps) was slower at
+      // every distance (1.5748 / 1.5863 / 1.6049 against 1.5473; session 39, reverted).
       {"moe_grouped_gate_up", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
            const bool ring = p.count("RING") && p.at("RING") >= 2, xb = p.count("XB") && p.at("XB") == 1;
