@@ -1,0 +1,120 @@
+// Does the order in which warps walk their weight chunks bind the INT4 MoE's stream? (issue 10)
+//
+// The int4_frag experts (ir/support/int4_frag.h) are octet-major: an octet's whole K strip is one
+// contiguous run, and each warp of moe_grouped_gate_up walks its own strip 1 KiB a step, so at any
+// moment the device's ~2000 warps read 1 KiB pieces 28 KiB apart. The INT4 MoE streams at ~2.6
+// TB/s on both the H100 and the H200 (bench/RESULTS.md 2026-12-06, session 39) whatever its
+// instruction count, ring depth or L2 prefetch: if DRAM row locality is what binds it, a step-major
+// order (step s of every warp's strip adjacent) streams faster from the same loads.
+//
+// This reads the same bytes in 1 KiB chunks, two 16-byte loads a lane a chunk, D chunks a warp in
+// flight (issued together, then consumed), in three orders:
+//   strip:       warp w's chunk s at w * steps + s (the int4_frag order: a warp's strip contiguous)
+//   interleaved: chunk (w, s) at s * warps + w (the warps of a step adjacent)
+//   linear:      a grid-stride read of the buffer, 16 bytes a lane (a copy's order: the roof)
+// and prints GB/s for each (median of 21 runs over a buffer past L2). No correctness beyond the
+// XOR each warp writes (keeps the loads alive). Build and run: tools/device/stream_order.sh.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace {
+
+constexpr int kChunk = 64;  // uint4s a chunk: 1 KiB
+
+template <int ORDER, int D>
+__global__ void stream_chunks(const uint4* __restrict__ src, int steps, unsigned* out) {
+  const int lane = threadIdx.x % 32;
+  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
+  const long long warp = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  auto chunk = [&](int s) { return src + (ORDER == 0 ? warp * steps + s : s * warps + warp) * kChunk; };
+  unsigned acc = 0;
+  for (int s0 = 0; s0 + D <= steps; s0 += D) {
+    uint4 v[D][2];
+#pragma unroll
+    for (int i = 0; i < D; ++i) {
+      v[i][0] = __ldcs(chunk(s0 + i) + lane);
+      v[i][1] = __ldcs(chunk(s0 + i) + 32 + lane);
+    }
+#pragma unroll
+    for (int i = 0; i < D; ++i) acc ^= v[i][0].x ^ v[i][0].y ^ v[i][0].z ^ v[i][0].w ^ v[i][1].x ^ v[i][1].y ^ v[i][1].z ^ v[i][1].w;
+  }
+  if (lane == 0) out[warp] = acc;
+}
+
+template <int D>
+__global__ void stream_linear(const uint4* __restrict__ src, long long n, unsigned* out) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  unsigned acc = 0;
+  for (long long i0 = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i0 < n; i0 += D * stride) {
+    uint4 v[D];
+#pragma unroll
+    for (int i = 0; i < D; ++i) v[i] = i0 + i * stride < n ? __ldcs(src + i0 + i * stride) : uint4{0, 0, 0, 0};
+#pragma unroll
+    for (int i = 0; i < D; ++i) acc ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+  }
+  if (threadIdx.x % 32 == 0) out[(static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32] = acc;
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "stream_order: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+template <class Launch>
+double median_gbps(Launch launch, double bytes) {
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "event");
+  check(cudaEventCreate(&b), "event");
+  std::vector<float> ms;
+  for (int r = 0; r < 22; ++r) {
+    check(cudaEventRecord(a), "record");
+    launch();
+    check(cudaEventRecord(b), "record");
+    check(cudaEventSynchronize(b), "sync");
+    float t = 0;
+    check(cudaEventElapsedTime(&t, a, b), "elapsed");
+    if (r > 0) ms.push_back(t);  // the first run warms the code
+  }
+  check(cudaGetLastError(), "launch");
+  std::sort(ms.begin(), ms.end());
+  return bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "device");
+  // The 1-token gate/up's shape: one 16-warp block an SM, 64 KiB a warp (its 16 rows x 7168
+  // columns are 56 KiB of words): 132 x 16 x 64 KiB = 132 MiB, past any L2.
+  const int blocks = prop.multiProcessorCount, threads = 512, warps = blocks * threads / 32, steps = 64;
+  const long long n = static_cast<long long>(warps) * steps * kChunk;  // uint4s
+  const double bytes = 16.0 * n;
+  uint4* src = nullptr;
+  unsigned* out = nullptr;
+  check(cudaMalloc(&src, 16 * n), "alloc");
+  check(cudaMalloc(&out, 4ull * blocks * 1024), "alloc");
+  check(cudaMemset(src, 0x5a, 16 * n), "memset");
+  std::printf("%s: %d SMs, %d warps, %.1f MiB read a run (1 KiB chunks, D in flight a warp)\n", prop.name, blocks, warps, bytes / 1048576);
+  std::printf("%-14s %10s %10s %10s\n", "order", "D 2", "D 4", "D 8");
+  auto row = [&](const char* name, auto l2, auto l4, auto l8) {
+    std::printf("%-14s %7.0f GB/s %5.0f GB/s %5.0f GB/s\n", name, median_gbps(l2, bytes), median_gbps(l4, bytes), median_gbps(l8, bytes));
+  };
+  row("strip", [&] { stream_chunks<0, 2><<<blocks, threads>>>(src, steps, out); },
+      [&] { stream_chunks<0, 4><<<blocks, threads>>>(src, steps, out); },
+      [&] { stream_chunks<0, 8><<<blocks, threads>>>(src, steps, out); });
+  row("interleaved", [&] { stream_chunks<1, 2><<<blocks, threads>>>(src, steps, out); },
+      [&] { stream_chunks<1, 4><<<blocks, threads>>>(src, steps, out); },
+      [&] { stream_chunks<1, 8><<<blocks, threads>>>(src, steps, out); });
+  row("linear", [&] { stream_linear<2><<<blocks, threads>>>(src, n, out); },
+      [&] { stream_linear<4><<<blocks, threads>>>(src, n, out); },
+      [&] { stream_linear<8><<<blocks, threads>>>(src, n, out); });
+  cudaFree(src);
+  cudaFree(out);
+  return 0;
+}
