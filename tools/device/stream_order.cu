@@ -81,6 +81,8 @@ double median_gbps(Launch launch, double bytes) {
     if (r > 0) ms.push_back(t);  // the first run warms the code
   }
   check(cudaGetLastError(), "launch");
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
   std::sort(ms.begin(), ms.end());
   return bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
 }
