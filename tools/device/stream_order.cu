@@ -12,6 +12,9 @@
 //   strip:       warp w's chunk s at w * steps + s (the int4_frag order: a warp's strip contiguous)
 //   interleaved: chunk (w, s) at s * warps + w (the warps of a step adjacent)
 //   linear:      a grid-stride read of the buffer, 16 bytes a lane (a copy's order: the roof)
+//   bulk C/R:    the strip order read by the copy engine: lane 0 of each warp keeps R chunks of C
+//                bytes in flight with cp.async.bulk into a shared-memory ring (one mbarrier a
+//                slot), the warp reads each slot back (the TMA ring the MoE would use)
 // and prints GB/s for each (median of 21 runs over a buffer past L2). No correctness beyond the
 // XOR each warp writes (keeps the loads alive). Build and run: tools/device/stream_order.sh.
 #include <cuda_runtime.h>
@@ -56,6 +59,54 @@ __global__ void stream_linear(const uint4* __restrict__ src, long long n, unsign
     for (int i = 0; i < D; ++i) acc ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
   }
   if (threadIdx.x % 32 == 0) out[(static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32] = acc;
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+// Lane 0 of each warp streams its strip through R slots of C uint4s; the warp XORs every slot.
+template <int C, int R>
+__global__ void stream_bulk(const uint4* __restrict__ src, int steps, unsigned* out) {
+  extern __shared__ uint4 ring_all[];
+  __shared__ unsigned long long bars_all[16][R];
+  const int lane = threadIdx.x % 32, wb = threadIdx.x / 32;
+  const long long warp = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + wb;
+  uint4* ring = ring_all + wb * R * C;
+  unsigned long long* bars = bars_all[wb];
+  const uint4* strip = src + warp * steps * C;
+  auto issue = [&](int s) {
+    const unsigned bar = smem_addr(&bars[s % R]);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(C * 16) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(ring + (s % R) * C)),
+                 "l"(strip + static_cast<long long>(s) * C), "r"(C * 16), "r"(bar)
+                 : "memory");
+  };
+  if (lane == 0) {
+    for (int i = 0; i < R; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bars[i])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int s = 0; s < R && s < steps; ++s) issue(s);
+  }
+  __syncwarp();
+  unsigned acc = 0;
+  for (int s = 0; s < steps; ++s) {
+    const unsigned bar = smem_addr(&bars[s % R]), parity = (s / R) & 1;
+    asm volatile(
+        "{ .reg .pred p;\n"
+        "WAIT%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra WAIT%=; }" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+#pragma unroll
+    for (int j = 0; j < C / 32; ++j) {
+      const uint4 v = ring[(s % R) * C + j * 32 + lane];
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    __syncwarp();
+    if (lane == 0 && s + R < steps) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // our reads before the copy's writes
+      issue(s + R);
+    }
+  }
+  if (lane == 0) out[warp] = acc;
 }
 
 void check(cudaError_t e, const char* what) {
@@ -116,6 +167,16 @@ int main() {
   row("linear", [&] { stream_linear<2><<<blocks, threads>>>(src, n, out); },
       [&] { stream_linear<4><<<blocks, threads>>>(src, n, out); },
       [&] { stream_linear<8><<<blocks, threads>>>(src, n, out); });
+  // The copy engine's ring: 64 KiB a warp in C-byte pieces, R pieces in flight a warp.
+  auto bulk = [&](auto kernel, int c_uint4s, int r) {
+    const int smem = 16 * r * c_uint4s * 16;
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "smem attribute");
+    const int bsteps = steps * kChunk / c_uint4s;
+    return [=] { kernel<<<blocks, threads, smem>>>(src, bsteps, out); };
+  };
+  row("bulk 1K R2/4/8", bulk(stream_bulk<64, 2>, 64, 2), bulk(stream_bulk<64, 4>, 64, 4), bulk(stream_bulk<64, 8>, 64, 8));
+  row("bulk 2K R2/4/6", bulk(stream_bulk<128, 2>, 128, 2), bulk(stream_bulk<128, 4>, 128, 4), bulk(stream_bulk<128, 6>, 128, 6));
+  row("bulk 4K R1/2/3", bulk(stream_bulk<256, 1>, 256, 1), bulk(stream_bulk<256, 2>, 256, 2), bulk(stream_bulk<256, 3>, 256, 3));
   cudaFree(src);
   cudaFree(out);
   return 0;
