@@ -118,6 +118,57 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// The copy engine (cp.async.bulk, sm_90 and later) into shared memory, completed on an mbarrier
+// there: one thread arms the barrier for the bytes of a phase (mbar_arm) and starts the copies
+// (bulk_copy, each `bytes` a multiple of 16 from 16-byte aligned addresses); every thread that
+// reads them waits for the phase (mbar_wait, parity = the phases completed so far, mod 2). Before
+// the copy engine writes bytes the threads read, fence_async_smem orders those reads before it.
+// The host shim copies at once and makes the wait a warp barrier (the copy's thread is the warp's).
+__device__ __forceinline__ void mbar_init(unsigned long long* bar) {
+#ifndef KP_HOST_SHIM
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the copy engine
+#endif
+}
+__device__ __forceinline__ void mbar_inval(unsigned long long* bar) {
+#ifndef KP_HOST_SHIM
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(shared_address(bar)) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arm(unsigned long long* bar, unsigned bytes) {
+#ifndef KP_HOST_SHIM
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+#ifdef KP_HOST_SHIM
+  ::kplan::cuda_host::mbarrier_wait();
+#else
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      "KP_MBAR_WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra KP_MBAR_WAIT_%=;\n}" ::"r"(shared_address(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void fence_async_smem() {
+#ifndef KP_HOST_SHIM
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+// STREAM: a weight stream's bytes (the host shim counts them, as cp_async16 does).
+template <bool STREAM>
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+#ifdef KP_HOST_SHIM
+  ::kplan::cuda_host::bulk_copy(dst, src, bytes, STREAM);
+#else
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(shared_address(dst)),
+               "l"(src), "r"(bytes), "r"(shared_address(bar))
+               : "memory");
+#endif
+}
+
 // The block's dynamic shared memory (the launch's smem_bytes), 16-byte aligned. The host shim of
 // the CPU tests (tests/unit/codegen/cuda_host_shim.h) supplies its own.
 #ifndef KP_HOST_SHIM

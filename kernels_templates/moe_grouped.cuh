@@ -104,6 +104,13 @@
 //     and the rows' scale runs: the register ring's loads share one SASS scoreboard, so its
 //     first use of a step waits for every load in flight (moe_frag_ring_issue); a ring's
 //     wait_group does not.
+//   - TMA 1 (RING >= 2, W_LAYOUT 1, whole row tiles; sm_90 and later): the ring's copies by the
+//     copy engine. A step of an int4_frag tile is four contiguous runs (each octet's two
+//     sub-blocks of words, 1 KiB, and of scales, 128 bytes), so lane 0 starts them as four
+//     cp.async.bulk copies onto the stage's mbarrier and the warp waits for the barrier's phase
+//     (moe_bulk_ring_stream): RING steps in flight a warp, no per-lane copy instructions, no
+//     registers. Why: the 1-token experts stream at ~2.6 TB/s on the H100 and the H200 alike
+//     whatever the register or cp.async ring (bench/RESULTS.md, session 39).
 //
 // Launch (families/moe_grouped.cc):
 //   gate_up: grid (blocks per expert <= ceil(I / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair
@@ -112,7 +119,7 @@
 //            chunk blocks), block 32 * WARPS, dynamic shared memory NT * ceil(I / 1024) * 4 KiB.
 //   MMA 1..4 add WARPS * 2 KiB of static shared memory (the transposition buffers; W_LAYOUT 1:
 //   none; RING >= 2: none, but WARPS * RING * 2304 bytes of dynamic shared memory after the
-//   rest); MMA 3, 4 add K / 32 * ceil(NT / 8) * 64 bytes of dynamic shared memory (the C
+//   rest, and TMA 1 WARPS * RING 8-byte barriers after those); MMA 3, 4 add K / 32 * ceil(NT / 8) * 64 bytes of dynamic shared memory (the C
 //   fragments); XB 1 halves the staged rows (2 KiB a pair per 1024 columns).
 //   combine: grid (ceil(H / THREADS), n_tokens), block THREADS.
 // Arguments:
@@ -149,7 +156,8 @@
 // which the plan records on them, not a tuning choice), then XB (MMA 1..4: 0 the activations
 // staged as bf16 hi + lo, two MMAs a k-step, results within f32 summation order of the CPU op;
 // 1 rounded to bf16 once staged, as a bf16-activations plan stores its activations: one MMA a
-// k-step, half the staged bytes, so twice the pairs a chunk fit shared memory).
+// k-step, half the staged bytes, so twice the pairs a chunk fit shared memory), then TMA (0: a
+// RING's copies by cp.async, 1: by the copy engine).
 #include "common.cuh"
 #include "int4_frag.h"     // W_LAYOUT 1's offsets
 #include "moe_router.cuh"  // moe_route_token (ROUTE)
@@ -1151,7 +1159,9 @@ __device__ __forceinline__ void moe_smem_ring_stream(int n_tiles, uint4* ring, M
 
 // acc += step `step`'s 8 groups from a filled W_LAYOUT 1 stage: the lane's own fragment words and
 // its rows' scales (the quad's lanes read the same bytes).
-template <int NTILE, int G, bool BIAS, int XB>
+// OCTET_RUNS (the copy engine's stage, moe_bulk_issue): the words of half h's octet as one run,
+// sub-block s of it at uint4 (2 h + s) * 32 instead of (2 s + h) * 32; the scales are where they were.
+template <int NTILE, int G, bool BIAS, int XB, bool OCTET_RUNS = false>
 __device__ __forceinline__ void moe_frag_ring_math(const uint4* stage, int step, const uint4* xs, const float4* bias, int nt,
                                                    float (&acc)[1][NTILE][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4;
@@ -1163,7 +1173,7 @@ __device__ __forceinline__ void moe_frag_ring_math(const uint4* stage, int step,
     unsigned w[1][2][4];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const uint4 v = stage[(2 * s + h) * 32 + lane];
+      const uint4 v = stage[(OCTET_RUNS ? 2 * h + s : 2 * s + h) * 32 + lane];
       w[0][h][0] = v.x, w[0][h][1] = v.y, w[0][h][2] = v.z, w[0][h][3] = v.w;
     }
     const uint2 s0 = sc[s * 8 + g], s1 = sc[(2 + s) * 8 + g];  // A rows g (gate / rows 0..7) and g + 8
@@ -1177,11 +1187,95 @@ __device__ __forceinline__ void moe_frag_ring_math(const uint4* stage, int step,
   }
 }
 
+// ---- The copy engine's ring (RING >= 2, TMA 1, W_LAYOUT 1; see the doc block) ---------------
+
+// A warp's int4_frag row tile as the copy engine reads it: per A-row half h (gate / up, or down's
+// rows 0..7 / 8..15) the first sub-block of the octet's words and of its scale run. A step is then
+// four contiguous runs: each octet's sub-blocks 2 step and 2 step + 1 (1 KiB of words, 128 bytes
+// of scales).
+struct MoeBulkTile {
+  const uint4* w[2];
+  const uint4* s[2];
+};
+template <class Rows>
+__device__ __forceinline__ MoeBulkTile moe_bulk_tile(const Rows& t) {
+  MoeBulkTile f;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const MoeMmaSrc r = moe_mma_src(t, 0, h, 0);
+    f.w[h] = moe_frag_words<Rows::K_DIM>(r.w, t.row(r.i), 0);
+    f.s[h] = reinterpret_cast<const uint4*>(moe_frag_scales<Rows::K_DIM>(r.s, t.row(r.i), 0));
+  }
+  return f;
+}
+
+// One lane: arms the stage's barrier for its 2304 bytes and starts step `step`'s four copies:
+// octet h's words to uint4 64 h (moe_frag_ring_math's OCTET_RUNS order), its scales to 128 + 8 h
+// (the cp.async stage's place for them).
+__device__ __forceinline__ void moe_bulk_issue(const MoeBulkTile& f, int step, uint4* stage, unsigned long long* bar) {
+  constexpr int kWordsStep = 2 * kplan::int4_frag::kSubWords / 4, kScalesStep = 2 * kplan::int4_frag::kSubScales / 8;  // uint4
+  mbar_arm(bar, kMoeRingStage * 16);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    bulk_copy<true>(stage + 64 * h, f.w[h] + step * kWordsStep, kWordsStep * 16, bar);
+    bulk_copy<false>(stage + 128 + 8 * h, f.s[h] + step * kScalesStep, kScalesStep * 16, bar);
+  }
+}
+
+// The copy engine's stream: moe_smem_ring_stream's tiles, steps and cursors, but lane 0 copies a
+// step in (moe_bulk_issue) and the warp waits on the stage's barrier, so all RING stages are in
+// flight (cp.async keeps RING - 1: its wait_group counts groups) and no lane holds a copy's
+// registers or issues a per-lane copy. Rows must be whole (every octet in the matrix: no zeros
+// to write). bars: the warp's RING barriers, set up here and invalidated before returning (every
+// copy issued has been waited for).
+template <int RING, int STEPS, class MakeTile, class Math, class Emit>
+__device__ __forceinline__ void moe_bulk_ring_stream(int n_tiles, uint4* ring, unsigned long long* bars, MakeTile make_tile, Math math,
+                                                     Emit emit) {
+  const int first = blockIdx.x, stride = gridDim.x;
+  if (first >= n_tiles) return;
+  const bool issuer = threadIdx.x % 32 == 0;
+  if (issuer)
+#pragma unroll
+    for (int i = 0; i < RING; ++i) mbar_init(&bars[i]);
+  __syncwarp();
+  int c_tile = first, c_step = 0, c_stage = 0;  // the next copy
+  MoeBulkTile src = make_tile(first);
+  auto copy_next = [&] {
+    if (issuer && c_tile < n_tiles) moe_bulk_issue(src, c_step, ring + c_stage * kMoeRingStage, &bars[c_stage]);
+    c_stage = c_stage + 1 == RING ? 0 : c_stage + 1;
+    if (++c_step == STEPS) {
+      c_step = 0;
+      c_tile += stride;
+      if (c_tile < n_tiles) src = make_tile(c_tile);
+    }
+  };
+#pragma unroll
+  for (int u = 0; u < RING; ++u) copy_next();
+  unsigned phases = 0;  // bit i: stage i's barrier phase to wait for
+  int m_stage = 0;
+  for (int tile = first; tile < n_tiles; tile += stride) {
+    for (int step = 0; step < STEPS; ++step) {
+      mbar_wait(&bars[m_stage], (phases >> m_stage) & 1u);
+      phases ^= 1u << m_stage;
+      math(ring + m_stage * kMoeRingStage, step);
+      __syncwarp();  // every lane has read the stage
+      if (issuer) fence_async_smem();
+      copy_next();  // into the stage just read
+      m_stage = m_stage + 1 == RING ? 0 : m_stage + 1;
+    }
+    emit(tile);
+  }
+  __syncwarp();
+  if (issuer)
+#pragma unroll
+    for (int i = 0; i < RING; ++i) mbar_inval(&bars[i]);
+}
+
 // moe_stream_tiles for MMA 1..4: the same tiles, in steps of 256 columns (MT 1) or 128 (MT 2), so
 // a lane holds 4 16-byte loads a step. RING 0: the PF register ring (moe_ring_stream), the loads
 // transposed through the warp's two buffers at wbuf; RING >= 2 (MT 1): the shared-memory ring at
 // wbuf (RING stages a warp, moe_smem_ring_stream). emit(tile, acc) gets the D fragments.
-template <int NTILE, int PF, int RING, int TILE, bool DIRECT, bool BIAS, int XB, class Rows, class Emit>
+template <int NTILE, int PF, int RING, int TILE, bool DIRECT, bool BIAS, int XB, int TMA, class Rows, class Emit>
 __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* wbuf, int nt, Rows t,
                                                      Emit emit) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
@@ -1190,6 +1284,7 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
   static_assert(Rows::NR % 16 == 0, "MMA m-tiles of 16 rows");
   static_assert(RING == 0 || (MT == 1 && G % 8 == 0), "RING: one m-tile a warp, rows of whole steps (256 columns)");
   static_assert(Rows::W_LAYOUT == 0 || G % kMoeMmaSub == 0, "W_LAYOUT 1: whole sub-blocks");
+  static_assert(TMA == 0 || (RING >= 2 && Rows::W_LAYOUT == 1), "TMA: the int4_frag shared-memory ring's copies by the copy engine");
   const int first0 = t.first;
   auto rows_of = [&](int tile) {
     Rows r = t;
@@ -1212,7 +1307,13 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
   zero();
   if constexpr (RING >= 2) {
     uint4* ring = wbuf + RING * kMoeRingStage * (threadIdx.x / 32);  // the warp's stages
-    if constexpr (Rows::W_LAYOUT == 1) {
+    if constexpr (TMA == 1) {
+      constexpr int WARPS = TILE / Rows::WARP_ROWS;  // the barriers follow every warp's stages
+      unsigned long long* bars = reinterpret_cast<unsigned long long*>(wbuf + WARPS * RING * kMoeRingStage) + RING * (threadIdx.x / 32);
+      moe_bulk_ring_stream<RING, STEPS>(
+          n_tiles, ring, bars, [&](int tile) { return moe_bulk_tile(rows_of(tile)); },
+          [&](const uint4* stage, int c) { moe_frag_ring_math<NTILE, G, BIAS, XB, true>(stage, c, xs, bias, nt, acc); }, emit_tile);
+    } else if constexpr (Rows::W_LAYOUT == 1) {
       moe_smem_ring_stream<RING, STEPS>(
           n_tiles, ring, [&](int tile) { return moe_frag_tile(rows_of(tile)); },
           [](const MoeFragTile& f, int c, uint4* stage) { moe_frag_ring_issue(f, c, stage); },
@@ -1279,7 +1380,7 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
 // MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
 // last one's row; their columns are dropped).
 template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS,
-          int W_LAYOUT, int XB>
+          int W_LAYOUT, int XB, int TMA>
 __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                       const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                       int x_row_stride, uint4* xs, uint4* wbuf, i64* rows) {
@@ -1309,7 +1410,7 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
     }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<H, XB>(NT));
-  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB>((I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB, TMA>((I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
 }
 
 // ROUTE > 0: the block routes the step's n_tokens <= ROUTE tokens itself (moe_router.cuh's
@@ -1346,7 +1447,7 @@ __device__ __forceinline__ const int* moe_route_step(void* topk_ids, const void*
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int ROUTE,
-          int RNORM, int W_LAYOUT = 0, int XB = 0>
+          int RNORM, int W_LAYOUT = 0, int XB = 0, int TMA = 0>
 __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w_gate, const void* w_gate_scale, const void* w_up,
                                     const void* w_up_scale, void* h, int n_tokens, int x_row_stride, const void* logits, const void* bias,
                                     void* topk_weights, float routed_scaling) {
@@ -1358,6 +1459,8 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
   static_assert(W_LAYOUT == 0 || (MMA >= 1 && I % 8 == 0 && H % 128 == 0),
                 "W_LAYOUT 1: the tensor-core path over whole octets and 128-column sub-blocks");
   static_assert(XB == 0 || MMA >= 1, "XB 1 (activations rounded to bf16 once staged) is the tensor-core path's");
+  static_assert(TMA == 0 || (RING >= 2 && W_LAYOUT == 1 && I % (WARPS * ROWS) == 0),
+                "TMA: the int4_frag ring (RING >= 2, W_LAYOUT 1) over whole row tiles");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   __shared__ int route_ids[ROUTE > 0 ? ROUTE * TOPK : 1];
@@ -1376,9 +1479,9 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
       __shared__ uint4 tbuf[RING >= 2 || W_LAYOUT == 1 ? 1 : WARPS * 2 * 64];  // per warp two 1 KiB transposition buffers (none: RING, W_LAYOUT 1)
       uint4* wbuf = RING >= 2 ? moe_ring_buffers<H, NT, MMA, XB>(xm) : tbuf;
       if (nt <= 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, TMA>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, TMA>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       }
       continue;
     } else {
@@ -1422,7 +1525,7 @@ __device__ __forceinline__ void moe_down_chunk(const MoeGroup<E, TOPK, NT>& g, c
 }
 
 template <int H, int I, int E, int TOPK, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS,
-          int W_LAYOUT, int XB>
+          int W_LAYOUT, int XB, int TMA>
 __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* h, const void* topk_weights,
                                                    const void* w_down, const void* w_down_scale, void* partial, uint4* xs, uint4* wbuf,
                                                    i64* rows) {
@@ -1464,11 +1567,11 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
       }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<I, XB>(NT));
-  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB>((H + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB, TMA>((H + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int W_LAYOUT = 0,
-          int XB = 0>
+          int XB = 0, int TMA = 0>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");
@@ -1478,6 +1581,8 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
   static_assert(W_LAYOUT == 0 || (MMA >= 1 && H % 8 == 0 && I % 128 == 0),
                 "W_LAYOUT 1: the tensor-core path over whole octets and 128-column sub-blocks");
   static_assert(XB == 0 || MMA >= 1, "XB 1 (activations rounded to bf16 once staged) is the tensor-core path's");
+  static_assert(TMA == 0 || (RING >= 2 && W_LAYOUT == 1 && H % (WARPS * ROWS) == 0),
+                "TMA: the int4_frag ring (RING >= 2, W_LAYOUT 1) over whole row tiles");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   float4* xs = static_cast<float4*>(dynamic_smem());  // NT staged rows of I (the launch's smem_bytes)
@@ -1495,9 +1600,9 @@ __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void
       __shared__ uint4 tbuf[RING >= 2 || W_LAYOUT == 1 ? 1 : WARPS * 2 * 64];  // per warp two 1 KiB transposition buffers (none: RING, W_LAYOUT 1)
       uint4* wbuf = RING >= 2 ? moe_ring_buffers<I, NT, MMA, XB>(xm) : tbuf;
       if (nt <= 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, TMA>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
+        moe_down_chunk_mma<H, I, E, TOPK, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, TMA>(g, h, topk_weights, w_down, w_down_scale, partial, xm, wbuf, rows);
       }
       continue;
     } else {

@@ -8,10 +8,11 @@ namespace kplan::codegen {
 
 int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens) { return std::min(experts, n_tokens * top_k); }
 
-int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma, int64_t warps, int64_t ring, int64_t xb) {
+int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma, int64_t warps, int64_t ring, int64_t xb, int64_t tma) {
   const int64_t c_fragments = mma >= 3 ? reduction / 32 * ceil_div(pairs, 8) * 64 : 0;  // MMA 3, 4
   const int64_t rings = ring >= 2 ? warps * ring * kMoeRingStageBytes : 0;               // after them (moe_ring_buffers)
-  return pairs * ceil_div(reduction, 1024) * 1024 * (xb == 1 ? 2 : 4) + c_fragments + rings;
+  const int64_t barriers = ring >= 2 && tma == 1 ? warps * ring * 8 : 0;                  // after the rings
+  return pairs * ceil_div(reduction, 1024) * 1024 * (xb == 1 ? 2 : 4) + c_fragments + rings + barriers;
 }
 
 namespace {
@@ -62,10 +63,17 @@ void check_experts(const ParamValues& p, const char* family, int64_t rows, int64
     require(int4_frag::fits(rows, k, 32), family,
             "W_LAYOUT 1 needs whole octets of rows and a reduction dim that is a multiple of 128");
   }
+  const int64_t tma = p.at("TMA");
+  require(tma == 0 || tma == 1, family, "TMA must be 0 (a RING's copies by cp.async) or 1 (by the copy engine, cp.async.bulk)");
+  if (tma == 1) {
+    require(ring >= 2 && layout == 1, family, "TMA 1 copies the int4_frag ring's steps: it needs RING >= 2 and W_LAYOUT 1");
+    require(rows % (p.at("WARPS") * p.at("ROWS")) == 0, family,
+            "TMA 1 needs whole row tiles (WARPS x ROWS rows dividing an expert's rows): its copies write no zeros");
+  }
   require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
   // The staged activations, the MMA transposition buffers or rings and the block's static few
   // hundred bytes within sm_90's 227 KiB.
-  require(moe_smem_bytes(k, p.at("NT"), p.at("MMA"), p.at("WARPS"), ring, p.at("XB")) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
+  require(moe_smem_bytes(k, p.at("NT"), p.at("MMA"), p.at("WARPS"), ring, p.at("XB"), tma) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
           "NT staged rows of the reduction dim (and the warps' RING stages) exceed 224 KiB of shared memory");
 }
 
@@ -96,7 +104,8 @@ LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows
   const int64_t per_block = ceil_div(tiles, wanted);  // tiles per block, then as few blocks as that needs
   d.grid = {ceil_div(tiles, per_block), static_cast<uint32_t>(slots), static_cast<uint32_t>(chunks)};
   d.smem_bytes = static_cast<uint32_t>(
-      moe_smem_bytes(reduction, nt, kernel_param(k, "MMA"), kernel_param(k, "WARPS"), kernel_param(k, "RING"), kernel_param(k, "XB")));
+      moe_smem_bytes(reduction, nt, kernel_param(k, "MMA"), kernel_param(k, "WARPS"), kernel_param(k, "RING"), kernel_param(k, "XB"),
+                     kernel_param(k, "TMA")));
   return d;
 }
 
@@ -129,7 +138,8 @@ const Family& family() {
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
                  tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
-                 dim_param("ROUTE", "route"), dim_param("RNORM", "rn"), dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb")},
+                 dim_param("ROUTE", "route"), dim_param("RNORM", "rn"), dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb"),
+                 tuning_param("TMA", "tma")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -156,7 +166,7 @@ const Family& family() {
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
                  tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
-                 dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb")},
+                 dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb"), tuning_param("TMA", "tma")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

@@ -8,8 +8,8 @@
 //
 // Template parameters (compile-time constants, template order):
 //   moe_grouped_gate_up: H, I, E, TOPK, W_FMT, X_DT (dtype), WARPS, ROWS, NT, PF, BLOCKS, MMA, RING (tuning),
-//                        ROUTE, RNORM (the router folded in: MoeRouteFold)
-//   moe_grouped_down:    H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF, BLOCKS, MMA, RING (tuning)
+//                        ROUTE, RNORM (the router folded in: MoeRouteFold), W_LAYOUT, XB, TMA (tuning)
+//   moe_grouped_down:    H, I, E, TOPK, W_FMT, WARPS, ROWS, NT, PF, BLOCKS, MMA, RING (tuning), W_LAYOUT, XB, TMA (tuning)
 //   moe_combine:         H, TOPK, Y_DT (dtype), ACC, THREADS (tuning)
 // See the template's doc block for their meaning and the launch geometry (families/moe_grouped.cc).
 #include <cstdint>
@@ -96,8 +96,10 @@ int64_t moe_expert_slots(int64_t experts, int64_t top_k, int64_t n_tokens);
 // dim (XB 1: bf16), rounded up to whole 1024-column chunks; MMA 3, 4 (MMA 2, 1 with 128 + q weights) add,
 // after them, each group's C fragments of the chunk's n-tiles: a float4 per quad lane
 // (kernels_templates/moe_grouped.cuh moe_stage_mma); RING >= 2 adds, after those, each of the
-// block's `warps` warps' RING stages of kMoeRingStageBytes (kMoeRingStage there).
-int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma = 0, int64_t warps = 0, int64_t ring = 0, int64_t xb = 0);
+// block's `warps` warps' RING stages of kMoeRingStageBytes (kMoeRingStage there), and TMA 1 their
+// 8-byte mbarriers after the stages.
+int64_t moe_smem_bytes(int64_t reduction, int64_t pairs, int64_t mma = 0, int64_t warps = 0, int64_t ring = 0, int64_t xb = 0,
+                       int64_t tma = 0);
 inline constexpr int64_t kMoeRingStageBytes = 2304;  // a step's 16 rows x 8 groups of INT4 words (2 KiB) + their bf16 scales
 
 }  // namespace kplan::codegen

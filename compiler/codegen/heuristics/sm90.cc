@@ -100,6 +100,7 @@ const TuningTable& sm90_tuning() {
            set(p, "WARPS", 8); set(p, "ROWS", 1); set(p, "NT", 2); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
          set(p, "RING", 0);
+         set(p, "TMA", 0);
          moe_xb_where_mma(p);
        }},
       {"moe_grouped_down", [](ParamValues& p) {
@@ -111,6 +112,7 @@ const TuningTable& sm90_tuning() {
            set(p, "WARPS", 8); set(p, "ROWS", 2); set(p, "NT", 3); set(p, "PF", 1); set(p, "BLOCKS", 264); set(p, "MMA", 0);
          }
          set(p, "RING", 0);
+         set(p, "TMA", 0);
          moe_xb_where_mma(p);
        }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},

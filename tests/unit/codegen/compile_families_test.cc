@@ -73,7 +73,7 @@ TEST(CodegenCompile, TinyInt4Experts) {
 
 // The grouped experts' tensor-core path (MMA 1: mma.sync, ldmatrix, bf16x2 FMA) at K2.6 width,
 // one and two m-tiles a warp, one and two n-tiles a chunk, both scale schemes (MMA 1, 2), PF 0..3,
-// the shared-memory ring (RING 2..4).
+// the shared-memory ring (RING 2..4) by cp.async and by the copy engine (TMA 1).
 TEST(CodegenCompile, MoeGroupedMmaInstances) {
   const ParamValues dims = {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}};
   auto with = [&](ParamValues p) {
@@ -110,7 +110,13 @@ TEST(CodegenCompile, MoeGroupedMmaInstances) {
                      instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 16}, {"NT", 4}, {"PF", 1}, {"MMA", 3}, {"W_LAYOUT", 1}}), "sm_90"),
                      instantiate(moe_grouped_down::family(), with({{"ROWS", 32}, {"NT", 16}, {"PF", 2}, {"MMA", 4}, {"W_LAYOUT", 1}}), "sm_90"),
                      instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 1}, {"PF", 1}, {"MMA", 2}, {"W_LAYOUT", 1}}), "sm_120"),
-                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 3}, {"PF", 1}, {"MMA", 1}, {"W_LAYOUT", 1}}), "sm_120")});
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 3}, {"PF", 1}, {"MMA", 1}, {"W_LAYOUT", 1}}), "sm_120"),
+                     // The int4_frag ring's copies by the copy engine (TMA 1: cp.async.bulk onto mbarriers), routed, both arches.
+                     instantiate(moe_grouped_gate_up::family(),
+                                 with({{"X_DT", 0}, {"WARPS", 16}, {"ROWS", 8}, {"NT", 4}, {"PF", 0}, {"MMA", 2}, {"RING", 4}, {"ROUTE", 64}, {"RNORM", 1}, {"W_LAYOUT", 1}, {"XB", 1}, {"TMA", 1}}), "sm_90"),
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 8}, {"PF", 0}, {"MMA", 1}, {"RING", 4}, {"W_LAYOUT", 1}, {"XB", 1}, {"TMA", 1}}), "sm_90"),
+                     instantiate(moe_grouped_gate_up::family(), with({{"X_DT", 0}, {"ROWS", 8}, {"NT", 1}, {"PF", 0}, {"MMA", 2}, {"RING", 2}, {"W_LAYOUT", 1}, {"TMA", 1}}), "sm_120"),
+                     instantiate(moe_grouped_down::family(), with({{"ROWS", 16}, {"NT", 3}, {"PF", 0}, {"MMA", 1}, {"RING", 3}, {"W_LAYOUT", 1}, {"TMA", 1}}), "sm_120")});
 }
 
 // tiny2: every dim odd or unaligned where the architecture allows (intermediate 333, v_head 20,

@@ -172,6 +172,15 @@ inline void cp_async16(void* dst, const void* src, unsigned src_bytes, bool stre
   std::memcpy(dst, src, 16);
 }
 
+// cp.async.bulk into shared memory: the bytes copied at once by the issuing lane; the mbarrier
+// wait is a warp barrier (the kernels' waits are warp-converged and the issuing lane is the
+// waiting warp's), so the copy happens before any lane of the warp reads it.
+inline void bulk_copy(void* dst, const void* src, unsigned bytes, bool stream) {
+  if (stream && on_stream_load) on_stream_load(src, bytes);
+  std::memcpy(dst, src, bytes);
+}
+inline void mbarrier_wait() { warp_barrier().arrive_and_wait(); }
+
 // grid.x * grid.y * grid.z blocks of `threads` threads, each running body(), with smem_bytes of
 // dynamic shared memory.
 inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std::function<void()>& body, size_t smem_bytes = 0,

@@ -1511,6 +1511,7 @@ struct K26Int4Tuning {
   int64_t mma = 0, warps = 0;    // warps 0: the arch's heuristics
   int64_t ring = 0;              // shared-memory stages a warp (cp.async), 0: the PF register ring
   int64_t xb = 0;                // 1: activations rounded to bf16 once staged (one MMA a k-step)
+  int64_t tma = 0;               // 1: the ring's copies by the copy engine (cp.async.bulk; RING >= 2, W_LAYOUT 1)
 };
 struct K26Int4Variant {
   K26Int4Tuning gu, dn;
@@ -1562,7 +1563,15 @@ const std::vector<K26Int4Variant>& k26_int4_variants() {
       // gate/up's 4 stages beside NT 4 and down's 3 beside NT 8.
       {{8, 8, 0, 132, 2, 16, 3, 1}, {16, 16, 2, 264, 1, 8, 0, 1}, false, 1},
       {{8, 8, 0, 132, 2, 16, 3, 1}, {16, 16, 0, 264, 1, 8, 2, 1}, false, 1},
-      {{8, 4, 0, 132, 2, 16, 4, 1}, {16, 8, 0, 264, 1, 8, 3, 1}, false, 1}};
+      {{8, 4, 0, 132, 2, 16, 4, 1}, {16, 8, 0, 264, 1, 8, 3, 1}, false, 1},
+      // The same rings copied by the copy engine (TMA 1: lane 0's four cp.async.bulk runs a step
+      // onto the stage's mbarrier, all RING stages in flight): gate/up 3 stages beside NT 8 (down
+      // the register ring), then 4 beside NT 4 and 5 beside NT 2 with down's 3 and 4 stages, then
+      // gate/up as two 8-warp blocks an SM (4 stages beside NT 2).
+      {{8, 8, 0, 132, 2, 16, 3, 1, 1}, {16, 16, 2, 264, 1, 8, 0, 1}, false, 1},
+      {{8, 4, 0, 132, 2, 16, 4, 1, 1}, {16, 8, 0, 264, 1, 8, 3, 1, 1}, false, 1},
+      {{8, 2, 0, 132, 2, 16, 5, 1, 1}, {16, 8, 0, 264, 1, 8, 4, 1, 1}, false, 1},
+      {{8, 2, 0, 264, 2, 8, 4, 1, 1}, {16, 8, 0, 264, 1, 8, 4, 1, 1}, false, 1}};
   return variants;
 }
 
@@ -1570,7 +1579,9 @@ const std::vector<K26Int4Variant>& k26_int4_variants() {
 GroupedKernels k26_int4_instances(const K26Int4Variant& v, std::string_view arch) {
   const int64_t H = 7168, I = 2048, E = 384, K = 8;
   auto tuned = [&](ParamValues p, const K26Int4Tuning& t) {
-    if (t.rows) p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma, p["RING"] = t.ring, p["XB"] = t.xb;
+    if (t.rows)
+      p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma, p["RING"] = t.ring, p["XB"] = t.xb,
+      p["TMA"] = t.tma;
     if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
@@ -1616,7 +1627,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   // =frag: the heuristics' instance over both layouts and the int4_frag variants only; =xb: the
   // heuristics' instance and the XB 1 variants (checked against the CPU op at the bf16 tolerance,
   // 1e-2: their activations are rounded to bf16) only; =fring: the heuristics' instance and the
-  // XB 1 int4_frag shared-memory rings only.
+  // XB 1 int4_frag shared-memory rings only; =tma: the heuristics' instance and the copy engine's rings (TMA 1) only.
   const bool mma_only = only && std::string(only) == "mma";
   const bool pf_only = only && std::string(only) == "pf";
   const bool bias_only = only && std::string(only) == "bias";
@@ -1624,8 +1635,9 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   const bool frag_only = only && std::string(only) == "frag";
   const bool xb_only = only && std::string(only) == "xb";
   const bool fring_only = only && std::string(only) == "fring";
-  if (only && !mma_only && !pf_only && !bias_only && !ring_only && !frag_only && !xb_only && !fring_only)
-    FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias, ring, frag, xb or fring, not " << only;
+  const bool tma_only = only && std::string(only) == "tma";
+  if (only && !mma_only && !pf_only && !bias_only && !ring_only && !frag_only && !xb_only && !fring_only && !tma_only)
+    FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias, ring, frag, xb, fring or tma, not " << only;
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const K26Int4Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
@@ -1633,6 +1645,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
     if (frag_only && v.gu.rows && (v.layout == 0 || v.gu.xb)) continue;
     if (xb_only && v.gu.rows && !v.gu.xb) continue;
     if (fring_only && v.gu.rows && !(v.layout == 1 && (v.gu.ring || v.dn.ring))) continue;
+    if (tma_only && v.gu.rows && !(v.gu.tma || v.dn.tma)) continue;
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
     if (bias_only && v.gu.rows && (v.gu.ring || v.dn.ring || (v.gu.mma < 3 && v.dn.mma < 3))) continue;

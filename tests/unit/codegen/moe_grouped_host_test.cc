@@ -99,7 +99,7 @@ struct ReadCounter {
 // GZ: blocks an expert's pair chunks are dealt over (grid.z). GROWS / DROWS: gate/up's and
 // down's rows per warp (they differ with MMA 1: 8 gate + 8 up rows, 16 down rows an m-tile).
 template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA, int RING,
-          int W_LAYOUT, int XB>
+          int W_LAYOUT, int XB, int TMA>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
@@ -109,18 +109,18 @@ std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, cons
   cuda_host::launch(
       std::min(GX, gu_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, RING, 0, 0, W_LAYOUT, XB>(
+        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, RING, 0, 0, W_LAYOUT, XB, TMA>(
             x.data(), const_cast<int32_t*>(ids.data()), g.w(), g.scale.data(), u.w(), u.scale.data(), h.data(), T, H, nullptr, nullptr,
             nullptr, 1.f);
       },
-      moe_smem_bytes(H, NT, MMA, WARPS, RING, XB), GZ);
+      moe_smem_bytes(H, NT, MMA, WARPS, RING, XB, TMA), GZ);
   cuda_host::launch(
       std::min(GX, dn_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA, RING, W_LAYOUT, XB>(h.data(), ids.data(), weights.data(), d.w(),
+        kp::moe_grouped_down<H, I, E, K, W_FMT, WARPS, DROWS, NT, PF, 1, MMA, RING, W_LAYOUT, XB, TMA>(h.data(), ids.data(), weights.data(), d.w(),
                                                                                     d.scale.data(), partial.data(), T);
       },
-      moe_smem_bytes(I, NT, MMA, WARPS, RING, XB), GZ);
+      moe_smem_bytes(I, NT, MMA, WARPS, RING, XB, TMA), GZ);
   cuda_host::launch((H + 31) / 32, T, 32, [&] { kp::moe_combine<H, K, kp::F32, 1, 32>(partial.data(), out.data(), out.data(), T, H); });
   return out;
 }
@@ -156,9 +156,9 @@ std::vector<float> bf16_staged_experts(const Stack& g, const Stack& u, const Sta
 }
 
 // W_LAYOUT 1: the kernels read the stacks in fragment order (frag_stack). XB 1: against
-// bf16_staged_experts. Returns the step's output.
+// bf16_staged_experts. TMA 1: the ring's copies by the copy engine. Returns the step's output.
 template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA,
-          int RING = 0, int W_LAYOUT = 0, int XB = 0>
+          int RING = 0, int W_LAYOUT = 0, int XB = 0, int TMA = 0>
 std::vector<float> check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads,
                                    double tol) {
   const int64_t T = static_cast<int64_t>(ids.size()) / K;
@@ -173,7 +173,7 @@ std::vector<float> check_step_with(const std::vector<int32_t>& ids, uint64_t see
   for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
   counter.E = E;
   cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
-  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, RING, W_LAYOUT, XB>(g, u, d, x, ids, weights, y0);
+  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, RING, W_LAYOUT, XB, TMA>(g, u, d, x, ids, weights, y0);
   cuda_host::on_stream_load = nullptr;
   if (reads) *reads = counter.bytes;
 
@@ -189,7 +189,7 @@ std::vector<float> check_step_with(const std::vector<int32_t>& ids, uint64_t see
   std::vector<float> want = XB ? bf16_staged_experts(g, u, d, x, ids, weights, H, I, E, K) : cpu::moe_experts(xm, r, experts).data;
   for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
   EXPECT_LT(relative_error(got, want), tol) << "H " << H << " I " << I << " W_FMT " << W_FMT << " MMA " << MMA << " RING " << RING << " NT " << NT
-                                                 << " W_LAYOUT " << W_LAYOUT << " XB " << XB << " tokens " << T;
+                                                 << " W_LAYOUT " << W_LAYOUT << " XB " << XB << " TMA " << TMA << " tokens " << T;
   return got;
 }
 
@@ -470,6 +470,37 @@ TEST(MoeGroupedOnHost, FragRingMatchesTheCpuOp) {
   check_step_with<512, 256, 4, 3, 1, 5, 8, 16, 9, 0, 1, 1, 1, 3, 1>(ids, 77, nullptr, 1e-4);
   check_step_with<768, 256, 4, 3, 1, 4, 8, 16, 16, 0, 2, 2, 4, 4, 1>(ids, 78, nullptr, 1e-4);
   check_step_with<256, 512, 4, 3, 1, 2, 8, 16, 4, 0, 1u << 30, 1, 2, 3, 1, 1>(ids, 79, nullptr, 1e-5);  // bf16-staged activations
+}
+
+// The int4_frag ring's copies by the copy engine (TMA 1: four cp.async.bulk runs a step onto the
+// stage's mbarrier, RING stages in flight) against the CPU op: one block streaming every row tile
+// (the ring wrapping across tiles), both scale schemes and the bias form, two n-tiles, chunks
+// over grid.z, bf16-staged activations; and the same output as the cp.async ring bit for bit
+// (the same math on the same bytes, only the stage's word order differs).
+TEST(MoeGroupedOnHost, FragTmaRingMatchesTheCpuOp) {
+  const std::vector<int32_t> ids = {2, 0, 1, 2, 3, 0, 2, 9, -1, 2, 1, 0, 2, 3, 0, 2, 1, 9, 2, 0, 3};
+  const std::vector<float> tma = check_step_with<512, 256, 4, 3, 1, 2, 8, 16, 3, 0, 1, 1, 2, 2, 1, 0, 1>(ids, 86, nullptr, 1e-4);
+  const std::vector<float> async = check_step_with<512, 256, 4, 3, 1, 2, 8, 16, 3, 0, 1, 1, 2, 2, 1, 0, 0>(ids, 86, nullptr, 1e-4);
+  EXPECT_EQ(tma, async);
+  check_step_with<512, 256, 4, 3, 1, 2, 8, 16, 9, 0, 4, 2, 1, 3, 1, 0, 1>(ids, 87, nullptr, 1e-4);
+  check_step_with<768, 256, 4, 3, 1, 2, 8, 16, 16, 0, 2, 1, 4, 4, 1, 0, 1>(ids, 88, nullptr, 1e-4);
+  check_step_with<256, 512, 4, 3, 1, 2, 8, 16, 4, 0, 1u << 30, 1, 2, 3, 1, 1, 1>(ids, 89, nullptr, 1e-5);  // bf16-staged activations
+}
+
+// The copy engine's ring streams each chosen expert once per NT pairs too (the host shim counts
+// each bulk copy's words), the others never.
+TEST(MoeGroupedOnHost, FragTmaRingStreamsEachExpertOncePerNtPairs) {
+  constexpr int H = 512, I = 256, E = 6;
+  std::vector<int32_t> ids(20, 3);
+  ids[4] = 1, ids[13] = 40;  // 40 -> 5
+  std::map<std::pair<int, int64_t>, int64_t> reads;
+  check_step_with<H, I, E, 1, 1, 2, 8, 16, 8, 0, 1u << 30, 1, 2, 3, 1, 0, 1>(ids, 90, &reads, 1e-4);
+  const int64_t passes = (18 + 8 - 1) / 8;
+  EXPECT_EQ((reads[{0, 3}]), passes * I * H / 2);
+  EXPECT_EQ((reads[{1, 3}]), passes * I * H / 2);
+  EXPECT_EQ((reads[{2, 3}]), passes * H * I / 2);
+  for (int64_t e : {1, 5}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 3 * I * H / 2) << "expert " << e;
+  for (int64_t e : {0, 2, 4}) EXPECT_EQ((reads[{0, e}]) + (reads[{1, e}]) + (reads[{2, e}]), 0) << "expert " << e;
 }
 
 // The ring streams each chosen expert once per NT pairs, the others never: every weight byte
