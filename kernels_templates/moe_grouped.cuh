@@ -1227,12 +1227,16 @@ __device__ __forceinline__ void moe_bulk_issue(const MoeBulkTile& f, int step, u
 // flight (cp.async keeps RING - 1: its wait_group counts groups) and no lane holds a copy's
 // registers or issues a per-lane copy. Rows must be whole (every octet in the matrix: no zeros
 // to write). bars: the warp's RING barriers, set up here and invalidated before returning (every
-// copy issued has been waited for).
-template <int RING, int STEPS, class MakeTile, class Math, class Emit>
-__device__ __forceinline__ void moe_bulk_ring_stream(int n_tiles, uint4* ring, unsigned long long* bars, MakeTile make_tile, Math math,
-                                                     Emit emit) {
+// copy issued has been waited for). before() (block-wide: staging the activations) runs once the
+// first RING copies are issued, in every block, tiles or not.
+template <int RING, int STEPS, class MakeTile, class Before, class Math, class Emit>
+__device__ __forceinline__ void moe_bulk_ring_stream(int n_tiles, uint4* ring, unsigned long long* bars, MakeTile make_tile, Before before,
+                                                     Math math, Emit emit) {
   const int first = blockIdx.x, stride = gridDim.x;
-  if (first >= n_tiles) return;
+  if (first >= n_tiles) {
+    before();
+    return;
+  }
   const bool issuer = threadIdx.x % 32 == 0;
   if (issuer)
 #pragma unroll
@@ -1251,6 +1255,7 @@ __device__ __forceinline__ void moe_bulk_ring_stream(int n_tiles, uint4* ring, u
   };
 #pragma unroll
   for (int u = 0; u < RING; ++u) copy_next();
+  before();
   unsigned phases = 0;  // bit i: stage i's barrier phase to wait for
   int m_stage = 0;
   for (int tile = first; tile < n_tiles; tile += stride) {
@@ -1275,9 +1280,12 @@ __device__ __forceinline__ void moe_bulk_ring_stream(int n_tiles, uint4* ring, u
 // a lane holds 4 16-byte loads a step. RING 0: the PF register ring (moe_ring_stream), the loads
 // transposed through the warp's two buffers at wbuf; RING >= 2 (MT 1): the shared-memory ring at
 // wbuf (RING stages a warp, moe_smem_ring_stream). emit(tile, acc) gets the D fragments.
-template <int NTILE, int PF, int RING, int TILE, bool DIRECT, bool BIAS, int XB, int TMA, class Rows, class Emit>
+// stage_rows() stages the chunk's activations at xs (block-wide, with its barriers): first, or,
+// with TMA 1, once the ring's first RING steps are on their way (the weights' bytes land while
+// the block stages: they depend on the expert only).
+template <int NTILE, int PF, int RING, int TILE, bool DIRECT, bool BIAS, int XB, int TMA, class Rows, class Emit, class StageRows>
 __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* wbuf, int nt, Rows t,
-                                                     Emit emit) {
+                                                     Emit emit, StageRows stage_rows) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
   constexpr int SUBS = MT == 1 ? 2 : 1;
   constexpr int STEPS = (G + SUBS * kMoeMmaSub - 1) / (SUBS * kMoeMmaSub);
@@ -1305,13 +1313,14 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
     zero();
   };
   zero();
+  if constexpr (TMA == 0) stage_rows();
   if constexpr (RING >= 2) {
     uint4* ring = wbuf + RING * kMoeRingStage * (threadIdx.x / 32);  // the warp's stages
     if constexpr (TMA == 1) {
       constexpr int WARPS = TILE / Rows::WARP_ROWS;  // the barriers follow every warp's stages
       unsigned long long* bars = reinterpret_cast<unsigned long long*>(wbuf + WARPS * RING * kMoeRingStage) + RING * (threadIdx.x / 32);
       moe_bulk_ring_stream<RING, STEPS>(
-          n_tiles, ring, bars, [&](int tile) { return moe_bulk_tile(rows_of(tile)); },
+          n_tiles, ring, bars, [&](int tile) { return moe_bulk_tile(rows_of(tile)); }, stage_rows,
           [&](const uint4* stage, int c) { moe_frag_ring_math<NTILE, G, BIAS, XB, true>(stage, c, xs, bias, nt, acc); }, emit_tile);
     } else if constexpr (Rows::W_LAYOUT == 1) {
       moe_smem_ring_stream<RING, STEPS>(
@@ -1386,10 +1395,12 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
                                                       int x_row_stride, uint4* xs, uint4* wbuf, i64* rows) {
   constexpr int TILE = WARPS * ROWS, MT = ROWS / 8;
   const int nt = g.count;
-  if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x] / TOPK) * x_row_stride;
-  __syncthreads();  // rows[] written; the previous chunk's activations are no longer read
-  moe_stage_mma<H, X_DT, WARPS * 32, BIAS, NT, NTILE, XB>(xs, x, rows, nt);
-  __syncthreads();
+  auto stage_rows = [&] {
+    if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x] / TOPK) * x_row_stride;
+    __syncthreads();  // rows[] written; the previous chunk's activations are no longer read
+    moe_stage_mma<H, X_DT, WARPS * 32, BIAS, NT, NTILE, XB>(xs, x, rows, nt);
+    __syncthreads();
+  };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   MoeTileRows<H, 1, 2, ROWS, I % TILE == 0, W_LAYOUT> t{{w_gate, w_up},
                                {static_cast<const unsigned short*>(w_gate_scale), static_cast<const unsigned short*>(w_up_scale)},
@@ -1410,7 +1421,7 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
     }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<H, XB>(NT));
-  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB, TMA>((I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB, TMA>((I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit, stage_rows);
 }
 
 // ROUTE > 0: the block routes the step's n_tokens <= ROUTE tokens itself (moe_router.cuh's
@@ -1531,10 +1542,12 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
                                                    i64* rows) {
   constexpr int TILE = WARPS * ROWS, MT = ROWS / 16;
   const int nt = g.count;
-  if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x]) * I;
-  __syncthreads();
-  moe_stage_mma<I, F32, WARPS * 32, BIAS, NT, NTILE, XB>(xs, h, rows, nt);
-  __syncthreads();
+  auto stage_rows = [&] {
+    if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x]) * I;
+    __syncthreads();
+    moe_stage_mma<I, F32, WARPS * 32, BIAS, NT, NTILE, XB>(xs, h, rows, nt);
+    __syncthreads();
+  };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   MoeTileRows<I, 1, 1, ROWS, H % TILE == 0, W_LAYOUT> t{{w_down}, {static_cast<const unsigned short*>(w_down_scale)}, static_cast<i64>(g.expert) * H, warp * ROWS, H};
   // The routing weights of this lane's D columns, read once a chunk: a global load in the emit
@@ -1567,7 +1580,7 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
       }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<I, XB>(NT));
-  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB, TMA>((H + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit);
+  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB, TMA>((H + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit, stage_rows);
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int W_LAYOUT = 0,
