@@ -1116,6 +1116,31 @@ __device__ __forceinline__ void moe_frag_ring_issue(const MoeFragTile& f, int st
   if (lane < 16) cp_async16<false>(stage + 128 + lane, f.s + 2 * step * (kplan::int4_frag::kSubScales / 8), f.s_valid);
 }
 
+// The copy cursor of a warp's ring stream (either copier): the next copy's tile, step and stage
+// and that tile's source (make_tile(tile), once a tile), moved along a step at a time.
+template <int RING, int STEPS, class Tile, class MakeTile>
+struct MoeRingCursor {
+  int tile, step, stage;
+  int n_tiles, stride;
+  MakeTile make_tile;
+  Tile src;
+  // issue(src, step, stage) for the copy at the cursor where its tile exists; then the cursor moves on.
+  template <class Issue>
+  __device__ __forceinline__ void advance(Issue issue) {
+    if (tile < n_tiles) issue(src, step, stage);
+    stage = stage + 1 == RING ? 0 : stage + 1;
+    if (++step == STEPS) {
+      step = 0;
+      tile += stride;
+      if (tile < n_tiles) src = make_tile(tile);
+    }
+  }
+};
+template <int RING, int STEPS, class MakeTile>
+__device__ __forceinline__ auto moe_ring_cursor(int first, int n_tiles, int stride, MakeTile make_tile) {
+  return MoeRingCursor<RING, STEPS, decltype(make_tile(first)), MakeTile>{first, 0, 0, n_tiles, stride, make_tile, make_tile(first)};
+}
+
 // The shared-memory ring's stream (RING >= 2, either layout): the row tiles blockIdx.x,
 // blockIdx.x + gridDim.x, ... as one sequence of STEPS steps each, RING - 1 steps' copies in flight
 // ahead of the math in the warp's RING stages at `ring`: make_tile(tile) gives a tile's source
@@ -1129,17 +1154,10 @@ template <int RING, int STEPS, class MakeTile, class Issue, class Math, class Em
 __device__ __forceinline__ void moe_smem_ring_stream(int n_tiles, uint4* ring, MakeTile make_tile, Issue issue, Math math, Emit emit) {
   const int first = blockIdx.x, stride = gridDim.x;
   if (first >= n_tiles) return;
-  int c_tile = first, c_step = 0, c_stage = 0;  // the next copy
-  auto src = make_tile(first);
+  auto next = moe_ring_cursor<RING, STEPS>(first, n_tiles, stride, make_tile);
   auto copy_next = [&] {
-    if (c_tile < n_tiles) issue(src, c_step, ring + c_stage * kMoeRingStage);
+    next.advance([&](const decltype(make_tile(0))& src, int step, int stage) { issue(src, step, ring + stage * kMoeRingStage); });
     cp_async_commit();
-    c_stage = c_stage + 1 == RING ? 0 : c_stage + 1;
-    if (++c_step == STEPS) {
-      c_step = 0;
-      c_tile += stride;
-      if (c_tile < n_tiles) src = make_tile(c_tile);
-    }
   };
 #pragma unroll
   for (int u = 0; u < RING - 1; ++u) copy_next();
@@ -1242,16 +1260,11 @@ __device__ __forceinline__ void moe_bulk_ring_stream(int n_tiles, uint4* ring, u
 #pragma unroll
     for (int i = 0; i < RING; ++i) mbar_init(&bars[i]);
   __syncwarp();
-  int c_tile = first, c_step = 0, c_stage = 0;  // the next copy
-  MoeBulkTile src = make_tile(first);
+  auto next = moe_ring_cursor<RING, STEPS>(first, n_tiles, stride, make_tile);
   auto copy_next = [&] {
-    if (issuer && c_tile < n_tiles) moe_bulk_issue(src, c_step, ring + c_stage * kMoeRingStage, &bars[c_stage]);
-    c_stage = c_stage + 1 == RING ? 0 : c_stage + 1;
-    if (++c_step == STEPS) {
-      c_step = 0;
-      c_tile += stride;
-      if (c_tile < n_tiles) src = make_tile(c_tile);
-    }
+    next.advance([&](const MoeBulkTile& src, int step, int stage) {
+      if (issuer) moe_bulk_issue(src, step, ring + stage * kMoeRingStage, &bars[stage]);
+    });
   };
 #pragma unroll
   for (int u = 0; u < RING; ++u) copy_next();
