@@ -109,8 +109,9 @@
 //     sub-blocks of words, 1 KiB, and of scales, 128 bytes), so lane 0 starts them as four
 //     cp.async.bulk copies onto the stage's mbarrier and the warp waits for the barrier's phase
 //     (moe_bulk_ring_stream): RING steps in flight a warp, no per-lane copy instructions, no
-//     registers. Why: the 1-token experts stream at ~2.6 TB/s on the H100 and the H200 alike
-//     whatever the register or cp.async ring (bench/RESULTS.md, session 39).
+//     registers. Tried because the 1-token experts stream at ~2.6 TB/s on the H100 and the H200
+//     alike whatever the register or cp.async ring (bench/RESULTS.md, session 39); on the H100 it
+//     does not move the 1-token step (session 40: 1.5503 against 1.5478 ms), so it is opt-in.
 //
 // Launch (families/moe_grouped.cc):
 //   gate_up: grid (blocks per expert <= ceil(I / (ROWS * WARPS)), min(E, n_tokens * TOPK), pair

@@ -90,7 +90,9 @@ const TuningTable& sm90_tuning() {
       // session 39), so not the default (sm120.cc gives RING 0: its 99 KiB a block). Nor are the
       // 128 + q forms (MMA 3 / 4) with XB 1: 1.5579 against 1.5527 (session 39). An L2 prefetch
       // of the steps ahead (cp.async.bulk.prefetch.L2 by lane 0, 2 / 4 / 8 steps) was slower at
-      // every distance (1.5748 / 1.5863 / 1.6049 against 1.5473; session 39, reverted).
+      // every distance (1.5748 / 1.5863 / 1.6049 against 1.5473; session 39, reverted). Nor is the
+      // int4_frag ring filled by the copy engine (TMA 1 with RING >= 2): 1.5503 against 1.5478 ms at
+      // 1 token, 2.7748 against 2.7991 at 16 (H100, session 40), so TMA 0.
       {"moe_grouped_gate_up", [](ParamValues& p) {
          if (p.at("W_FMT") == 1 && !p.count("ROWS")) {
            const bool ring = p.count("RING") && p.at("RING") >= 2, xb = p.count("XB") && p.at("XB") == 1;
