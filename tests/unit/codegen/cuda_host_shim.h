@@ -1,26 +1,32 @@
 #pragma once
-// Runs a kernel template's CUDA source on the host, for tests without a GPU: one std::thread per
-// CUDA thread of a block (a pool per launch), blocks one after another, __syncthreads and the
-// warp intrinsics as barriers over the block / the warp; the warp-collective mma.sync and
+// Runs a kernel template's CUDA source on the host, for tests without a GPU: each CUDA thread of
+// a block is a fiber on the calling thread (host_fibers.h), blocks one after another, __syncthreads
+// and the warp intrinsics as cooperative barriers over the block / the warp (a fiber that waits
+// yields to the next; no OS threads, locks or atomics: one OS thread per CUDA thread made the
+// MoE and MLA host suites spend more time in the kernel's scheduler than in the kernels); the
+// warp-collective mma.sync and
 // ldmatrix (and its .trans) of the MMA paths as emulations of their PTX fragment layouts, cp.async
 // as an immediate copy (its commit and wait then nothing to do) (the template calls them under
 // KP_HOST_SHIM). Only the subset the templates tested this way use
 // (kernels_templates/moe_grouped.cuh, mla_split.cuh): include this, then the template. The
 // template's `__shared__` variables become function statics (one per instantiation, shared by
-// the pool), so a launch must finish before the next begins. Streaming loads (__ldcs) are
+// the block's fibers), so a launch must finish before the next begins. Streaming loads (__ldcs) are
 // reported to `on_stream_load` when set, so a test can count the bytes a kernel reads where.
-// A launch's dynamic shared memory (kp::dynamic_smem) is one buffer of its smem_bytes.
+// A launch's dynamic shared memory (kp::dynamic_smem) is one buffer of its smem_bytes. A block
+// whose fibers all wait at barriers no other fiber will reach (a barrier inside a branch only
+// some threads take) stops the test binary with a message instead of hanging.
 #include <math.h>
 
 #include <array>
 #include <atomic>
-#include <barrier>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <thread>
+#include <string>
 #include <vector>
+
+#include "tests/unit/codegen/host_fibers.h"
 
 #define __device__
 #define __host__
@@ -48,12 +54,31 @@ namespace kplan::cuda_host {
 struct Index {
   unsigned x = 0, y = 0, z = 0;
 };
-inline thread_local Index thread_index, block_index;
+inline Index thread_index, block_index;  // the running fiber's (set by the scheduler)
 inline Index grid_dim;
 
+inline FiberBlock* fibers = nullptr;  // the running launch's block of fibers
+
+// A barrier of `expected` fibers: all but the last to arrive yield until the phase moves on.
+struct CoopBarrier {
+  unsigned expected, count = 0;
+  unsigned long long phase = 0;
+  explicit CoopBarrier(unsigned n) : expected(n) {}
+  void arrive_and_wait() {
+    ++fibers->progress;
+    const unsigned long long mine = phase;
+    if (++count == expected) {
+      count = 0;
+      ++phase;
+      return;
+    }
+    while (phase == mine) fibers->wait();
+  }
+};
+
 struct LaunchState {
-  std::barrier<>* block = nullptr;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  CoopBarrier* block = nullptr;
+  std::vector<std::unique_ptr<CoopBarrier>> warps;
   std::vector<unsigned long long> exchange;  // one slot per thread, for warp exchanges
   std::vector<std::array<unsigned, 8>> frag;  // one per thread, for the warp-collective mma
   std::vector<float4> dynamic_smem;          // the launch's smem_bytes, 16-byte aligned
@@ -68,7 +93,7 @@ T warp_exchange(T v, Src src) {
   unsigned long long u = 0;
   std::memcpy(&u, &v, sizeof(T));
   const unsigned lane = thread_index.x % 32, base = thread_index.x - lane;
-  std::barrier<>& warp = *current->warps[thread_index.x / 32];
+  CoopBarrier& warp = *current->warps[thread_index.x / 32];
   current->exchange[thread_index.x] = u;
   warp.arrive_and_wait();
   const unsigned long long r = current->exchange[base + src(lane)];
@@ -80,7 +105,7 @@ T warp_exchange(T v, Src src) {
 
 inline void* dynamic_smem() { return current->dynamic_smem.data(); }
 
-inline std::barrier<>& warp_barrier() { return *current->warps[thread_index.x / 32]; }
+inline CoopBarrier& warp_barrier() { return *current->warps[thread_index.x / 32]; }
 
 inline float bf16_bits_to_float(unsigned h) {
   const unsigned u = (h & 0xffffu) << 16;
@@ -182,31 +207,30 @@ inline void bulk_copy(void* dst, const void* src, unsigned bytes, bool stream) {
 inline void mbarrier_wait() { warp_barrier().arrive_and_wait(); }
 
 // grid.x * grid.y * grid.z blocks of `threads` threads, each running body(), with smem_bytes of
-// dynamic shared memory.
+// dynamic shared memory. The blocks run one after another, each to its end.
 inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std::function<void()>& body, size_t smem_bytes = 0,
                    unsigned grid_z = 1) {
-  std::barrier<> block(threads);
+  CoopBarrier block(threads);
   LaunchState state;
   state.block = &block;
   state.dynamic_smem.resize((smem_bytes + sizeof(float4) - 1) / sizeof(float4));
-  for (unsigned w = 0; w < threads / 32; ++w) state.warps.push_back(std::make_unique<std::barrier<>>(32));
+  for (unsigned w = 0; w < threads / 32; ++w) state.warps.push_back(std::make_unique<CoopBarrier>(32));
   state.exchange.resize(threads);
   state.frag.resize(threads);
+  FiberBlock fib(threads);
   current = &state;
+  fibers = &fib;
   grid_dim = {grid_x, grid_y, grid_z};
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      thread_index.x = t;
-      for (unsigned bz = 0; bz < grid_z; ++bz)
-        for (unsigned by = 0; by < grid_y; ++by)
-          for (unsigned bx = 0; bx < grid_x; ++bx) {
-            block_index = {bx, by, bz};
-            body();
-            block.arrive_and_wait();  // the block is done before the next one starts
-          }
-    });
-  for (std::thread& t : pool) t.join();
+  const std::function<void(unsigned)> entry = [&](unsigned) { body(); };
+  const std::function<void(unsigned)> resume = [](unsigned t) { thread_index = {t, 0, 0}; };
+  for (unsigned bz = 0; bz < grid_z; ++bz)
+    for (unsigned by = 0; by < grid_y; ++by)
+      for (unsigned bx = 0; bx < grid_x; ++bx) {
+        block_index = {bx, by, bz};
+        const std::string where = "block (" + std::to_string(bx) + ", " + std::to_string(by) + ", " + std::to_string(bz) + ")";
+        fib.run(entry, resume, where.c_str());
+      }
+  fibers = nullptr;
   current = nullptr;
 }
 
@@ -233,7 +257,7 @@ T __shfl_up_sync(unsigned, T v, int delta) {
 inline unsigned __ballot_sync(unsigned, bool b) {
   namespace h = ::kplan::cuda_host;
   const unsigned base = h::thread_index.x - h::thread_index.x % 32;
-  std::barrier<>& warp = *h::current->warps[h::thread_index.x / 32];
+  h::CoopBarrier& warp = *h::current->warps[h::thread_index.x / 32];
   h::current->exchange[h::thread_index.x] = b;
   warp.arrive_and_wait();
   unsigned mask = 0;
