@@ -9,7 +9,7 @@
 #   KPLAN_DEMO_MODEL, KPLAN_DEMO_DRAFT  other target / drafter checkpoints (default: the bundled pair)
 #   KPLAN_DEMO_PROMPT_IDS               prompt token ids (e.g. 5,17,42) instead of the text prompt,
 #                                       for checkpoints without a tokenizer (`kplan synth`'s)
-#   KPLAN_BUILD_DIR, KPLAN_BUILD_TYPE   the build directory (build) and type (RelWithDebInfo)
+#   KPLAN_BUILD_DIR, KPLAN_BUILD_TYPE   the build directory (build) and type (tools/configure.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${KPLAN_DEMO_MODEL:-models/mini-v3}
@@ -24,7 +24,7 @@ done
 
 tools/install_deps.sh
 build=${KPLAN_BUILD_DIR:-build}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${KPLAN_BUILD_TYPE:-RelWithDebInfo} >/dev/null
+tools/configure.sh "$build"
 cmake --build "$build" -j "$(nproc)" --target kplan
 kplan="$build/bin/kplan"
 work="$build/demo"

@@ -25,7 +25,7 @@ areas=${KPLAN_SANITIZE_AREAS:-frontend ir synth tokenizer plan cpu}
 [ "$areas" != all ] || areas="frontend synth ir passes cli cpu ddtree codegen ops plan runtime tokenizer arch"
 start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" -DKPLAN_FUZZ=ON >/dev/null
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" -DKPLAN_FUZZ=ON >/dev/null
 targets=()
 for a in $areas; do targets+=("${a}_tests"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}" fuzz_targets

@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case $flavor in
-  san) default_build=build-san opt="-O1 -g" sanitizers=address,undefined
+  san) default_build=build-san opt="-O1 -gline-tables-only" sanitizers=address,undefined
        default_asan=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 ;;
   fast) default_build=build-fuzz-fast opt="-O2 -gline-tables-only" sanitizers=address,undefined
         default_asan=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0 ;;
