@@ -885,6 +885,11 @@ __device__ __forceinline__ float moe_mma_scale(const MoeMmaLoadsShfl<MT, SUBS>& 
 // lanes' 16-byte stores and ldmatrix's 8-row phases hit 8 distinct 16-byte bank groups.
 __device__ __forceinline__ int moe_mma_tb_slot(int a, int i) { return a * 4 + (i ^ ((a >> 1) & 3)); }
 
+// Whether n-tile n holds any of the chunk's nt pairs (uniform over the warp; n-tile 0 always):
+// the MMAs, activation loads and FMAs of an n-tile past them are skipped, not computed and
+// dropped (down's NT 16 at 1..8 pairs spent half its tensor-core work a step on padding).
+__device__ __forceinline__ bool moe_ntile_live(int n, int nt) { return n == 0 || 8 * n < nt; }
+
 // acc[j][n] (D fragments: A rows g, g + 8 of m-tile j; tokens 8n + 2q, + 1) += sub-block sb's
 // 4 groups, w[j][h][i] being word q of group 4 sb + i of A row g + 8 h (after the transposition)
 // and scale(j, i, h) its scale: per group 2 words dequantised (moe_dequant_bf16x2), its two
@@ -895,7 +900,7 @@ __device__ __forceinline__ int moe_mma_tb_slot(int a, int i) { return a * 4 + (i
 // two become one when the ring is measured and one of them is the default.
 template <int MT, int NTILE, int G, bool BIAS, int XB, class Scale>
 __device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int sb, Scale scale, const uint4* xs, const float4* bias,
-                                            const int (&tok)[NTILE], float (&acc)[MT][NTILE][4]) {
+                                            int nt, const int (&tok)[NTILE], float (&acc)[MT][NTILE][4]) {
   const int q = threadIdx.x % 4;
 #pragma unroll
   for (int i = 0; i < kMoeMmaSub; ++i) {
@@ -904,6 +909,7 @@ __device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int s
     uint4 bh[NTILE], bl[NTILE];
 #pragma unroll
     for (int n = 0; n < NTILE; ++n) {
+      if (!moe_ntile_live(n, nt)) break;
       bh[n] = xs[moe_mma_xs_slot<G, XB>(tok[n], X, q, 0)];
       if constexpr (!XB) bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
     }
@@ -916,6 +922,7 @@ __device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int s
       const unsigned a0[4] = {p[0], r[0], p[1], r[1]}, a1[4] = {p[2], r[2], p[3], r[3]};
 #pragma unroll
       for (int n = 0; n < NTILE; ++n) {
+        if (!moe_ntile_live(n, nt)) break;
         float d[4];
         if constexpr (BIAS) {
           const float4 c = bias[(X * NTILE + n) * 4 + q];
@@ -986,6 +993,7 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
       uint4 bh[NTILE], bl[NTILE];
 #pragma unroll
       for (int n = 0; n < NTILE; ++n) {
+        if (!moe_ntile_live(n, nt)) break;
         bh[n] = xs[moe_mma_xs_slot<G, XB>(tok[n], X, q, 0)];
         if constexpr (!XB) bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
       }
@@ -998,6 +1006,7 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
         const unsigned a0[4] = {p[0], r[0], p[1], r[1]}, a1[4] = {p[2], r[2], p[3], r[3]};
 #pragma unroll
         for (int n = 0; n < NTILE; ++n) {
+          if (!moe_ntile_live(n, nt)) break;
           float d[4];
           if constexpr (BIAS) {
             const float4 c = bias[(X * NTILE + n) * 4 + q];
@@ -1069,7 +1078,7 @@ __device__ __forceinline__ void moe_ring_math(const uint4* stage, int step, cons
           const unsigned word = gi / 2 == 0 ? sc[h].x : gi / 2 == 1 ? sc[h].y : gi / 2 == 2 ? sc[h].z : sc[h].w;
           return __uint_as_float(gi % 2 ? word & 0xffff0000u : word << 16);
         },
-        xs, bias, tok, acc);
+        xs, bias, nt, tok, acc);
   }
 }
 
@@ -1202,7 +1211,7 @@ __device__ __forceinline__ void moe_frag_ring_math(const uint4* stage, int step,
           const unsigned word = i / 2 ? (h ? s1.y : s0.y) : (h ? s1.x : s0.x);
           return __uint_as_float(i % 2 ? word & 0xffff0000u : word << 16);
         },
-        xs, bias, tok, acc);
+        xs, bias, nt, tok, acc);
   }
 }
 
