@@ -1,5 +1,5 @@
 // What the dense matmul templates fuse (kernels_templates/matmul.cuh, matmul_siblings.cuh), run on
-// the host (cuda_host_shim.h: a thread per CUDA thread), so CI checks the launches that replace a
+// the host (cuda_host_shim.h: a fiber per CUDA thread), so CI checks the launches that replace a
 // norm's or a MoE combine's without a GPU:
 //   - NORM 1 / 2: y = rms_norm(x, g) W^T against the CPU's, with the norm's sum of squares split
 //     over K-slices and row groups, token tiles of 1, 2 and 8 (ragged), f32 and bf16 x, x rows that

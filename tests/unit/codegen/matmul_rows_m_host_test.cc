@@ -1,5 +1,5 @@
 // kp::matmul's rows-as-M tensor-core tiles (kernels_templates/matmul.cuh MMA 2) run on the host
-// (cuda_host_shim.h: a thread per CUDA thread, mma.sync emulated warp-wide), so CI checks the
+// (cuda_host_shim.h: a fiber per CUDA thread, mma.sync emulated warp-wide), so CI checks the
 // fragment layout of the few-token steps without a GPU: f32 x (hi + lo, two MMAs) and bf16 x (one),
 // 2 to 40 tokens over tiles of 8, 16 and 32 (ragged; several tiles side by side), K split 1, 2 and
 // 4 ways, K not a multiple of 32, rows past N clamped, x rows that are not 16-byte aligned and a

@@ -1,4 +1,4 @@
-// kernels_templates/matmul_siblings.cuh run on the host (cuda_host_shim.h: a thread per CUDA
+// kernels_templates/matmul_siblings.cuh run on the host (cuda_host_shim.h: a fiber per CUDA
 // thread), so CI checks the sibling launch's own code without a GPU: each sibling against the
 // CPU op, and GLU 1 (a gate and up pair's SwiGLU written by the launch, the up rows' output never
 // written) with and without a plain sibling, 1 to 9 tokens over token tiles of 1, 2 and 8, K

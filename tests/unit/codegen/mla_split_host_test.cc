@@ -1,4 +1,4 @@
-// kernels_templates/mla_split.cuh run on the host (cuda_host_shim.h: a thread per CUDA thread),
+// kernels_templates/mla_split.cuh run on the host (cuda_host_shim.h: a fiber per CUDA thread),
 // so CI checks the split-context MLA pair's own code without a GPU: mla_split_partial then
 // mla_split_combine against the CPU op (cpu::mla_attention_absorbed), causal and tree-masked,
 // with no committed rows, an odd number of them and many splits, splits that see no visible key

@@ -1,4 +1,4 @@
-// kernels_templates/moe_grouped.cuh run on the host (cuda_host_shim.h: a thread per CUDA thread),
+// kernels_templates/moe_grouped.cuh run on the host (cuda_host_shim.h: a fiber per CUDA thread),
 // so CI checks the grouped MoE kernels' own code without a GPU: their result against the CPU op
 // (runtime/cpu/moe.h) with clamped ids, bf16 and INT4, ragged tiles and pair chunks, and the
 // property they exist for: each chosen expert's weights are streamed once per step (once per

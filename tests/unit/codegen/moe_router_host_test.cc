@@ -1,4 +1,4 @@
-// kernels_templates/moe_router.cuh run on the host (cuda_host_shim.h: a thread per CUDA thread),
+// kernels_templates/moe_router.cuh run on the host (cuda_host_shim.h: a fiber per CUDA thread),
 // so CI checks the router's own code without a GPU: the chosen experts (in order) and their
 // weights against the CPU op (runtime/cpu/moe.h) for K2.6's plain top-8 of 384, a
 // group-limited router (DeepSeek-V3's 8 groups, 4 kept) and a small one, tokens over several
