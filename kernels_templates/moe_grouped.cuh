@@ -54,7 +54,8 @@
 //     both SwiGLU halves of its row; down: 16 rows), the chunk's pairs its N (an n-tile of 8;
 //     NT up to 16, two n-tiles): at <= 8 pairs half the MMAs of pairs-as-M, whose M of 16 would
 //     be mostly padding (at full bandwidth, hi + lo, pairs-as-M needs ~0.5 MMA / clk / SM, past
-//     what mma.sync issues on sm_90). Columns past nt read the last pair's row and are dropped.
+//     what mma.sync issues on sm_90). Columns past nt read the last pair's row and are dropped; an
+//     n-tile holding none of the chunk's pairs is skipped (moe_ntile_live).
 //   - Activations are staged once per chunk already split into bf16 hi + lo = x - hi (two MMAs:
 //     products with the bf16 weights exact, x kept to ~2^-17 of itself, so results stay within
 //     f32 summation-order error of the CPU op), in B-fragment order: the same NT x K x 4 bytes,

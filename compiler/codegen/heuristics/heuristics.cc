@@ -36,6 +36,9 @@ int64_t compile_count(const char* name, int64_t fallback, const char* what, int6
 int64_t weight_prefetch_kib() {
   // Off: 64 KiB a block (every block's rows) cost the K2.6 slice's 1-token step 0.14 ms, and the
   // first 4 or 16 MiB of each weight measured within noise (bench/RESULTS.md 2026-12-04 16:55).
+  // Only the weights read after a launch that reads none (W_UK whole after rope-append, W_UV
+  // after the combine, q_b's and o_proj's first 12 MiB; KPLAN_TUNE=matmul[K=128]:PREFETCH=8448;...)
+  // took 0.7% off an H100's 1-token step (session 41); unmeasured on the H200, so not chosen here.
   return compile_count("KPLAN_WEIGHT_PREFETCH", 0, "KiB of a weight in 0..1048576 (0: none)");
 }
 
