@@ -1,20 +1,20 @@
 #pragma once
 // Runs a kernel template's CUDA source on the host, for tests without a GPU: each CUDA thread of
-// a block is a fiber on the calling thread (host_fibers.h), blocks one after another, __syncthreads
-// and the warp intrinsics as cooperative barriers over the block / the warp (a fiber that waits
-// yields to the next; no OS threads, locks or atomics: one OS thread per CUDA thread made the
-// MoE and MLA host suites spend more time in the kernel's scheduler than in the kernels); the
-// warp-collective mma.sync and
-// ldmatrix (and its .trans) of the MMA paths as emulations of their PTX fragment layouts, cp.async
-// as an immediate copy (its commit and wait then nothing to do) (the template calls them under
-// KP_HOST_SHIM). Only the subset the templates tested this way use
-// (kernels_templates/moe_grouped.cuh, mla_split.cuh): include this, then the template. The
-// template's `__shared__` variables become function statics (one per instantiation, shared by
-// the block's fibers), so a launch must finish before the next begins. Streaming loads (__ldcs) are
-// reported to `on_stream_load` when set, so a test can count the bytes a kernel reads where.
-// A launch's dynamic shared memory (kp::dynamic_smem) is one buffer of its smem_bytes. A block
-// whose fibers all wait at barriers no other fiber will reach (a barrier inside a branch only
-// some threads take) stops the test binary with a message instead of hanging.
+// a block is a fiber on the calling thread (host_fibers.h), blocks one after another,
+// __syncthreads and the warp intrinsics as cooperative barriers over the block / the warp (a
+// fiber that waits yields to the next; no OS threads, locks or atomics: one OS thread per CUDA
+// thread made the MoE and MLA host suites spend more time in the kernel's scheduler than in the
+// kernels); the warp-collective mma.sync and ldmatrix (and its .trans) of the MMA paths as
+// emulations of their PTX fragment layouts, cp.async as an immediate copy (its commit and wait
+// then nothing to do) (the template calls them under KP_HOST_SHIM). Only the subset the templates
+// tested this way use (kernels_templates/moe_grouped.cuh, mla_split.cuh, ...): include this, then
+// the template. The template's `__shared__` variables become function statics (one per
+// instantiation, shared by the block's fibers), so a launch must finish before the next begins.
+// Streaming loads (__ldcs) are reported to `on_stream_load` when set, so a test can count the
+// bytes a kernel reads where. A launch's dynamic shared memory (kp::dynamic_smem) is one buffer
+// of its smem_bytes. A block whose fibers all wait at barriers no other fiber will reach (a
+// barrier inside a branch only some threads take) stops the test binary with a message instead
+// of hanging.
 #include <math.h>
 
 #include <array>
