@@ -14,7 +14,8 @@
 # code is host C++ (driver API, dlopen-ed) and is sanitized like the rest; NVRTC and the driver are
 # NVIDIA's uninstrumented libraries, and the GPU tests skip without a GPU.
 # Time (2026-12-06, a clean clone on the 2-core development machine, -j2, another build beside
-# it): build 608 s (-O1 -gline-tables-only; 898 s with full debug info), unit tests 98 s, fuzz smoke 195 s.
+# it): build 608 s (-O1 -gline-tables-only; 898 s with full debug info), unit tests 98 s, fuzz smoke 195 s
+# (the targets one after another; since, two at a time on two cores: ~100 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh
