@@ -57,22 +57,20 @@ struct Index {
 inline Index thread_index, block_index;  // the running fiber's (set by the scheduler)
 inline Index grid_dim;
 
-inline FiberBlock* fibers = nullptr;  // the running launch's block of fibers
-
 // A barrier of `expected` fibers: all but the last to arrive yield until the phase moves on.
 struct CoopBarrier {
   unsigned expected, count = 0;
   unsigned long long phase = 0;
   explicit CoopBarrier(unsigned n) : expected(n) {}
   void arrive_and_wait() {
-    ++fibers->progress;
+    ++FiberBlock::running().progress;
     const unsigned long long mine = phase;
     if (++count == expected) {
       count = 0;
       ++phase;
       return;
     }
-    while (phase == mine) fibers->wait();
+    while (phase == mine) FiberBlock::running().wait();
   }
 };
 
@@ -219,7 +217,6 @@ inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std
   state.frag.resize(threads);
   FiberBlock fib(threads);
   current = &state;
-  fibers = &fib;
   grid_dim = {grid_x, grid_y, grid_z};
   const std::function<void(unsigned)> entry = [&](unsigned) { body(); };
   const std::function<void(unsigned)> resume = [](unsigned t) { thread_index = {t, 0, 0}; };
@@ -230,7 +227,6 @@ inline void launch(unsigned grid_x, unsigned grid_y, unsigned threads, const std
         const std::string where = "block (" + std::to_string(bx) + ", " + std::to_string(by) + ", " + std::to_string(bz) + ")";
         fib.run(entry, resume, where.c_str());
       }
-  fibers = nullptr;
   current = nullptr;
 }
 

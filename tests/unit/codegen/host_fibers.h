@@ -116,6 +116,9 @@ class FiberBlock {
 
   unsigned long long progress = 0;
 
+  // The block whose run() is under way (what a barrier inside a fiber waits on).
+  static FiberBlock& running() { return *self(); }
+
  private:
   static FiberBlock*& self() {
     static FiberBlock* b = nullptr;
