@@ -906,7 +906,7 @@ __device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int s
 #pragma unroll
   for (int i = 0; i < kMoeMmaSub; ++i) {
     const int X = sb * kMoeMmaSub + i;
-    if (X >= G) break;  // uniform
+    if (G % (2 * kMoeMmaSub) != 0 && X >= G) break;  // uniform; never in whole steps (moe_mma_math says why)
     uint4 bh[NTILE], bl[NTILE];
 #pragma unroll
     for (int n = 0; n < NTILE; ++n) {
@@ -967,7 +967,11 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
 #pragma unroll
   for (int s = 0; s < SUBS; ++s) {
     const int sb = step * SUBS + s;
-    if (sb * kMoeMmaSub >= G) break;  // uniform over the warp; never in rows of whole steps
+    // Uniform over the warp. Rows of whole steps (K2.6's) never take these exits, and they are
+    // compiled out there: a run-time exit between groups ended a basic block, so ptxas scheduled
+    // each group's chain (activation LDS -> dequantisation -> 2 HMMAs -> scale FMAs) alone, one
+    // after another (the sm_90 SASS of session 41: an ISETP + BRA after every group of gate/up).
+    if (G % (SUBS * kMoeMmaSub) != 0 && sb * kMoeMmaSub >= G) break;
     unsigned w[MT][2][4];
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
@@ -990,7 +994,7 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
 #pragma unroll
     for (int i = 0; i < kMoeMmaSub; ++i) {
       const int X = sb * kMoeMmaSub + i;
-      if (X >= G) break;  // uniform
+      if (G % kMoeMmaSub != 0 && X >= G) break;  // uniform: a partial sub-block (past it, sb's exit above)
       uint4 bh[NTILE], bl[NTILE];
 #pragma unroll
       for (int n = 0; n < NTILE; ++n) {
