@@ -654,6 +654,30 @@ __device__ __forceinline__ int moe_mma_xs_slot(int t, int X, int q, int lo) {
   return ((t * G + X) * 4 + q) * 2 + (lo ^ (t & 1));
 }
 
+// A lane's staged words of token t (moe_mma_xs_slot's order) as two bases, so that group X's
+// address is a base plus X's offset: with X = 4 sb + i (i unrolled, sb even-aligned) a group's
+// loads are one per-sub-block add and immediates, where the slot's product and XOR took ~4
+// integer instructions a group (the sm_90 SASS of session 41). XB 1: X ^ (t & 1) is X + p for
+// even X and X - p for odd (p = t & 1), so a = the even groups' base, b = the odd groups'; XB 0:
+// a = the hi words' base, b = the lo words'.
+template <int G, int XB>
+struct MoeXsToken {
+  const uint4* a;
+  const uint4* b;
+  __device__ __forceinline__ MoeXsToken(const uint4* xs, int t, int q) {
+    const int p = t & 1;
+    if constexpr (XB) {
+      const uint4* row = xs + t * (G + G % 2) * 4 + q;
+      a = row + 4 * p, b = row - 4 * p;
+    } else {
+      const uint4* row = xs + (t * G * 4 + q) * 2;
+      a = row + p, b = row + (p ^ 1);
+    }
+  }
+  __device__ __forceinline__ uint4 hi(int X) const { return XB ? (X & 1 ? b : a)[4 * X] : a[8 * X]; }
+  __device__ __forceinline__ uint4 lo(int X) const { return b[8 * X]; }  // XB 0 only
+};
+
 // BIAS (MMA 3, 4): after the NT x K x 4 bytes of words, per group X, n-tile n and quad lane q a
 // float4 C fragment {b(8n + 2q), b(8n + 2q + 1), the same two} (D rows g and g + 8 share the
 // tokens), b(t) = -136 x the sum of token t's 32 staged values of group X (hi + lo, as the MMA
@@ -911,8 +935,9 @@ __device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int s
 #pragma unroll
     for (int n = 0; n < NTILE; ++n) {
       if (!moe_ntile_live(n, nt)) break;
-      bh[n] = xs[moe_mma_xs_slot<G, XB>(tok[n], X, q, 0)];
-      if constexpr (!XB) bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
+      const MoeXsToken<G, XB> xt(xs, tok[n], q);
+      bh[n] = xt.hi(X);
+      if constexpr (!XB) bl[n] = xt.lo(X);
     }
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
@@ -999,8 +1024,9 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
 #pragma unroll
       for (int n = 0; n < NTILE; ++n) {
         if (!moe_ntile_live(n, nt)) break;
-        bh[n] = xs[moe_mma_xs_slot<G, XB>(tok[n], X, q, 0)];
-        if constexpr (!XB) bl[n] = xs[moe_mma_xs_slot<G>(tok[n], X, q, 1)];
+        const MoeXsToken<G, XB> xt(xs, tok[n], q);
+        bh[n] = xt.hi(X);
+        if constexpr (!XB) bl[n] = xt.lo(X);
       }
 #pragma unroll
       for (int j = 0; j < MT; ++j) {
