@@ -74,9 +74,9 @@
 //   XPF       MMA 2: 1 loads a round's x fragments (UNROLL k-chunks, every n-tile) beside its
 //             weights, before the round's MMAs (UNROLL * TOK_TILE / 8 * 8 more registers a lane),
 //             where 0 loads each chunk's as its MMAs come (an L2 round trip each, in order); 0 otherwise
-//   PREFETCH  KiB from the start of W (of each batch) that the blocks holding them ask L2 for
-//             before they wait on the kernel before this one (kp::matmul_prefetch, the family's
-//             prologue); 0: none
+//   PREFETCH  KiB from the start of W (W_LAYOUT 0: of each batch; 1: of all batches together) that
+//             the blocks holding them ask L2 for before they wait on the kernel before this one
+//             (kp::matmul_prefetch, the family's prologue); 0: none
 // Launch (compiler/codegen/families/matmul.cc):
 //   W_LAYOUT 0: grid (ceil(n_tokens / TOK_TILE), ceil(N / (RPW * WARPS / KSPLIT)), batch), block (32 * WARPS)
 //   W_LAYOUT 1: grid (ceil(n_tokens / TOK_TILE), ceil(N / (256 * RPW * WARPS / KSPLIT)), batch), block (32 * WARPS)

@@ -82,6 +82,7 @@ struct MatmulFusions {
   int64_t norm = 0;        // 1 / 2: the CUDA-core and rows-as-M instances read rms_norm(x) from x stored as norm_x
   ElemType norm_x = kF32;  // (NORM, norm_matmuls.h); the tokens-as-M ones read the norm's stored result as x_t
   bool batched = false;    // a head_matmul's launch, batched over heads (grid.z)
+  int64_t batches = 1;     // and its heads
 };
 // Whether the steps of heuristics' matmul_library_min_tokens tokens on are cuBLASLt calls
 // (families/cublaslt_matmul.h) in this plan: a tensor-core weight, bf16 activations x_t
@@ -119,22 +120,23 @@ size_t dense_matmul_instances(const RuleContext& ctx, int64_t k, int64_t n, Elem
 KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t,
                                    const MatmulFusions& f = {}, size_t base = 0) {
   const ElemType cc_x = f.norm ? f.norm_x : x_t;
-  auto cc = [&](int64_t few) { return matmul_kernel(k, n, cc_x, y_t, false, f.acc, ctx.arch, 0, few, 0, f.norm, f.routed); };
+  const int64_t pf = weight_prefetch_after_light_kib(ctx.prev_launch_weight_bytes, 2 * n * k, f.batches);
+  auto cc = [&](int64_t few) { return matmul_kernel(k, n, cc_x, y_t, false, f.acc, ctx.arch, 0, few, 0, f.norm, f.routed, pf); };
   const KernelSource one = instance(ctx, base, [&] { return cc(1); });
   const KernelSource two = instance(ctx, base + 1, [&] { return cc(2); });
   const KernelSource eight = instance(ctx, base + 2, [&] { return cc(0); });
   const KernelSource cuda_cores = rows <= 1 ? one : rows <= 8 ? two : eight;
   if (dense_matmul_mma_min(ctx, k, n) <= 0) return cuda_cores;
-  const KernelSource mma16 = instance(ctx, base + 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 16, 0, 0, 0, f.routed); });
+  const KernelSource mma16 = instance(ctx, base + 3, [&] { return matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 16, 0, 0, 0, f.routed, pf); });
   const KernelSource mma64 = instance(ctx, base + 4, [&] {
-    return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 16, 0, 32, 0, f.routed)
-                                               : matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 64, 0, 0, 0, f.routed);
+    return matmul_wide_long_steps(ctx.arch, n) ? matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 16, 0, 32, 0, f.routed, pf)
+                                               : matmul_kernel(k, n, x_t, y_t, false, f.acc, ctx.arch, 64, 0, 0, 0, f.routed, pf);
   });
   KernelSource rows_m;
   if (rows_m_reachable(ctx, k, n)) {
     size_t i = base + 5;
     for (const int64_t tile : {int64_t{8}, int64_t{16}}) {
-      KernelSource r = instance(ctx, i++, [&] { return matmul_rows_m_kernel(k, n, cc_x, y_t, f.acc, ctx.arch, tile, f.norm, f.routed); });
+      KernelSource r = instance(ctx, i++, [&] { return matmul_rows_m_kernel(k, n, cc_x, y_t, f.acc, ctx.arch, tile, f.norm, f.routed, pf); });
       if (rows_m_tile(rows) == tile) rows_m = std::move(r);
     }
   }
@@ -271,11 +273,15 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
     together = together && dense_matmul_path(ctx, x.width, w[i]->shape[0], x.rows, library_reachable(ctx, x.width, w[i]->shape[0], x_t, {})) ==
                                DensePath::CudaCores;
   std::vector<KernelSource> own;
+  const int64_t before_group = ctx.prev_launch_weight_bytes;
   for (size_t i = 0; i < members.size(); ++i) {
     const int64_t n = w[i]->shape[0];
+    // Launched one by one, a member follows the one before it (its weight's stream).
+    ctx.prev_launch_weight_bytes = i == 0 ? before_group : 2 * w[i - 1]->shape[0] * x.width;
     own.push_back(dense_matmul_instance(ctx, x.width, n, x.rows, x_t, y_t, {}, base));
     base += dense_matmul_instances(ctx, x.width, n, x_t, {});
   }
+  ctx.prev_launch_weight_bytes = before_group;
   if (together) {
     const View& y2 = glu ? ctx.view(ctx.glu->result()) : *y[second];  // GLU: the swiglu's result
     const View& x_in = norm.mode ? *norm.x : ctx.view(op.operand(0));
@@ -527,8 +533,10 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       } else {
         throw Error("codegen: head_matmul weight view has strides no kernel reads (" + ctx.where(op) + ")");
       }
-      const KernelSource k = kn ? instance(ctx, 0, [&] { return matmul_kernel(kdim, n, elem(x), elem(result()), kn, false, arch); })
-                                : dense_matmul_instance(ctx, kdim, n, x.shape[0], elem(x), elem(result()), {.batched = true});
+      // [K, N] (W_UK): the template's PREFETCH counts KiB over all heads' [K, N] together.
+      const int64_t pf_kn = weight_prefetch_after_light_kib(ctx.prev_launch_weight_bytes, 2 * heads * n * kdim, 1);
+      const KernelSource k = kn ? instance(ctx, 0, [&] { return matmul_kernel(kdim, n, elem(x), elem(result()), kn, false, arch, 0, 0, 0, 0, 0, pf_kn); })
+                                : dense_matmul_instance(ctx, kdim, n, x.shape[0], elem(x), elem(result()), {.batched = true, .batches = heads});
       launch(ctx, k, x.shape[0],
              matmul::Args{.x = P(x), .w = P(w), .y = P(result()), .residual = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
                           .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n, .w_batch_stride = w.strides[0],

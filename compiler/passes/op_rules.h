@@ -31,6 +31,9 @@ struct LaunchSpec {
 struct RuleContext {
   const ir::Function* fn = nullptr;
   int64_t op_index = 0;
+  // Weight bytes the step's launch before this op's reads (-1: none before it); select-kernels
+  // sets it, for the matmuls' L2 prefetch (heuristics' weight_prefetch_after_light_kib).
+  int64_t prev_launch_weight_bytes = -1;
   int64_t tokens = 1;       // this bucket's token count
   int64_t max_tokens = 1;   // the plan's largest bucket (select-kernels chooses instances there)
   int64_t max_context = 0;  // KV cache rows

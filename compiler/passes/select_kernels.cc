@@ -6,10 +6,35 @@
 // norm_matmuls.h: a norm in the launch of the matmul that first reads it; router_experts.h: a
 // MoE's router in its experts' gate/up launch).
 #include "compiler/passes/lower_state.h"
+#include "compiler/passes/lowering_views.h"
 #include "compiler/passes/op_rules.h"
+#include "ir/support/dtype.h"
 #include "ir/support/error.h"
 
 namespace kplan::passes {
+namespace {
+
+// The weight bytes an op's launch reads: its operands whose storage is a weight (the views' bytes:
+// a MoE's whole expert stacks, a per-head slice's heads), and its later siblings' where one launch
+// computes them too (sibling_matmuls.h).
+int64_t launch_weight_bytes(const ir::Op& op, const std::map<const ir::Value*, View>& views, const std::vector<const ir::Op*>* siblings) {
+  int64_t bytes = 0;
+  auto add = [&](const ir::Op& o) {
+    for (const ir::Value* v : o.operands()) {
+      auto it = views.find(v);
+      if (it == views.end() || !it->second.root || !it->second.root->defining_op()) continue;
+      const ir::OpKind k = it->second.root->defining_op()->kind();
+      if (k == ir::OpKind::Weight || k == ir::OpKind::WeightStack)
+        bytes += product(it->second.shape) * static_cast<int64_t>(dtype_size(it->second.dtype));
+    }
+  };
+  add(op);
+  if (siblings)
+    for (const ir::Op* s : *siblings) add(*s);
+  return bytes;
+}
+
+}  // namespace
 
 void select_kernels(LowerState& s) {
   s.kernels.clear();
@@ -28,12 +53,14 @@ void select_kernels(LowerState& s) {
     if (router_experts_enabled()) find_router_experts(*fn, views, s.max_tokens, s.router_experts);
     const LoweringFusions fusions{s.epilogue, s.siblings, s.rope_append, s.norm_matmuls, s.router_experts};
     const std::vector<ir::Op*> ops = fn->ops();
+    int64_t prev_weight_bytes = -1;  // the weights the step's launch before this op reads
     for (size_t n = 0; n < ops.size(); ++n) {
       if (fusions.absorbed(*ops[n])) continue;  // the producer, first sibling or kv_append launches it
       RuleContext ctx;
       attach_fusions(fusions, *ops[n], ctx);
       ctx.fn = fn;
       ctx.op_index = static_cast<int64_t>(n);
+      ctx.prev_launch_weight_bytes = prev_weight_bytes;
       ctx.tokens = s.max_tokens;
       ctx.max_tokens = s.max_tokens;
       ctx.max_context = s.options.max_context;
@@ -48,6 +75,7 @@ void select_kernels(LowerState& s) {
       ctx.scratch = [](const ir::Op&) { return plan::LaunchArg::buffer(0); };
       lower_op(*ops[n], ctx);
       if (!ctx.chosen.empty()) s.kernels[ops[n]] = std::move(ctx.chosen);
+      if (!ctx.launches.empty()) prev_weight_bytes = launch_weight_bytes(*ops[n], views, ctx.siblings);
     }
   }
 }

@@ -83,9 +83,10 @@ namespace kplan::codegen {
 
 KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn, bool accumulate,
                            std::string_view arch, int64_t mma_tokens, int64_t few_tokens, int64_t mma_rows, int64_t norm,
-                           int64_t routed) {
+                           int64_t routed, int64_t prefetch_kib) {
   ParamValues p = {{"K", k}, {"N", n}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}, {"W_LAYOUT", weight_kn ? 1 : 0},
                    {"ACC", accumulate ? 1 : 0}, {"ROUTED", routed}, {"NORM", norm}};
+  if (prefetch_kib > 0) p["PREFETCH"] = prefetch_kib;
   if (mma_tokens > 0) {
     p["MMA"] = 1;
     p["TOK_TILE"] = mma_tokens;
@@ -104,9 +105,10 @@ KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool we
 namespace kplan::codegen {
 
 KernelSource matmul_rows_m_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool accumulate, std::string_view arch, int64_t tokens,
-                                  int64_t norm, int64_t routed) {
-  const ParamValues p = {{"K", k},         {"N", n},         {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}, {"W_LAYOUT", 0},
-                         {"ACC", accumulate ? 1 : 0}, {"ROUTED", routed}, {"NORM", norm}, {"MMA", 2},  {"TOK_TILE", tokens}};
+                                  int64_t norm, int64_t routed, int64_t prefetch_kib) {
+  ParamValues p = {{"K", k},         {"N", n},         {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}, {"W_LAYOUT", 0},
+                   {"ACC", accumulate ? 1 : 0}, {"ROUTED", routed}, {"NORM", norm}, {"MMA", 2},  {"TOK_TILE", tokens}};
+  if (prefetch_kib > 0) p["PREFETCH"] = prefetch_kib;
   return instantiate(matmul::family(), p, arch);
 }
 

@@ -49,15 +49,16 @@ namespace kplan::codegen {
 // steps, heuristics' matmul_wide_long_steps). norm 1 / 2: x is read as rms_norm(x) (2: the norm's
 // result also written; the template's NORM), CUDA-core [N, K] instances only. routed > 0 (with
 // accumulate): the epilogue also sums that many per-pair rows of a MoE layer (the template's
-// ROUTED: the MoE combine in the shared expert's down projection).
+// ROUTED: the MoE combine in the shared expert's down projection). prefetch_kib > 0: the
+// template's PREFETCH (heuristics' weight_prefetch_after_light_kib), else its tuning's.
 KernelSource matmul_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool weight_kn = false, bool accumulate = false,
                            std::string_view arch = kDefaultArch, int64_t mma_tokens = 0, int64_t few_tokens = 0,
-                           int64_t mma_rows = 0, int64_t norm = 0, int64_t routed = 0);
+                           int64_t mma_rows = 0, int64_t norm = 0, int64_t routed = 0, int64_t prefetch_kib = 0);
 
 // The rows-as-M tensor-core instance ([N, K] weights; the template's MMA 2): W's rows as mma's M,
 // token tiles of `tokens` (8, 16, 24 or 32) as its N, for the few-token steps; norm and routed as
 // matmul_kernel's.
 KernelSource matmul_rows_m_kernel(int64_t k, int64_t n, ElemType x, ElemType y, bool accumulate, std::string_view arch, int64_t tokens,
-                                  int64_t norm = 0, int64_t routed = 0);
+                                  int64_t norm = 0, int64_t routed = 0, int64_t prefetch_kib = 0);
 
 }  // namespace kplan::codegen

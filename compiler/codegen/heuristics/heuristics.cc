@@ -34,12 +34,23 @@ int64_t compile_count(const char* name, int64_t fallback, const char* what, int6
 }
 
 int64_t weight_prefetch_kib() {
-  // Off: 64 KiB a block (every block's rows) cost the K2.6 slice's 1-token step 0.14 ms, and the
-  // first 4 or 16 MiB of each weight measured within noise (bench/RESULTS.md 2026-12-04 16:55).
-  // Only the weights read after a launch that reads none (W_UK whole after rope-append, W_UV
-  // after the combine, q_b's and o_proj's first 12 MiB; KPLAN_TUNE=matmul[K=128]:PREFETCH=8448;...)
-  // took 0.7% off an H100's 1-token step (session 41); unmeasured on the H200, so not chosen here.
+  // Every weight's start, for measuring: 64 KiB a block (every block's rows) cost the K2.6 slice's
+  // 1-token step 0.14 ms, and the first 4 or 16 MiB of each weight measured within noise
+  // (bench/RESULTS.md 2026-12-04 16:55). The default asks only after light launches
+  // (weight_prefetch_after_light_kib).
   return compile_count("KPLAN_WEIGHT_PREFETCH", 0, "KiB of a weight in 0..1048576 (0: none)");
+}
+
+int64_t weight_prefetch_after_light_kib(int64_t prev_weight_bytes, int64_t batch_bytes, int64_t batches) {
+  // Measured on an H100 (bench/RESULTS.md, sessions 41-42): W_UK whole after rope-append, W_UV
+  // whole after the combine, q_b's first 12 MiB after its norm, o_proj's after W_UV took 0.7% off
+  // the K2.6 slice's 1-token step in four alternating runs (and 0.2% off 16 tokens); asking for
+  // every weight's start (even after a weight stream, whose bandwidth it then competes for) was
+  // within noise on the H200 (2026-12-04).
+  constexpr int64_t kBudget = int64_t{12} << 20;
+  if (std::getenv("KPLAN_WEIGHT_PREFETCH") || !compile_switch("KPLAN_PREFETCH_AFTER_LIGHT", true)) return 0;
+  if (prev_weight_bytes < 0 || prev_weight_bytes > kLightLaunchWeightBytes || batch_bytes <= 0 || batches <= 0) return 0;
+  return (std::min(batch_bytes, kBudget / batches) + 1023) / 1024;
 }
 
 void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mma_unroll) {

@@ -50,10 +50,19 @@ int64_t compile_count(const char* name, int64_t fallback, const char* what, int6
 // Sibling matmuls (kernels_templates/matmul_siblings.cuh): matmul_tiling's stream (CUDA cores or
 // MMA 2) over N + N2 + N3 rows.
 void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm);
-// KiB from the start of each dense weight that its matmul's blocks ask L2 for before they wait on
-// the kernel before them (the family's prologue): 0 (none) unless KPLAN_WEIGHT_PREFETCH sets it
-// for a compile, to measure.
+// KiB from the start of every dense weight that its matmul's blocks ask L2 for before they wait on
+// the kernel before them (the family's prologue) where KPLAN_WEIGHT_PREFETCH sets it for a
+// compile, to measure; else 0 (the rules' weight_prefetch_after_light_kib decides per matmul).
 int64_t weight_prefetch_kib();
+// The launch before a matmul's reads at most this many weight bytes (a norm, rope and cache append,
+// attention, a per-head matmul): its short, latency-bound run leaves HBM mostly idle.
+constexpr int64_t kLightLaunchWeightBytes = int64_t{16} << 20;
+// KiB from the start of each batch of a matmul's weight (batch_bytes, `batches` of them: the heads
+// of a per-head matmul) that its blocks ask L2 for before the wait, where the launch before it reads
+// prev_weight_bytes of weights (-1: none before it in the step): the first 12 MiB of the weight
+// (whole batches where they fit) after a light launch, else 0; KPLAN_PREFETCH_AFTER_LIGHT=0
+// compiles without (KPLAN_WEIGHT_PREFETCH, set, asks for its KiB of every weight instead).
+int64_t weight_prefetch_after_light_kib(int64_t prev_weight_bytes, int64_t batch_bytes, int64_t batches);
 // Steps of at least this many tokens take the tensor-core matmul of an [n, k] weight (0: never),
 // per arch.
 int64_t matmul_mma_min_tokens(std::string_view arch, int64_t n, int64_t k);

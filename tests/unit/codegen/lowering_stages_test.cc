@@ -3,6 +3,10 @@
 // source, the in-place aliases are checked, and lowering is deterministic.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <map>
+
+#include "compiler/codegen/families/family.h"
 #include "compiler/driver/compile.h"
 #include "compiler/passes/lower_to_launches.h"
 #include "compiler/passes/lowered_printer.h"
@@ -117,6 +121,46 @@ TEST(LoweringStages, DeterministicAndStageNamesKnown) {
   EXPECT_EQ(names, (std::vector<std::string>{"storage-dtypes", "select-kernels", "weight-layout", "plan-memory", "bucketize", "emit-plan", "emit-round"}));
   EXPECT_TRUE(is_lowering_stage("plan-memory"));
   EXPECT_FALSE(is_lowering_stage("dce"));
+}
+
+// The L2 prefetch of a matmul's weights before its grid waits (heuristics'
+// weight_prefetch_after_light_kib): a matmul whose launch follows one reading at most 16 MiB of
+// weights (a norm, rope-append, attention, a per-head matmul) asks for its weight's first 12 MiB
+// (whole heads where they fit), one after a weight stream asks for none; KPLAN_PREFETCH_AFTER_LIGHT=0
+// turns it off. On K2.6's layers (3: the dense one and two MoE), the instances' PREFETCH by shape.
+TEST(LoweringStages, MatmulsAfterLightLaunchesPrefetchTheirWeights) {
+  auto prefetch = [] {
+    kplan::CompileOptions c;
+    c.model = std::string(KPLAN_TEST_DATA_DIR) + "/kimi-k2.6/config.json";
+    c.load_weights = false;
+    c.layers = 3;
+    auto m = compile_to_ir(c).module;
+    LowerOptions o = options();
+    o.buckets = {1};
+    LowerState s = lowering_state(*m, nullptr, o);
+    run_lowering(s, "select-kernels");
+    std::map<std::string, int64_t> by_shape;  // "k<K>_n<N>_wl<L>_acc<A>_rt<R>" of each matmul instance
+    for (const auto& [op, kernels] : s.kernels)
+      for (const codegen::KernelSource& k : kernels)
+        if (k.family == "matmul")
+          by_shape["k" + std::to_string(codegen::kernel_param(k, "K")) + "_n" + std::to_string(codegen::kernel_param(k, "N")) + "_acc" +
+                   std::to_string(codegen::kernel_param(k, "ACC")) + "_rt" + std::to_string(codegen::kernel_param(k, "ROUTED"))] =
+              codegen::kernel_param(k, "PREFETCH");
+    return by_shape;
+  };
+  const std::map<std::string, int64_t> on = prefetch();
+  EXPECT_EQ(on.at("k1536_n12288_acc0_rt0"), 12288) << "q_b after q_a's norm: its first 12 MiB";
+  EXPECT_EQ(on.at("k128_n512_acc0_rt0"), 8192) << "W_UK after rope-append: all 64 heads' [128, 512]";
+  EXPECT_EQ(on.at("k512_n128_acc0_rt0"), 128) << "W_UV after the attention: each head's 128 KiB";
+  EXPECT_EQ(on.at("k8192_n7168_acc1_rt0"), 12288) << "o_proj after W_UV (8 MiB: a light launch)";
+  EXPECT_EQ(on.at("k7168_n163840_acc0_rt0"), 12288) << "lm_head after the final norm";
+  EXPECT_EQ(on.at("k18432_n7168_acc1_rt0"), 0) << "the dense down after its gate/up siblings' 504 MiB";
+  EXPECT_EQ(on.at("k2048_n7168_acc1_rt8"), 0) << "the shared down after the routed experts";
+  setenv("KPLAN_PREFETCH_AFTER_LIGHT", "0", 1);
+  const std::map<std::string, int64_t> off = prefetch();
+  unsetenv("KPLAN_PREFETCH_AFTER_LIGHT");
+  for (const auto& [shape, kib] : off) EXPECT_EQ(kib, 0) << shape;
+  EXPECT_EQ(off.size(), on.size());
 }
 
 TEST(LoweringStages, ErrorsNameTheStage) {
