@@ -315,6 +315,32 @@ TEST(MoeGroupedOnHost, MmaDequantIsBf16Exact) {
     }
 }
 
+// MoeXsToken (a token's staged words as two bases) reads the slots moe_mma_xs_slot names: every
+// token (both parities), group (a partial sub-block's included) and quad lane, hi and lo words,
+// bf16-staged (XB 1, G rounded up to even a token) and hi + lo (XB 0).
+template <int G, int XB>
+void check_xs_token_slots() {
+  constexpr int kTokens = 9;
+  std::vector<uint4> xs(kTokens * (G + 1) * 4 * 2);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = uint4{static_cast<unsigned>(i), 0u, 0u, 0u};
+  for (int t = 0; t < kTokens; ++t)
+    for (int q = 0; q < 4; ++q) {
+      const kp::MoeXsToken<G, XB> xt(xs.data(), t, q);
+      for (int X = 0; X < G; ++X) {
+        EXPECT_EQ(xt.hi(X).x, static_cast<unsigned>(kp::moe_mma_xs_slot<G, XB>(t, X, q, 0))) << "G " << G << " XB " << XB << " t " << t << " X " << X;
+        if constexpr (!XB) {
+          EXPECT_EQ(xt.lo(X).x, static_cast<unsigned>(kp::moe_mma_xs_slot<G>(t, X, q, 1))) << "G " << G << " t " << t << " X " << X;
+        }
+      }
+    }
+}
+TEST(MoeGroupedOnHost, XsTokenBasesReadTheStagedSlots) {
+  check_xs_token_slots<33, 0>();
+  check_xs_token_slots<33, 1>();
+  check_xs_token_slots<224, 0>();
+  check_xs_token_slots<224, 1>();
+}
+
 // MMA 1 against the CPU op: ragged row tiles (gate/up 5 warps x 8 rows over I = 96, down 5 x 16
 // over H = 1056), H's 33 groups (a partial sub-block and step), pair chunks of every n-tile
 // shape (NT 1, 3, 8, 9, 16: one and two n-tiles, columns past nt dropped), clamped ids, SwiGLU
