@@ -654,28 +654,31 @@ __device__ __forceinline__ int moe_mma_xs_slot(int t, int X, int q, int lo) {
   return ((t * G + X) * 4 + q) * 2 + (lo ^ (t & 1));
 }
 
-// A lane's staged words of token t (moe_mma_xs_slot's order) as two bases, so that group X's
-// address is a base plus X's offset: with X = 4 sb + i (i unrolled, sb even-aligned) a group's
-// loads are one per-sub-block add and immediates, where the slot's product and XOR took ~4
-// integer instructions a group (the sm_90 SASS of session 41). XB 1: X ^ (t & 1) is X + p for
-// even X and X - p for odd (p = t & 1), so a = the even groups' base, b = the odd groups'; XB 0:
-// a = the hi words' base, b = the lo words'.
-template <int G, int XB>
-struct MoeXsToken {
-  const uint4* a;
-  const uint4* b;
-  __device__ __forceinline__ MoeXsToken(const uint4* xs, int t, int q) {
-    const int p = t & 1;
-    if constexpr (XB) {
-      const uint4* row = xs + t * (G + G % 2) * 4 + q;
-      a = row + 4 * p, b = row - 4 * p;
-    } else {
-      const uint4* row = xs + (t * G * 4 + q) * 2;
-      a = row + p, b = row + (p ^ 1);
+// A lane's staged words of each n-tile's token tok[n] (moe_mma_xs_slot's order) as two bases, made
+// once, so that group X's address is a base plus X's offset: with X = 4 sb + i (i unrolled, sb
+// even-aligned) a group's loads are one per-sub-block add and immediates, where the slot's product
+// and XOR took ~4 integer instructions a group (the sm_90 SASS of session 41). XB 1: X ^ (t & 1)
+// is X + p for even X and X - p for odd (p = t & 1), so a = the even groups' base, b = the odd
+// groups'; XB 0: a = the hi words' base, b = the lo words'.
+template <int G, int XB, int NTILE>
+struct MoeXsTokens {
+  const uint4* a[NTILE];
+  const uint4* b[NTILE];
+  __device__ __forceinline__ MoeXsTokens(const uint4* xs, const int (&tok)[NTILE], int q) {
+#pragma unroll
+    for (int n = 0; n < NTILE; ++n) {
+      const int t = tok[n], p = t & 1;
+      if constexpr (XB) {
+        const uint4* row = xs + t * (G + G % 2) * 4 + q;
+        a[n] = row + 4 * p, b[n] = row - 4 * p;
+      } else {
+        const uint4* row = xs + (t * G * 4 + q) * 2;
+        a[n] = row + p, b[n] = row + (p ^ 1);
+      }
     }
   }
-  __device__ __forceinline__ uint4 hi(int X) const { return XB ? (X & 1 ? b : a)[4 * X] : a[8 * X]; }
-  __device__ __forceinline__ uint4 lo(int X) const { return b[8 * X]; }  // XB 0 only
+  __device__ __forceinline__ uint4 hi(int n, int X) const { return XB ? (X & 1 ? b[n] : a[n])[4 * X] : a[n][8 * X]; }
+  __device__ __forceinline__ uint4 lo(int n, int X) const { return b[n][8 * X]; }  // XB 0 only
 };
 
 // BIAS (MMA 3, 4): after the NT x K x 4 bytes of words, per group X, n-tile n and quad lane q a
@@ -927,6 +930,7 @@ template <int MT, int NTILE, int G, bool BIAS, int XB, class Scale>
 __device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int sb, Scale scale, const uint4* xs, const float4* bias,
                                             int nt, const int (&tok)[NTILE], float (&acc)[MT][NTILE][4]) {
   const int q = threadIdx.x % 4;
+  const MoeXsTokens<G, XB, NTILE> xt(xs, tok, q);
 #pragma unroll
   for (int i = 0; i < kMoeMmaSub; ++i) {
     const int X = sb * kMoeMmaSub + i;
@@ -935,9 +939,8 @@ __device__ __forceinline__ void moe_mma_sub(const unsigned (&w)[MT][2][4], int s
 #pragma unroll
     for (int n = 0; n < NTILE; ++n) {
       if (!moe_ntile_live(n, nt)) break;
-      const MoeXsToken<G, XB> xt(xs, tok[n], q);
-      bh[n] = xt.hi(X);
-      if constexpr (!XB) bl[n] = xt.lo(X);
+      bh[n] = xt.hi(n, X);
+      if constexpr (!XB) bl[n] = xt.lo(n, X);
     }
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
@@ -989,6 +992,7 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
   int tok[NTILE];
 #pragma unroll
   for (int n = 0; n < NTILE; ++n) tok[n] = 8 * n + g < nt ? 8 * n + g : nt - 1;  // columns past nt: dropped
+  const MoeXsTokens<G, XB, NTILE> xt(xs, tok, q);
 #pragma unroll
   for (int s = 0; s < SUBS; ++s) {
     const int sb = step * SUBS + s;
@@ -1024,9 +1028,8 @@ __device__ __forceinline__ void moe_mma_math(const Loads& L, int step, const uin
 #pragma unroll
       for (int n = 0; n < NTILE; ++n) {
         if (!moe_ntile_live(n, nt)) break;
-        const MoeXsToken<G, XB> xt(xs, tok[n], q);
-        bh[n] = xt.hi(X);
-        if constexpr (!XB) bl[n] = xt.lo(X);
+        bh[n] = xt.hi(n, X);
+        if constexpr (!XB) bl[n] = xt.lo(n, X);
       }
 #pragma unroll
       for (int j = 0; j < MT; ++j) {

@@ -315,7 +315,7 @@ TEST(MoeGroupedOnHost, MmaDequantIsBf16Exact) {
     }
 }
 
-// MoeXsToken (a token's staged words as two bases) reads the slots moe_mma_xs_slot names: every
+// MoeXsTokens (a token's staged words as two bases) reads the slots moe_mma_xs_slot names: every
 // token (both parities), group (a partial sub-block's included) and quad lane, hi and lo words,
 // bf16-staged (XB 1, G rounded up to even a token) and hi + lo (XB 0).
 template <int G, int XB>
@@ -325,11 +325,14 @@ void check_xs_token_slots() {
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = uint4{static_cast<unsigned>(i), 0u, 0u, 0u};
   for (int t = 0; t < kTokens; ++t)
     for (int q = 0; q < 4; ++q) {
-      const kp::MoeXsToken<G, XB> xt(xs.data(), t, q);
+      const int tok[2] = {t, kTokens - 1 - t};  // two n-tiles' tokens, of either parity
+      const kp::MoeXsTokens<G, XB, 2> xt(xs.data(), tok, q);
       for (int X = 0; X < G; ++X) {
-        EXPECT_EQ(xt.hi(X).x, static_cast<unsigned>(kp::moe_mma_xs_slot<G, XB>(t, X, q, 0))) << "G " << G << " XB " << XB << " t " << t << " X " << X;
+        EXPECT_EQ(xt.hi(1, X).x, static_cast<unsigned>(kp::moe_mma_xs_slot<G, XB>(tok[1], X, q, 0))) << "G " << G << " XB " << XB << " t " << tok[1] << " X " << X;
+        EXPECT_EQ(xt.hi(0, X).x, static_cast<unsigned>(kp::moe_mma_xs_slot<G, XB>(t, X, q, 0))) << "G " << G << " XB " << XB << " t " << t << " X " << X;
         if constexpr (!XB) {
-          EXPECT_EQ(xt.lo(X).x, static_cast<unsigned>(kp::moe_mma_xs_slot<G>(t, X, q, 1))) << "G " << G << " t " << t << " X " << X;
+          EXPECT_EQ(xt.lo(0, X).x, static_cast<unsigned>(kp::moe_mma_xs_slot<G>(t, X, q, 1))) << "G " << G << " t " << t << " X " << X;
+          EXPECT_EQ(xt.lo(1, X).x, static_cast<unsigned>(kp::moe_mma_xs_slot<G>(tok[1], X, q, 1))) << "G " << G << " t " << tok[1] << " X " << X;
         }
       }
     }
