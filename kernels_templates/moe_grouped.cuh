@@ -159,7 +159,9 @@
 // staged as bf16 hi + lo, two MMAs a k-step, results within f32 summation order of the CPU op;
 // 1 rounded to bf16 once staged, as a bf16-activations plan stores its activations: one MMA a
 // k-step, half the staged bytes, so twice the pairs a chunk fit shared memory), then TMA (0: a
-// RING's copies by cp.async, 1: by the copy engine).
+// RING's copies by cp.async, 1: by the copy engine). MINB is no template argument: the entry's
+// __launch_bounds__ minimum of resident blocks an SM (0: none), so ptxas keeps a thread's
+// registers to 64K / (32 WARPS MINB) -- more warps an SM than the registers of PF's ring allow.
 #include "common.cuh"
 #include "int4_frag.h"     // W_LAYOUT 1's offsets
 #include "moe_router.cuh"  // moe_route_token (ROUTE)

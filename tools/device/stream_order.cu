@@ -15,6 +15,12 @@
 //   bulk C/R:    the strip order read by the copy engine: lane 0 of each warp keeps R chunks of C
 //                bytes in flight with cp.async.bulk into a shared-memory ring (one mbarrier a
 //                slot), the warp reads each slot back (the TMA ring the MoE would use)
+//   moe 4 / 1:   a gate/up warp step's 2304 bytes (8 gate + 8 up rows x 256 columns of int4_frag
+//                words and their bf16 scales): "4" from four strips in four tensors as the kernel
+//                reads them (1 KiB gate words, 1 KiB up words, 128 B of each's scales), "1" from one
+//                contiguous 2304-byte run a step (a layout with a step's words and scales adjacent)
+//                -- whether the scales' small runs and four streams a warp, not the kernel, hold
+//                the 1-token experts at ~2.6 TB/s
 // and prints GB/s for each (median of 21 runs over a buffer past L2). No correctness beyond the
 // XOR each warp writes (keeps the loads alive). Build and run: tools/device/stream_order.sh.
 #include <cuda_runtime.h>
@@ -43,6 +49,50 @@ __global__ void stream_chunks(const uint4* __restrict__ src, int steps, unsigned
     }
 #pragma unroll
     for (int i = 0; i < D; ++i) acc ^= v[i][0].x ^ v[i][0].y ^ v[i][0].z ^ v[i][0].w ^ v[i][1].x ^ v[i][1].y ^ v[i][1].z ^ v[i][1].w;
+  }
+  if (lane == 0) out[warp] = acc;
+}
+
+// A gate/up warp step, D steps in flight a warp (issued together, then consumed). FUSED 0: four
+// strips (region r of the buffer holds tensor r's strips: words 1 KiB a step, scales 128 B a
+// step); FUSED 1: one strip of 2304-byte steps.
+template <int FUSED, int D>
+__global__ void stream_moe(const uint4* __restrict__ src, int steps, long long warps, unsigned* out) {
+  const int lane = threadIdx.x % 32;
+  const long long warp = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const long long words = warps * steps * 64, scales = warps * steps * 8;  // uint4s a region
+  unsigned acc = 0;
+  for (int s0 = 0; s0 + D <= steps; s0 += D) {
+    uint4 v[D][4];
+    uint2 c[D][2];
+#pragma unroll
+    for (int i = 0; i < D; ++i) {
+      const long long s = warp * steps + s0 + i;
+      if constexpr (FUSED) {
+        const uint4* p = src + s * 144;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[i][j] = __ldcs(p + 32 * j + lane);
+        c[i][0] = __ldcs(reinterpret_cast<const uint2*>(p + 128) + lane);
+        c[i][1] = make_uint2(0, 0);
+      } else {
+        const uint4* g = src + s * 64;
+        const uint4* u = src + words + s * 64;
+        const uint2* gs = reinterpret_cast<const uint2*>(src + 2 * words + s * 8);
+        const uint2* us = reinterpret_cast<const uint2*>(src + 2 * words + scales + s * 8);
+        v[i][0] = __ldcs(g + lane);
+        v[i][1] = __ldcs(g + 32 + lane);
+        v[i][2] = __ldcs(u + lane);
+        v[i][3] = __ldcs(u + 32 + lane);
+        c[i][0] = lane < 16 ? __ldcs(gs + lane) : make_uint2(0, 0);
+        c[i][1] = lane < 16 ? __ldcs(us + lane) : make_uint2(0, 0);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < D; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc ^= v[i][j].x ^ v[i][j].y ^ v[i][j].z ^ v[i][j].w;
+      acc ^= c[i][0].x ^ c[i][0].y ^ c[i][1].x ^ c[i][1].y;
+    }
   }
   if (lane == 0) out[warp] = acc;
 }
@@ -177,6 +227,19 @@ int main() {
   row("bulk 1K R2/4/8", bulk(stream_bulk<64, 2>, 64, 2), bulk(stream_bulk<64, 4>, 64, 4), bulk(stream_bulk<64, 8>, 64, 8));
   row("bulk 2K R2/4/6", bulk(stream_bulk<128, 2>, 128, 2), bulk(stream_bulk<128, 4>, 128, 4), bulk(stream_bulk<128, 6>, 128, 6));
   row("bulk 4K R1/2/3", bulk(stream_bulk<256, 1>, 256, 1), bulk(stream_bulk<256, 2>, 256, 2), bulk(stream_bulk<256, 3>, 256, 3));
+  // A gate/up step is 2304 bytes: 28 steps a warp read 63 KiB, the buffer's 64 KiB a warp.
+  const int msteps = 28;
+  const double mbytes = 2304.0 * warps * msteps;
+  auto moe_row = [&](const char* name, auto l1, auto l2, auto l4) {
+    std::printf("%-14s %7.0f GB/s %5.0f GB/s %5.0f GB/s  (D 1 / 2 / 4)\n", name, median_gbps(l1, mbytes), median_gbps(l2, mbytes),
+                median_gbps(l4, mbytes));
+  };
+  moe_row("moe 4 strips", [&] { stream_moe<0, 1><<<blocks, threads>>>(src, msteps, warps, out); },
+          [&] { stream_moe<0, 2><<<blocks, threads>>>(src, msteps, warps, out); },
+          [&] { stream_moe<0, 4><<<blocks, threads>>>(src, msteps, warps, out); });
+  moe_row("moe 1 strip", [&] { stream_moe<1, 1><<<blocks, threads>>>(src, msteps, warps, out); },
+          [&] { stream_moe<1, 2><<<blocks, threads>>>(src, msteps, warps, out); },
+          [&] { stream_moe<1, 4><<<blocks, threads>>>(src, msteps, warps, out); });
   cudaFree(src);
   cudaFree(out);
   return 0;

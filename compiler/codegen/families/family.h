@@ -40,10 +40,14 @@ struct ParamSpec {
   std::string tag;         // short prefix in readable ids, e.g. "k" -> "k256"
   bool is_dtype = false;   // value is an ElemType code, printed as "f32" / "bf16"
   bool is_tuning = false;  // chosen by heuristics/<arch>.cc unless given
+  // Not a template argument: the entry's __launch_bounds__ minimum of resident blocks an SM (0:
+  // none given), which caps ptxas's registers a thread at 64K / (threads * it).
+  bool min_blocks = false;
 };
 inline ParamSpec dim_param(const char* name, const char* tag) { return {name, tag, false, false}; }
 inline ParamSpec dtype_param(const char* name, const char* tag) { return {name, tag, true, false}; }
 inline ParamSpec tuning_param(const char* name, const char* tag) { return {name, tag, false, true}; }
+inline ParamSpec min_blocks_param(const char* name, const char* tag) { return {name, tag, false, true, true}; }
 
 // What a launch's grid depends on beyond the instance's constants.
 struct LaunchShape {

@@ -103,6 +103,7 @@ const TuningTable& sm90_tuning() {
          }
          set(p, "RING", 0);
          set(p, "TMA", 0);
+         set(p, "MINB", 0);
          moe_xb_where_mma(p);
        }},
       {"moe_grouped_down", [](ParamValues& p) {
@@ -115,6 +116,7 @@ const TuningTable& sm90_tuning() {
          }
          set(p, "RING", 0);
          set(p, "TMA", 0);
+         set(p, "MINB", 0);
          moe_xb_where_mma(p);
        }},
       {"moe_combine", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("H"))); }},

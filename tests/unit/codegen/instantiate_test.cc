@@ -298,6 +298,29 @@ TEST(CodegenInstantiate, BadParametersAreClearErrors) {
   EXPECT_NE(message([&] { ring({{"RING", 2}, {"H", 7200}}); }).find("a multiple of 256"), std::string::npos);
 }
 
+TEST(CodegenInstantiate, MinBlocksBoundsTheEntryNotTheTemplate) {
+  // MINB (the grouped experts' minimum resident blocks an SM) goes to the entry's
+  // __launch_bounds__, so ptxas caps the registers; it is no template argument, and an instance
+  // without it keeps the id it had before the parameter existed.
+  auto gate_up = [](int64_t minb) {
+    return instantiate("moe_grouped_gate_up", {{"H", 7168}, {"I", 2048}, {"E", 384}, {"TOPK", 8}, {"W_FMT", 1}, {"X_DT", 0}, {"ROUTE", 0},
+                                               {"RNORM", 0}, {"W_LAYOUT", 1}, {"XB", 1}, {"WARPS", 8}, {"MINB", minb}}, "sm_90");
+  };
+  const KernelSource none = gate_up(0), three = gate_up(3);
+  EXPECT_EQ(none.id.find("_mb"), std::string::npos) << none.id;
+  EXPECT_NE(none.source.find("__launch_bounds__(256) "), std::string::npos);
+  EXPECT_EQ(three.id, none.id + "_mb3");
+  EXPECT_NE(three.source.find("__launch_bounds__(256, 3) "), std::string::npos);
+  EXPECT_NE(three.source.find("moe_grouped_gate_up<7168, 2048, 384, 8, 1, 0, 8, "), std::string::npos);
+  EXPECT_NE(three.source.find("1, 0>("), std::string::npos) << "the template's last arguments are XB, TMA: " << three.source;
+  try {
+    gate_up(33);
+    ADD_FAILURE() << "MINB 33 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MINB (minimum resident blocks an SM) must be 0..32"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CodegenInstantiate, EveryFamilySignatureMatchesItsHeaderDoc) {
   // Each argument name appears in the template header (its doc block and parameter list), so the
   // registry and the headers cannot drift apart silently.
@@ -307,7 +330,9 @@ TEST(CodegenInstantiate, EveryFamilySignatureMatchesItsHeaderDoc) {
     const std::string& text = lib.header(f->header);
     EXPECT_NE(text.find("void " + f->function.substr(4) + "("), std::string::npos) << f->name;
     for (const KernelArg& a : f->signature) EXPECT_NE(text.find(a.name), std::string::npos) << f->name << " " << a.name;
-    for (const ParamSpec& p : f->params) EXPECT_NE(text.find("int " + p.name), std::string::npos) << f->name << " " << p.name;
+    for (const ParamSpec& p : f->params) {  // a launch-bounds parameter is no template argument: its doc names it
+      EXPECT_NE(text.find(p.min_blocks ? p.name : "int " + p.name), std::string::npos) << f->name << " " << p.name;
+    }
   }
 }
 
