@@ -159,7 +159,10 @@
 // staged as bf16 hi + lo, two MMAs a k-step, results within f32 summation order of the CPU op;
 // 1 rounded to bf16 once staged, as a bf16-activations plan stores its activations: one MMA a
 // k-step, half the staged bytes, so twice the pairs a chunk fit shared memory), then TMA (0: a
-// RING's copies by cp.async, 1: by the copy engine). MINB is no template argument: the entry's
+// RING's copies by cp.async, 1: by the copy engine), then gate/up's KS (0 or 1: none; 2, 4: with
+// TMA 1, a tile's rows are WARPS / KS warps', each row's K split into KS parts streamed by KS
+// warps side by side and added in part order before the SwiGLU, so a 1-token step's few tiles
+// take more warps of fewer steps each). MINB is no template argument: the entry's
 // __launch_bounds__ minimum of resident blocks an SM (0: none), so ptxas keeps a thread's
 // registers to 64K / (32 WARPS MINB) -- more warps an SM than the registers of PF's ring allow.
 #include "common.cuh"
@@ -1261,14 +1264,16 @@ struct MoeBulkTile {
   const uint4* w[2];
   const uint4* s[2];
 };
+// step0 > 0 (a K part, KS): the tile's source from step step0 on (an octet's sub-blocks are one
+// run of words and one of scales).
 template <class Rows>
-__device__ __forceinline__ MoeBulkTile moe_bulk_tile(const Rows& t) {
+__device__ __forceinline__ MoeBulkTile moe_bulk_tile(const Rows& t, int step0 = 0) {
   MoeBulkTile f;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const MoeMmaSrc r = moe_mma_src(t, 0, h, 0);
-    f.w[h] = moe_frag_words<Rows::K_DIM>(r.w, t.row(r.i), 0);
-    f.s[h] = reinterpret_cast<const uint4*>(moe_frag_scales<Rows::K_DIM>(r.s, t.row(r.i), 0));
+    f.w[h] = moe_frag_words<Rows::K_DIM>(r.w, t.row(r.i), 2 * step0);
+    f.s[h] = reinterpret_cast<const uint4*>(moe_frag_scales<Rows::K_DIM>(r.s, t.row(r.i), 2 * step0));
   }
   return f;
 }
@@ -1342,9 +1347,11 @@ __device__ __forceinline__ void moe_bulk_ring_stream(int n_tiles, uint4* ring, u
 // stage_rows() stages the chunk's activations at xs (block-wide, with its barriers): first, or,
 // with TMA 1, once the ring's first RING steps are on their way (the weights' bytes land while
 // the block stages: they depend on the expert only).
-template <int NTILE, int PF, int RING, int TILE, bool DIRECT, bool BIAS, int XB, int TMA, class Rows, class Emit, class StageRows>
+// KS > 1 (TMA 1): the warp streams K part `part` of its rows, steps part * STEPS / KS on, and
+// emit gets that part's sums (the caller adds the parts).
+template <int NTILE, int PF, int RING, int TILE, bool DIRECT, bool BIAS, int XB, int TMA, class Rows, class Emit, class StageRows, int KS = 1>
 __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* xs, const float4* bias, uint4* wbuf, int nt, Rows t,
-                                                     Emit emit, StageRows stage_rows) {
+                                                     Emit emit, StageRows stage_rows, int part = 0) {
   constexpr int G = Rows::K_DIM / 32, MT = Rows::NR / 16;
   constexpr int SUBS = MT == 1 ? 2 : 1;
   constexpr int STEPS = (G + SUBS * kMoeMmaSub - 1) / (SUBS * kMoeMmaSub);
@@ -1352,6 +1359,8 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
   static_assert(RING == 0 || (MT == 1 && G % 8 == 0), "RING: one m-tile a warp, rows of whole steps (256 columns)");
   static_assert(Rows::W_LAYOUT == 0 || G % kMoeMmaSub == 0, "W_LAYOUT 1: whole sub-blocks");
   static_assert(TMA == 0 || (RING >= 2 && Rows::W_LAYOUT == 1), "TMA: the int4_frag shared-memory ring's copies by the copy engine");
+  static_assert(KS == 1 || (TMA == 1 && STEPS % KS == 0), "KS: the copy engine's ring over whole K parts");
+  constexpr int PART_STEPS = STEPS / KS;
   const int first0 = t.first;
   auto rows_of = [&](int tile) {
     Rows r = t;
@@ -1376,11 +1385,12 @@ __device__ __forceinline__ void moe_stream_tiles_mma(int n_tiles, const uint4* x
   if constexpr (RING >= 2) {
     uint4* ring = wbuf + RING * kMoeRingStage * (threadIdx.x / 32);  // the warp's stages
     if constexpr (TMA == 1) {
-      constexpr int WARPS = TILE / Rows::WARP_ROWS;  // the barriers follow every warp's stages
+      constexpr int WARPS = KS * TILE / Rows::WARP_ROWS;  // the barriers follow every warp's stages
       unsigned long long* bars = reinterpret_cast<unsigned long long*>(wbuf + WARPS * RING * kMoeRingStage) + RING * (threadIdx.x / 32);
-      moe_bulk_ring_stream<RING, STEPS>(
-          n_tiles, ring, bars, [&](int tile) { return moe_bulk_tile(rows_of(tile)); }, stage_rows,
-          [&](const uint4* stage, int c) { moe_frag_ring_math<NTILE, G, BIAS, XB, true>(stage, c, xs, bias, nt, acc); }, emit_tile);
+      const int step0 = part * PART_STEPS;
+      moe_bulk_ring_stream<RING, PART_STEPS>(
+          n_tiles, ring, bars, [&](int tile) { return moe_bulk_tile(rows_of(tile), step0); }, stage_rows,
+          [&](const uint4* stage, int c) { moe_frag_ring_math<NTILE, G, BIAS, XB, true>(stage, step0 + c, xs, bias, nt, acc); }, emit_tile);
     } else if constexpr (Rows::W_LAYOUT == 1) {
       moe_smem_ring_stream<RING, STEPS>(
           n_tiles, ring, [&](int tile) { return moe_frag_tile(rows_of(tile)); },
@@ -1447,12 +1457,16 @@ __device__ __forceinline__ void moe_gate_up_chunk(const MoeGroup<E, TOPK, NT>& g
 
 // MMA 1: the chunk's nt <= 8 * NTILE pairs as the n-tiles' columns (tokens past nt read the
 // last one's row; their columns are dropped).
+// KS > 1: the block's warps are KS groups of WARPS / KS, group p summing K part p of the same
+// rows (moe_stream_tiles_mma's part); at each tile's end parts 1.. hand their sums to part 0
+// through shared memory (added in part order) and part 0 emits.
 template <int H, int I, int E, int TOPK, int X_DT, int WARPS, int ROWS, int NT, int PF, int RING, int NTILE, bool DIRECT, bool BIAS,
-          int W_LAYOUT, int XB, int TMA>
+          int W_LAYOUT, int XB, int TMA, int KS = 1>
 __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT>& g, const void* x, const void* w_gate,
                                                       const void* w_gate_scale, const void* w_up, const void* w_up_scale, void* h,
                                                       int x_row_stride, uint4* xs, uint4* wbuf, i64* rows) {
-  constexpr int TILE = WARPS * ROWS, MT = ROWS / 8;
+  constexpr int RW = WARPS / KS;  // warps a tile's rows are dealt over
+  constexpr int TILE = RW * ROWS, MT = ROWS / 8;
   const int nt = g.count;
   auto stage_rows = [&] {
     if (static_cast<int>(threadIdx.x) < nt) rows[threadIdx.x] = static_cast<i64>(g.pairs[threadIdx.x] / TOPK) * x_row_stride;
@@ -1460,11 +1474,39 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
     moe_stage_mma<H, X_DT, WARPS * 32, BIAS, NT, NTILE, XB>(xs, x, rows, nt);
     __syncthreads();
   };
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32 % RW, part = threadIdx.x / 32 / RW, lane = threadIdx.x % 32;
   MoeTileRows<H, 1, 2, ROWS, I % TILE == 0, W_LAYOUT> t{{w_gate, w_up},
                                {static_cast<const unsigned short*>(w_gate_scale), static_cast<const unsigned short*>(w_up_scale)},
                                static_cast<i64>(g.expert) * I, warp * ROWS, I};
-  auto emit = [&](int tile, const float (&acc)[MT][NTILE][4]) {
+  __shared__ float4 parts[KS > 1 ? (KS - 1) * RW * MT * NTILE * 32 : 1];  // parts 1..'s D fragments, a tile at a time
+  auto emit = [&](int tile, const float (&part_acc)[MT][NTILE][4]) {
+    float acc[MT][NTILE][4];
+#pragma unroll
+    for (int j = 0; j < MT; ++j)
+#pragma unroll
+      for (int n = 0; n < NTILE; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][n][e] = part_acc[j][n][e];
+    if constexpr (KS > 1) {  // every warp of the block emits the same tiles: block barriers are safe
+      auto slot = [&](int p, int j, int n) { return parts + (((p - 1) * RW + warp) * MT * NTILE + j * NTILE + n) * 32 + lane; };
+      if (part > 0)
+#pragma unroll
+        for (int j = 0; j < MT; ++j)
+#pragma unroll
+          for (int n = 0; n < NTILE; ++n) *slot(part, j, n) = float4{acc[j][n][0], acc[j][n][1], acc[j][n][2], acc[j][n][3]};
+      __syncthreads();
+      if (part == 0)
+        for (int p = 1; p < KS; ++p)
+#pragma unroll
+          for (int j = 0; j < MT; ++j)
+#pragma unroll
+            for (int n = 0; n < NTILE; ++n) {
+              const float4 v = *slot(p, j, n);
+              acc[j][n][0] += v.x, acc[j][n][1] += v.y, acc[j][n][2] += v.z, acc[j][n][3] += v.w;
+            }
+      __syncthreads();  // read before the next tile's parts are written
+      if (part > 0) return;
+    }
     const int i0 = tile * TILE + warp * ROWS;
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
@@ -1480,7 +1522,8 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
     }
   };
   const float4* bias = reinterpret_cast<const float4*>(xs + moe_mma_bias_offset<H, XB>(NT));
-  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB, TMA>((I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit, stage_rows);
+  moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB, TMA, decltype(t), decltype(emit), decltype(stage_rows), KS>(
+      (I + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit, stage_rows, part);
 }
 
 // ROUTE > 0: the block routes the step's n_tokens <= ROUTE tokens itself (moe_router.cuh's
@@ -1517,7 +1560,7 @@ __device__ __forceinline__ const int* moe_route_step(void* topk_ids, const void*
 }
 
 template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int ROUTE,
-          int RNORM, int W_LAYOUT = 0, int XB = 0, int TMA = 0>
+          int RNORM, int W_LAYOUT = 0, int XB = 0, int TMA = 0, int KS = 0>
 __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w_gate, const void* w_gate_scale, const void* w_up,
                                     const void* w_up_scale, void* h, int n_tokens, int x_row_stride, const void* logits, const void* bias,
                                     void* topk_weights, float routed_scaling) {
@@ -1529,8 +1572,11 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
   static_assert(W_LAYOUT == 0 || (MMA >= 1 && I % 8 == 0 && H % 128 == 0),
                 "W_LAYOUT 1: the tensor-core path over whole octets and 128-column sub-blocks");
   static_assert(XB == 0 || MMA >= 1, "XB 1 (activations rounded to bf16 once staged) is the tensor-core path's");
-  static_assert(TMA == 0 || (RING >= 2 && W_LAYOUT == 1 && I % (WARPS * ROWS) == 0),
+  static_assert(TMA == 0 || (RING >= 2 && W_LAYOUT == 1 && I % (WARPS / (KS > 1 ? KS : 1) * ROWS) == 0),
                 "TMA: the int4_frag ring (RING >= 2, W_LAYOUT 1) over whole row tiles");
+  static_assert(KS == 0 || KS == 1 || KS == 2 || KS == 4, "KS (K parts a tile's rows are split into): 0 or 1 (none), 2, 4");
+  static_assert(KS <= 1 || (TMA == 1 && WARPS % KS == 0 && H / 256 % KS == 0), "KS: TMA 1, WARPS and the steps dealt evenly over the parts");
+  constexpr int KSN = KS > 1 ? KS : 1;
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   __shared__ int route_ids[ROUTE > 0 ? ROUTE * TOPK : 1];
@@ -1549,9 +1595,9 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
       __shared__ uint4 tbuf[RING >= 2 || W_LAYOUT == 1 ? 1 : WARPS * 2 * 64];  // per warp two 1 KiB transposition buffers (none: RING, W_LAYOUT 1)
       uint4* wbuf = RING >= 2 ? moe_ring_buffers<H, NT, MMA, XB>(xm) : tbuf;
       if (nt <= 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, TMA>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 1, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, TMA, KSN>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       } else if constexpr (NT > 8) {
-        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, TMA>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
+        moe_gate_up_chunk_mma<H, I, E, TOPK, X_DT, WARPS, ROWS, NT, PF, RING, 2, MMA == 2 || MMA == 3, MMA >= 3, W_LAYOUT, XB, TMA, KSN>(g, x, w_gate, w_gate_scale, w_up, w_up_scale, h, x_row_stride, xm, wbuf, rows);
       }
       continue;
     } else {

@@ -72,13 +72,12 @@ KernelSource instantiate(const Family& family, const ParamValues& given, std::st
   for (const ParamSpec& spec : family.params) {
     const int64_t v = values.at(spec.name);
     k.params.push_back({spec.name, v});
-    if (spec.min_blocks) {  // named in the id only when given, so the ids of instances without it stay
+    if (!spec.id_when_nonzero || v != 0) k.id += "_" + param_text(spec, v);
+    if (spec.min_blocks) {
       require(v >= 0 && v <= 32, family.name, spec.name + " (minimum resident blocks an SM) must be 0..32");
       min_blocks = v;
-      if (v > 0) k.id += "_" + param_text(spec, v);
       continue;
     }
-    k.id += "_" + param_text(spec, v);
     template_args += (template_args.empty() ? "" : ", ") + std::to_string(v);
   }
   if (!family.library.empty()) {

@@ -94,7 +94,9 @@ LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows
   const int64_t top_k = kernel_param(k, "TOPK"), nt = kernel_param(k, "NT");
   const int64_t tokens = std::max<int64_t>(s.rows, 1);
   const int64_t slots = moe_expert_slots(kernel_param(k, "E"), top_k, tokens);
-  const int64_t tiles = ceil_div(rows, kernel_param(k, "WARPS") * kernel_param(k, "ROWS"));
+  // A gate/up tile with KS > 1 K parts is WARPS / KS warps' rows.
+  const int64_t ks = k.family == "moe_grouped_gate_up" ? std::max<int64_t>(kernel_param(k, "KS"), 1) : 1;
+  const int64_t tiles = ceil_div(rows, kernel_param(k, "WARPS") / ks * kernel_param(k, "ROWS"));
   int64_t root = 1;
   while (root * root < tokens) ++root;
   const int64_t expected = std::min(slots, top_k * root);
@@ -116,6 +118,15 @@ namespace {
 
 void check(const ParamValues& p) {
   check_experts(p, "moe_grouped_gate_up", p.at("I"), p.at("H"), 2);
+  const int64_t ks = p.at("KS");
+  require(ks == 0 || ks == 1 || ks == 2 || ks == 4, "moe_grouped_gate_up", "KS (K parts a tile's rows are split into) must be 0 or 1 (none), 2 or 4");
+  if (ks > 1) {
+    require(p.at("TMA") == 1, "moe_grouped_gate_up", "KS > 1 splits the copy engine's ring (TMA 1) only");
+    require(p.at("WARPS") % ks == 0 && p.at("H") / 256 % ks == 0, "moe_grouped_gate_up",
+            "KS must divide WARPS and the reduction's steps of 256 columns");
+    require(p.at("I") % (p.at("WARPS") / ks * p.at("ROWS")) == 0, "moe_grouped_gate_up",
+            "KS: whole row tiles of WARPS / KS x ROWS rows");
+  }
   require(p.at("ROUTE") >= 0 && p.at("ROUTE") <= 64, "moe_grouped_gate_up", "ROUTE (tokens the launch routes itself) must be 0..64");
   require(p.at("ROUTE") == 0 || p.at("E") <= 1024, "moe_grouped_gate_up", "ROUTE: the router's warp holds at most 1024 experts");
   require(p.at("RNORM") == 0 || p.at("RNORM") == 1, "moe_grouped_gate_up", "RNORM (norm_topk_prob) must be 0 or 1");
@@ -139,7 +150,7 @@ const Family& family() {
                  dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
                  tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
                  dim_param("ROUTE", "route"), dim_param("RNORM", "rn"), dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb"),
-                 tuning_param("TMA", "tma"), min_blocks_param("MINB", "mb")},
+                 tuning_param("TMA", "tma"), optional_tuning_param("KS", "ks"), min_blocks_param("MINB", "mb")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

@@ -103,6 +103,7 @@ const TuningTable& sm90_tuning() {
          }
          set(p, "RING", 0);
          set(p, "TMA", 0);
+         set(p, "KS", 0);
          set(p, "MINB", 0);
          moe_xb_where_mma(p);
        }},

@@ -1512,6 +1512,8 @@ struct K26Int4Tuning {
   int64_t ring = 0;              // shared-memory stages a warp (cp.async), 0: the PF register ring
   int64_t xb = 0;                // 1: activations rounded to bf16 once staged (one MMA a k-step)
   int64_t tma = 0;               // 1: the ring's copies by the copy engine (cp.async.bulk; RING >= 2, W_LAYOUT 1)
+  int64_t ks = 0;                // gate/up's K parts a tile's rows are split into (TMA 1), 0: none
+  int64_t minb = 0;              // __launch_bounds__'s minimum blocks an SM, 0: none
 };
 struct K26Int4Variant {
   K26Int4Tuning gu, dn;
@@ -1571,7 +1573,12 @@ const std::vector<K26Int4Variant>& k26_int4_variants() {
       {{8, 8, 0, 132, 2, 16, 3, 1, 1}, {16, 16, 2, 264, 1, 8, 0, 1}, false, 1},
       {{8, 4, 0, 132, 2, 16, 4, 1, 1}, {16, 8, 0, 264, 1, 8, 3, 1, 1}, false, 1},
       {{8, 2, 0, 132, 2, 16, 5, 1, 1}, {16, 8, 0, 264, 1, 8, 4, 1, 1}, false, 1},
-      {{8, 2, 0, 264, 2, 8, 4, 1, 1}, {16, 8, 0, 264, 1, 8, 4, 1, 1}, false, 1}};
+      {{8, 2, 0, 264, 2, 8, 4, 1, 1}, {16, 8, 0, 264, 1, 8, 4, 1, 1}, false, 1},
+      // The 1-token step's many short warps (KPLAN_MOE_VARIANTS=ks): four 8-warp blocks an SM at
+      // 64 registers (MINB 4) over the copy engine's 2-stage rings, one pair a chunk; gate/up's
+      // rows in two K parts (KS 2: 14 steps a warp), down one 16-row tile a warp (BLOCKS 448).
+      {{8, 1, 0, 512, 2, 8, 2, 1, 1, 2, 4}, {16, 1, 0, 448, 1, 8, 2, 1, 1, 0, 4}, false, 1},
+      {{8, 1, 0, 256, 2, 16, 2, 1, 1, 4, 2}, {16, 1, 0, 448, 1, 8, 2, 1, 1, 0, 4}, false, 1}};
   return variants;
 }
 
@@ -1581,7 +1588,8 @@ GroupedKernels k26_int4_instances(const K26Int4Variant& v, std::string_view arch
   auto tuned = [&](ParamValues p, const K26Int4Tuning& t) {
     if (t.rows)
       p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma, p["RING"] = t.ring, p["XB"] = t.xb,
-      p["TMA"] = t.tma;
+      p["TMA"] = t.tma, p["MINB"] = t.minb;
+    if (t.ks) p["KS"] = t.ks;  // gate/up's only
     if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
@@ -1636,8 +1644,9 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   const bool xb_only = only && std::string(only) == "xb";
   const bool fring_only = only && std::string(only) == "fring";
   const bool tma_only = only && std::string(only) == "tma";
-  if (only && !mma_only && !pf_only && !bias_only && !ring_only && !frag_only && !xb_only && !fring_only && !tma_only)
-    FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias, ring, frag, xb, fring or tma, not " << only;
+  const bool ks_only = only && std::string(only) == "ks";  // the heuristics' instance and the K-split / MINB variants only
+  if (only && !mma_only && !pf_only && !bias_only && !ring_only && !frag_only && !xb_only && !fring_only && !tma_only && !ks_only)
+    FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias, ring, frag, xb, fring, tma or ks, not " << only;
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const K26Int4Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
@@ -1646,6 +1655,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
     if (xb_only && v.gu.rows && !v.gu.xb) continue;
     if (fring_only && v.gu.rows && !(v.layout == 1 && (v.gu.ring || v.dn.ring))) continue;
     if (tma_only && v.gu.rows && !(v.gu.tma || v.dn.tma)) continue;
+    if (ks_only && v.gu.rows && !(v.gu.ks || v.gu.minb || v.dn.minb)) continue;
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
     if (bias_only && v.gu.rows && (v.gu.ring || v.dn.ring || (v.gu.mma < 3 && v.dn.mma < 3))) continue;

@@ -99,17 +99,18 @@ struct ReadCounter {
 // GZ: blocks an expert's pair chunks are dealt over (grid.z). GROWS / DROWS: gate/up's and
 // down's rows per warp (they differ with MMA 1: 8 gate + 8 up rows, 16 down rows an m-tile).
 template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA, int RING,
-          int W_LAYOUT, int XB, int TMA>
+          int W_LAYOUT, int XB, int TMA, int KS = 0>
 std::vector<float> run_step(const Stack& g, const Stack& u, const Stack& d, const std::vector<float>& x, const std::vector<int32_t>& ids,
                             const std::vector<float>& weights, const std::vector<float>& y0) {
   const int T = static_cast<int>(x.size() / H);
   std::vector<float> h(static_cast<size_t>(T) * K * I, NAN), partial(static_cast<size_t>(T) * K * H, NAN), out = y0;
   const unsigned slots = static_cast<unsigned>(std::min(E, T * K));
-  const unsigned gu_tiles = (I + WARPS * GROWS - 1) / (WARPS * GROWS), dn_tiles = (H + WARPS * DROWS - 1) / (WARPS * DROWS);
+  constexpr int GU_TILE = WARPS / (KS > 1 ? KS : 1) * GROWS;  // KS: a tile is WARPS / KS warps' rows
+  const unsigned gu_tiles = (I + GU_TILE - 1) / GU_TILE, dn_tiles = (H + WARPS * DROWS - 1) / (WARPS * DROWS);
   cuda_host::launch(
       std::min(GX, gu_tiles), slots, 32 * WARPS,
       [&] {
-        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, RING, 0, 0, W_LAYOUT, XB, TMA>(
+        kp::moe_grouped_gate_up<H, I, E, K, W_FMT, kp::F32, WARPS, GROWS, NT, PF, 1, MMA, RING, 0, 0, W_LAYOUT, XB, TMA, KS>(
             x.data(), const_cast<int32_t*>(ids.data()), g.w(), g.scale.data(), u.w(), u.scale.data(), h.data(), T, H, nullptr, nullptr,
             nullptr, 1.f);
       },
@@ -158,7 +159,7 @@ std::vector<float> bf16_staged_experts(const Stack& g, const Stack& u, const Sta
 // W_LAYOUT 1: the kernels read the stacks in fragment order (frag_stack). XB 1: against
 // bf16_staged_experts. TMA 1: the ring's copies by the copy engine. Returns the step's output.
 template <int H, int I, int E, int K, int W_FMT, int WARPS, int GROWS, int DROWS, int NT, int PF, unsigned GX, unsigned GZ, int MMA,
-          int RING = 0, int W_LAYOUT = 0, int XB = 0, int TMA = 0>
+          int RING = 0, int W_LAYOUT = 0, int XB = 0, int TMA = 0, int KS = 0>
 std::vector<float> check_step_with(const std::vector<int32_t>& ids, uint64_t seed, std::map<std::pair<int, int64_t>, int64_t>* reads,
                                    double tol) {
   const int64_t T = static_cast<int64_t>(ids.size()) / K;
@@ -173,7 +174,8 @@ std::vector<float> check_step_with(const std::vector<int32_t>& ids, uint64_t see
   for (const Stack* st : {&g, &u, &d}) counter.stacks.push_back(st);
   counter.E = E;
   cuda_host::on_stream_load = [&](const void* p, size_t n) { counter(p, n); };
-  const std::vector<float> got = run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, RING, W_LAYOUT, XB, TMA>(g, u, d, x, ids, weights, y0);
+  const std::vector<float> got =
+      run_step<H, I, E, K, W_FMT, WARPS, GROWS, DROWS, NT, PF, GX, GZ, MMA, RING, W_LAYOUT, XB, TMA, KS>(g, u, d, x, ids, weights, y0);
   cuda_host::on_stream_load = nullptr;
   if (reads) *reads = counter.bytes;
 
@@ -189,7 +191,7 @@ std::vector<float> check_step_with(const std::vector<int32_t>& ids, uint64_t see
   std::vector<float> want = XB ? bf16_staged_experts(g, u, d, x, ids, weights, H, I, E, K) : cpu::moe_experts(xm, r, experts).data;
   for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
   EXPECT_LT(relative_error(got, want), tol) << "H " << H << " I " << I << " W_FMT " << W_FMT << " MMA " << MMA << " RING " << RING << " NT " << NT
-                                                 << " W_LAYOUT " << W_LAYOUT << " XB " << XB << " TMA " << TMA << " tokens " << T;
+                                                 << " W_LAYOUT " << W_LAYOUT << " XB " << XB << " TMA " << TMA << " KS " << KS << " tokens " << T;
   return got;
 }
 
@@ -514,6 +516,18 @@ TEST(MoeGroupedOnHost, FragTmaRingMatchesTheCpuOp) {
   check_step_with<512, 256, 4, 3, 1, 2, 8, 16, 9, 0, 4, 2, 1, 3, 1, 0, 1>(ids, 87, nullptr, 1e-4);
   check_step_with<768, 256, 4, 3, 1, 2, 8, 16, 16, 0, 2, 1, 4, 4, 1, 0, 1>(ids, 88, nullptr, 1e-4);
   check_step_with<256, 512, 4, 3, 1, 2, 8, 16, 4, 0, 1u << 30, 1, 2, 3, 1, 1, 1>(ids, 89, nullptr, 1e-5);  // bf16-staged activations
+}
+
+// Gate/up's K split (KS: WARPS / KS warps' rows a tile, each row's K in KS parts streamed by KS
+// warps and added in part order) against the CPU op: two and four parts, one block over every
+// tile (the parts' shared-memory hand-over reused tile after tile) and several, both scale
+// schemes, two n-tiles, chunks over grid.z, bf16-staged activations.
+TEST(MoeGroupedOnHost, GateUpKSplitMatchesTheCpuOp) {
+  const std::vector<int32_t> ids = {2, 0, 1, 2, 3, 0, 2, 9, -1, 2, 1, 0, 2, 3, 0, 2, 1, 9, 2, 0, 3};
+  check_step_with<512, 256, 4, 3, 1, 4, 8, 16, 3, 0, 1, 1, 2, 3, 1, 0, 1, 2>(ids, 91, nullptr, 1e-4);
+  check_step_with<1024, 256, 4, 3, 1, 4, 8, 16, 9, 0, 4, 2, 1, 2, 1, 0, 1, 4>(ids, 92, nullptr, 1e-4);
+  check_step_with<512, 256, 4, 3, 1, 4, 8, 16, 16, 0, 2, 1, 2, 2, 1, 0, 1, 2>(ids, 93, nullptr, 1e-4);
+  check_step_with<512, 256, 4, 3, 1, 4, 8, 16, 4, 0, 1u << 30, 1, 2, 3, 1, 1, 1, 2>(ids, 94, nullptr, 1e-5);  // bf16-staged activations
 }
 
 // The copy engine's ring streams each chosen expert once per NT pairs too (the host shim counts
