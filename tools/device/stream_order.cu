@@ -18,7 +18,8 @@
 //   moe 4 / 1:   a gate/up warp step's 2304 bytes (8 gate + 8 up rows x 256 columns of int4_frag
 //                words and their bf16 scales): "4" from four strips in four tensors as the kernel
 //                reads them (1 KiB gate words, 1 KiB up words, 128 B of each's scales), "1" from one
-//                contiguous 2304-byte run a step (a layout with a step's words and scales adjacent)
+//                contiguous 2304-byte run a step (a layout with a step's words and scales adjacent),
+//                "2" gate and up words as one 2 KiB run and both scales as one 256-byte run
 //                -- whether the scales' small runs and four streams a warp, not the kernel, hold
 //                the 1-token experts at ~2.6 TB/s
 // and prints GB/s for each (median of 21 runs over a buffer past L2). No correctness beyond the
@@ -55,7 +56,8 @@ __global__ void stream_chunks(const uint4* __restrict__ src, int steps, unsigned
 
 // A gate/up warp step, D steps in flight a warp (issued together, then consumed). FUSED 0: four
 // strips (region r of the buffer holds tensor r's strips: words 1 KiB a step, scales 128 B a
-// step); FUSED 1: one strip of 2304-byte steps.
+// step); FUSED 1: one strip of 2304-byte steps; FUSED 2: a words strip (2 KiB a step) and a scales
+// strip (256 bytes a step).
 template <int FUSED, int D>
 __global__ void stream_moe(const uint4* __restrict__ src, int steps, long long warps, unsigned* out) {
   const int lane = threadIdx.x % 32;
@@ -68,7 +70,14 @@ __global__ void stream_moe(const uint4* __restrict__ src, int steps, long long w
 #pragma unroll
     for (int i = 0; i < D; ++i) {
       const long long s = warp * steps + s0 + i;
-      if constexpr (FUSED) {
+      if constexpr (FUSED == 2) {
+        const uint4* w = src + s * 128;
+        const uint2* sc = reinterpret_cast<const uint2*>(src + 2 * words + s * 16);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[i][j] = __ldcs(w + 32 * j + lane);
+        c[i][0] = __ldcs(sc + lane);
+        c[i][1] = make_uint2(0, 0);
+      } else if constexpr (FUSED == 1) {
         const uint4* p = src + s * 144;
 #pragma unroll
         for (int j = 0; j < 4; ++j) v[i][j] = __ldcs(p + 32 * j + lane);
@@ -237,6 +246,9 @@ int main() {
   moe_row("moe 4 strips", [&] { stream_moe<0, 1><<<blocks, threads>>>(src, msteps, warps, out); },
           [&] { stream_moe<0, 2><<<blocks, threads>>>(src, msteps, warps, out); },
           [&] { stream_moe<0, 4><<<blocks, threads>>>(src, msteps, warps, out); });
+  moe_row("moe 2 strips", [&] { stream_moe<2, 1><<<blocks, threads>>>(src, msteps, warps, out); },
+          [&] { stream_moe<2, 2><<<blocks, threads>>>(src, msteps, warps, out); },
+          [&] { stream_moe<2, 4><<<blocks, threads>>>(src, msteps, warps, out); });
   moe_row("moe 1 strip", [&] { stream_moe<1, 1><<<blocks, threads>>>(src, msteps, warps, out); },
           [&] { stream_moe<1, 2><<<blocks, threads>>>(src, msteps, warps, out); },
           [&] { stream_moe<1, 4><<<blocks, threads>>>(src, msteps, warps, out); });
