@@ -86,7 +86,7 @@ __device__ __forceinline__ void moe_route_token(const float* row, const float* b
       float v = ((kept >> lane) & 1u) ? neg_inf() : gscore;
       int g = lane < N_GROUP && !((kept >> lane) & 1u) ? lane : 1 << 30;
       if (lane >= N_GROUP) v = neg_inf();
-      warp_argmax(v, g);
+      g = warp_argmax_index(v, g);
       kept |= 1u << g;
     }
 #pragma unroll
@@ -110,7 +110,7 @@ __device__ __forceinline__ void moe_route_token(const float* row, const float* b
         e_best = e;
       }
     }
-    warp_argmax(v, e_best);
+    e_best = warp_argmax_index(v, e_best);
     float mine = 0.f;  // the owner lane's score of e_best
 #pragma unroll
     for (int i = 0; i < EPL; ++i)
