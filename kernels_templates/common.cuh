@@ -254,11 +254,12 @@ __device__ __forceinline__ void warp_argmax(float& value, int& index) {
   }
 }
 
-// An unsigned key in the floats' order (a larger float, a larger key; -0 taken as +0, which the
-// float comparison calls equal), for the warp reductions below.
-__device__ __forceinline__ unsigned float_order_key(float v) {
-  const unsigned u = __float_as_uint(v == 0.f ? 0.f : v);
-  return (u & 0x80000000u) ? ~u : u | 0x80000000u;
+// A float's order as an unsigned key (larger float, larger key); -0 is keyed as +0 so that
+// equal values tie, as the host's comparison has them (sampling.cuh's radix top-k, the warp
+// reductions below).
+__device__ __forceinline__ unsigned order_key(float x) {
+  const unsigned u = x == 0.f ? 0u : __float_as_uint(x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
 // The index warp_argmax chooses (every lane gets it; indices >= 0), by two warp reductions
@@ -266,7 +267,7 @@ __device__ __forceinline__ unsigned float_order_key(float v) {
 // instructions where warp_argmax takes five rounds of two shuffles and a compare. The router's
 // top-k runs TOPK of these one after another (the experts' gate/up waits on them).
 __device__ __forceinline__ int warp_argmax_index(float value, int index) {
-  const unsigned key = float_order_key(value);
+  const unsigned key = order_key(value);
   const unsigned best = __reduce_max_sync(0xffffffffu, key);
   return static_cast<int>(__reduce_min_sync(0xffffffffu, key == best ? static_cast<unsigned>(index) : 0xffffffffu));
 }

@@ -1572,11 +1572,11 @@ __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w
   static_assert(W_LAYOUT == 0 || (MMA >= 1 && I % 8 == 0 && H % 128 == 0),
                 "W_LAYOUT 1: the tensor-core path over whole octets and 128-column sub-blocks");
   static_assert(XB == 0 || MMA >= 1, "XB 1 (activations rounded to bf16 once staged) is the tensor-core path's");
-  static_assert(TMA == 0 || (RING >= 2 && W_LAYOUT == 1 && I % (WARPS / (KS > 1 ? KS : 1) * ROWS) == 0),
+  constexpr int KSN = KS > 1 ? KS : 1;  // K parts (KS 0 and 1: one)
+  static_assert(TMA == 0 || (RING >= 2 && W_LAYOUT == 1 && I % (WARPS / KSN * ROWS) == 0),
                 "TMA: the int4_frag ring (RING >= 2, W_LAYOUT 1) over whole row tiles");
   static_assert(KS == 0 || KS == 1 || KS == 2 || KS == 4, "KS (K parts a tile's rows are split into): 0 or 1 (none), 2, 4");
-  static_assert(KS <= 1 || (TMA == 1 && WARPS % KS == 0 && H / 256 % KS == 0), "KS: TMA 1, WARPS and the steps dealt evenly over the parts");
-  constexpr int KSN = KS > 1 ? KS : 1;
+  static_assert(KSN == 1 || (TMA == 1 && WARPS % KS == 0 && H / 256 % KS == 0), "KS: TMA 1, WARPS and the steps dealt evenly over the parts");
   __shared__ MoeGroup<E, TOPK, NT> g;
   __shared__ i64 rows[NT];
   __shared__ int route_ids[ROUTE > 0 ? ROUTE * TOPK : 1];

@@ -67,13 +67,6 @@ __device__ void argmax(const void* logits, void* out_ids, int n_rows, int row_st
   if (part == 0 && threadIdx.x == 0) static_cast<int*>(out_ids)[r] = non_finite ? -1 : index;
 }
 
-// A float's order as an unsigned key (larger float, larger key); -0 is keyed as +0 so that
-// equal values tie, as the host's comparison has them.
-__device__ __forceinline__ unsigned order_key(float x) {
-  const unsigned u = x == 0.f ? 0u : __float_as_uint(x);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
 // topk by radix select (one block per row): four 8-bit digit passes find the K-th largest key T
 // and how many of the keys equal to T belong to the top K; the keys above T are gathered and
 // ranked among themselves, the ties at T are taken in index order. About eight passes over the

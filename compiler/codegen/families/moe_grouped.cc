@@ -89,14 +89,13 @@ void check_experts(const ParamValues& p, const char* family, int64_t rows, int64
 // tiles of 64 rows, one a block at 1 token) and whose NT (up to 16) makes fewer chunks.
 constexpr int64_t kMaxTilesPerBlock = 8;
 
-LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows, int64_t reduction) {
+// `tile_rows`: the rows a block's warps stream side by side (WARPS x ROWS; gate/up's KS parts: WARPS / KS x ROWS).
+LaunchDims expert_grid(const KernelSource& k, const LaunchShape& s, int64_t rows, int64_t reduction, int64_t tile_rows) {
   LaunchDims d = block_of(k);
   const int64_t top_k = kernel_param(k, "TOPK"), nt = kernel_param(k, "NT");
   const int64_t tokens = std::max<int64_t>(s.rows, 1);
   const int64_t slots = moe_expert_slots(kernel_param(k, "E"), top_k, tokens);
-  // A gate/up tile with KS > 1 K parts is WARPS / KS warps' rows.
-  const int64_t ks = k.family == "moe_grouped_gate_up" ? std::max<int64_t>(kernel_param(k, "KS"), 1) : 1;
-  const int64_t tiles = ceil_div(rows, kernel_param(k, "WARPS") / ks * kernel_param(k, "ROWS"));
+  const int64_t tiles = ceil_div(rows, tile_rows);
   int64_t root = 1;
   while (root * root < tokens) ++root;
   const int64_t expected = std::min(slots, top_k * root);
@@ -136,7 +135,8 @@ LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
   const int64_t route = kernel_param(k, "ROUTE");
   require(route == 0 || s.rows <= route, "moe_grouped_gate_up",
           "a step of " + std::to_string(s.rows) + " tokens is past ROUTE " + std::to_string(route) + " (the tokens the launch routes)");
-  return expert_grid(k, s, kernel_param(k, "I"), kernel_param(k, "H"));
+  const int64_t parts = std::max<int64_t>(kernel_param(k, "KS"), 1);  // a tile is WARPS / KS warps' rows
+  return expert_grid(k, s, kernel_param(k, "I"), kernel_param(k, "H"), kernel_param(k, "WARPS") / parts * kernel_param(k, "ROWS"));
 }
 
 }  // namespace
@@ -165,7 +165,9 @@ namespace moe_grouped_down {
 namespace {
 
 void check(const ParamValues& p) { check_experts(p, "moe_grouped_down", p.at("H"), p.at("I"), 1); }
-LaunchDims geometry(const KernelSource& k, const LaunchShape& s) { return expert_grid(k, s, kernel_param(k, "H"), kernel_param(k, "I")); }
+LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
+  return expert_grid(k, s, kernel_param(k, "H"), kernel_param(k, "I"), kernel_param(k, "WARPS") * kernel_param(k, "ROWS"));
+}
 
 }  // namespace
 

@@ -251,20 +251,13 @@ T __shfl_up_sync(unsigned, T v, int delta) {
   return ::kplan::cuda_host::warp_exchange(v, [&](unsigned lane) { return lane >= static_cast<unsigned>(delta) ? lane - delta : lane; });
 }
 // redux.sync's max / min over the warp (unsigned), by the shuffles above.
-inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const unsigned w = __shfl_xor_sync(mask, v, o);
-    v = v > w ? v : w;
-  }
+template <class Keep>
+unsigned shim_warp_reduce(unsigned mask, unsigned v, Keep keep) {
+  for (int o = 16; o > 0; o >>= 1) v = keep(v, __shfl_xor_sync(mask, v, o));
   return v;
 }
-inline unsigned __reduce_min_sync(unsigned mask, unsigned v) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const unsigned w = __shfl_xor_sync(mask, v, o);
-    v = v < w ? v : w;
-  }
-  return v;
-}
+inline unsigned __reduce_max_sync(unsigned mask, unsigned v) { return shim_warp_reduce(mask, v, [](unsigned a, unsigned b) { return a > b ? a : b; }); }
+inline unsigned __reduce_min_sync(unsigned mask, unsigned v) { return shim_warp_reduce(mask, v, [](unsigned a, unsigned b) { return a < b ? a : b; }); }
 inline unsigned __ballot_sync(unsigned, bool b) {
   namespace h = ::kplan::cuda_host;
   const unsigned base = h::thread_index.x - h::thread_index.x % 32;

@@ -59,7 +59,7 @@ TEST(MoeRouterOnHost, TiesGoToTheSmallerIndex) {
   for (float w : weights) EXPECT_FLOAT_EQ(w, 1.f / TOPK);
 }
 
-// warp_argmax_index (two warp reductions on float_order_key) picks what warp_argmax's shuffles do:
+// warp_argmax_index (two warp reductions on order_key) picks what warp_argmax's shuffles do:
 // ties to the smaller index, -0 equal to +0, -inf and negative values ordered, sentinel indices.
 TEST(MoeRouterOnHost, WarpArgmaxIndexIsWarpArgmax) {
   const float inf = std::numeric_limits<float>::infinity();
