@@ -921,4 +921,20 @@ kplan_status kplan_session_bench_kernels(kplan_session* session, int32_t tokens,
   });
 }
 
+kplan_status kplan_session_bench_graph_prefixes(kplan_session* session, int32_t tokens, int32_t steps, int64_t context,
+                                                double* ms_out, int32_t capacity, int32_t* n_launches) {
+  if (!session || !n_launches || steps <= 0 || context < 0 || tokens <= 0 || capacity < 0 || (capacity > 0 && !ms_out))
+    return fail(KPLAN_STATUS_ERROR, "kplan_session_bench_graph_prefixes: bad arguments");
+  if (!session->gpu) return fail(KPLAN_STATUS_NO_GPU, "no GPU: benchmarks time the GPU runtime");
+  return guarded([&] {
+    kplan::gpu::GpuTargetModel& m = *session->gpu;
+    const kplan::plan::Plan& p = *session->model->plan;
+    const kplan::plan::Bucket& bucket = prepare_bench_step(m, p, tokens, context);
+    const std::vector<float> ms = m.executor().time_graph_prefixes(bucket, steps);
+    *n_launches = static_cast<int32_t>(ms.size());
+    for (int32_t i = 0; i < capacity && i < *n_launches; ++i) ms_out[i] = ms[static_cast<size_t>(i)];
+    m.reset();
+  });
+}
+
 }  // extern "C"

@@ -213,13 +213,15 @@ std::vector<int64_t> GpuExecutor::distinct_routed_experts(const plan::Bucket& bu
   return per_layer;
 }
 
-void* GpuExecutor::capture(std::span<const plan::Bucket* const> chain) {
+void* GpuExecutor::capture(std::span<const plan::Bucket* const> chain, size_t launch_limit) {
   CUstream stream = static_cast<CUstream>(stream_);
   std::string what = source_ + ": building the CUDA graph of bucket";
   for (const plan::Bucket* b : chain) what += " " + b->program + "/" + std::to_string(b->tokens);
   cuda_check(*cu_, cu_->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), what);
   try {
-    for (const plan::Bucket* b : chain) enqueue(*b);
+    size_t left = launch_limit;
+    for (const plan::Bucket* b : chain)
+      for (size_t i = 0; i < b->launches.size() && left > 0; ++i, --left) enqueue_launch(*b, i);
   } catch (...) {
     CUgraph g = nullptr;
     cu_->cuStreamEndCapture(stream, &g);
@@ -499,6 +501,44 @@ std::vector<float> GpuExecutor::time_bucket(const plan::Bucket& bucket, int warm
   for (CUevent e : events) cu_->cuEventDestroy(e);
   cuda_check(*cu_, sync, source_ + ": timed replays failed");
   return ms;
+}
+
+std::vector<float> GpuExecutor::time_graph_prefixes(const plan::Bucket& bucket, int reps) {
+  if (reps <= 0) throw Error("time_graph_prefixes: reps must be positive");
+  model_->make_current();
+  CUstream stream = static_cast<CUstream>(stream_);
+  const plan::Bucket* one[] = {&bucket};
+  const size_t n = bucket.launches.size();
+  std::vector<CUevent> events(static_cast<size_t>(reps) + 1, nullptr);
+  for (CUevent& e : events) cuda_check(*cu_, cu_->cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+  std::vector<float> median(n + 1, 0.0f), ms(static_cast<size_t>(reps), 0.0f);
+  CUresult status = CUDA_SUCCESS;
+  for (size_t k = 1; k <= n && status == CUDA_SUCCESS; ++k) {
+    CUgraphExec g = nullptr;
+    try {
+      g = static_cast<CUgraphExec>(capture(one, k));
+    } catch (...) {
+      for (CUevent e : events) cu_->cuEventDestroy(e);
+      throw;
+    }
+    for (int w = 0; w < 3 && status == CUDA_SUCCESS; ++w) status = cu_->cuGraphLaunch(g, stream);  // warm-up
+    if (status == CUDA_SUCCESS) status = cu_->cuEventRecord(events[0], stream);
+    for (int r = 0; r < reps && status == CUDA_SUCCESS; ++r) {
+      status = cu_->cuGraphLaunch(g, stream);
+      if (status == CUDA_SUCCESS) status = cu_->cuEventRecord(events[static_cast<size_t>(r) + 1], stream);
+    }
+    if (status == CUDA_SUCCESS) status = cu_->cuEventSynchronize(events.back());
+    for (int r = 0; r < reps && status == CUDA_SUCCESS; ++r)
+      status = cu_->cuEventElapsedTime(&ms[static_cast<size_t>(r)], events[static_cast<size_t>(r)], events[static_cast<size_t>(r) + 1]);
+    cu_->cuGraphExecDestroy(g);
+    std::sort(ms.begin(), ms.end());
+    median[k] = ms[ms.size() / 2];
+  }
+  for (CUevent e : events) cu_->cuEventDestroy(e);
+  cuda_check(*cu_, status, source_ + ": timed graph prefixes failed");
+  std::vector<float> marginal(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) marginal[i] = median[i + 1] - median[i];
+  return marginal;
 }
 
 std::vector<float> GpuExecutor::time_launches(const plan::Bucket& bucket, int reps) {

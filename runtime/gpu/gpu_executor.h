@@ -98,6 +98,13 @@ class GpuExecutor {
   // before it, so it finds the caches as the step leaves them (a launch replayed alone would find
   // its weights in L2); the events cost the step its programmatic dependent launch overlap.
   std::vector<float> time_launches(const plan::Bucket& bucket, int reps);
+  // Each launch's marginal time inside the step's CUDA graph: graphs of the bucket's first k
+  // launches (k = 1 .. all) are captured and replayed `reps` times each (after 3 warm-up replays),
+  // and launch i's figure is the median replay of the first i + 1 launches less that of the first
+  // i (ms). Unlike time_launches, each launch keeps its programmatic dependent launch overlap with
+  // the one before: what removing it from the step would save (kplan bench --kernels). Figures
+  // of a microsecond or two are within the replays' jitter (a tiny launch can read below zero).
+  std::vector<float> time_graph_prefixes(const plan::Bucket& bucket, int reps);
   // Runs the bucket once on the current step inputs, launch by launch, and returns for each MoE
   // layer how many distinct routed experts its router chose for the first `rows` tokens (read
   // back from the device right after each router ran): the experts a step of that many tokens
@@ -111,7 +118,8 @@ class GpuExecutor {
   void release();
   void prepare_launches();
   void build_graphs();
-  void* capture(std::span<const plan::Bucket* const> chain);  // a CUgraphExec of the buckets in order
+  // A CUgraphExec of the buckets in order (their first launch_limit launches in all).
+  void* capture(std::span<const plan::Bucket* const> chain, size_t launch_limit = SIZE_MAX);
   void* chain_graph(std::span<const plan::Bucket* const> chain);  // captured once, kept
   void enqueue(const plan::Bucket& bucket);
   void enqueue_launch(const plan::Bucket& bucket, size_t launch);

@@ -40,6 +40,7 @@ struct BenchArgs {
   bool no_graphs = false;
   bool all_buckets = false;
   bool kernels = false;
+  bool in_graph = false;
   std::string kernel_tokens = "1,16";
   double hbm_gbps = 4300;
 };
@@ -64,6 +65,7 @@ std::vector<int32_t> kernel_steps(const BenchArgs& a, kplan_plan* plan) {
 
 void run_bench(const BenchArgs& a) {
   if (a.steps <= 0) throw Error("--steps must be positive");
+  if (a.in_graph && !a.kernels) throw Error("--in-graph times the launches of --kernels' steps: give --kernels too");
   if (!(a.hbm_gbps > 0)) throw Error("--hbm-gbps must be a positive bandwidth in GB/s (1e9 bytes), not " + std::to_string(a.hbm_gbps));
   Phase open_phase("kplan bench", "opening " + a.plan + " (verifying its weights' checksums)", false);
   PlanPtr plan = open_plan(a.plan.c_str(), true, &Phase::progress_callback, &open_phase);
@@ -140,7 +142,15 @@ void run_bench(const BenchArgs& a) {
     api_check(kplan_session_bench_kernels(session, t, a.steps, ctx, launches.data(), static_cast<int32_t>(launches.size()), &n));
     launches.resize(static_cast<size_t>(std::min<int32_t>(n, static_cast<int32_t>(launches.size()))));
     std::printf("\n%s", kernel_table(t, launches, a.hbm_gbps).c_str());
-    nlohmann::json j = kernel_json(t, launches, a.hbm_gbps);
+    std::vector<double> graph_ms;
+    if (a.in_graph) {
+      graph_ms.assign(launches.size(), 0.0);
+      int32_t m = 0;
+      api_check(kplan_session_bench_graph_prefixes(session, t, a.steps, ctx, graph_ms.data(), static_cast<int32_t>(graph_ms.size()), &m));
+      graph_ms.resize(static_cast<size_t>(std::min<int32_t>(m, static_cast<int32_t>(graph_ms.size()))));
+      std::printf("\n%s", graph_marginal_table(t, launches, graph_ms).c_str());
+    }
+    nlohmann::json j = kernel_json(t, launches, a.hbm_gbps, graph_ms);
     j["context"] = ctx;
     kernel_steps_json.push_back(j);
   }
@@ -190,6 +200,9 @@ void register_bench(CLI::App& app) {
       cmd->add_flag("--kernels", args->kernels,
                     "also time each launch of the --kernel-tokens steps (events between launches): per kernel and "
                     "family, ms, bytes read, GB/s and % of --hbm-gbps"),
+      cmd->add_flag("--in-graph", args->in_graph,
+                    "with --kernels: also each launch's marginal time inside the step's CUDA graph (graphs of the step's "
+                    "first k launches, k = 1 .. all; a launch's figure is its prefix less the one before)"),
       cmd->add_option("--kernel-tokens", args->kernel_tokens, "with --kernels: the steps to time (target buckets)")
           ->capture_default_str(),
       cmd->add_option("--hbm-gbps", args->hbm_gbps, "with --kernels: the floor bandwidth in GB/s (1e9 bytes)")

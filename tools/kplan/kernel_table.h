@@ -1,7 +1,8 @@
 #pragma once
 // `kplan bench --kernels`: the per-launch figures of one step (kplan_session_bench_kernels)
 // grouped by kernel instance and by family, each group's time, bytes, bandwidth and share of a
-// floor bandwidth (the HBM's), as a table and as JSON. Host code only: the figures come in.
+// floor bandwidth (the HBM's), as a table and as JSON; with --in-graph each launch's marginal time
+// inside the step's graph beside them. Host code only: the figures come in.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -84,6 +85,38 @@ inline std::string kernel_table(int tokens, const std::vector<kplan_kernel_time>
   return out;
 }
 
+// `--in-graph`: each launch in step order with its events time and its marginal time inside the
+// step's graph (kplan_session_bench_graph_prefixes), then the marginal summed per family: where the
+// graph's time goes once programmatic dependent launch overlaps each launch with the one before.
+inline std::string graph_marginal_table(int tokens, const std::vector<kplan_kernel_time>& launches, const std::vector<double>& graph_ms) {
+  std::string out;
+  char line[512];
+  double sum = 0;
+  for (double m : graph_ms) sum += m;
+  std::snprintf(line, sizeof line, "step of %d token%s inside its graph: %zu launches, %.4f ms (each launch: its graph prefix less the one before)\n",
+                tokens, tokens == 1 ? "" : "s", graph_ms.size(), sum);
+  out += line;
+  std::snprintf(line, sizeof line, "  %5s %10s %10s  %s\n", "#", "events ms", "graph ms", "kernel");
+  out += line;
+  std::map<std::string, std::pair<int, double>> families;
+  for (size_t i = 0; i < launches.size() && i < graph_ms.size(); ++i) {
+    std::snprintf(line, sizeof line, "  %5d %10.4f %10.4f  %s\n", launches[i].launch, launches[i].ms_median, graph_ms[i], launches[i].kernel);
+    out += line;
+    auto& f = families[launches[i].family];
+    f.first += 1;
+    f.second += graph_ms[i];
+  }
+  std::vector<std::pair<std::string, std::pair<int, double>>> sorted(families.begin(), families.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  std::snprintf(line, sizeof line, "  %-40s %5s %10s %7s\n", "family", "n", "graph ms", "step");
+  out += line;
+  for (const auto& [name, f] : sorted) {
+    std::snprintf(line, sizeof line, "  %-40s %5d %10.4f %6.1f%%\n", name.c_str(), f.first, f.second, sum > 0 ? 100.0 * f.second / sum : 0.0);
+    out += line;
+  }
+  return out;
+}
+
 inline nlohmann::json group_json(const KernelGroup& g, double floor_gbps) {
   return {{"name", g.name},         {"family", g.family},
           {"launches", g.launches}, {"ms", g.ms},
@@ -91,7 +124,9 @@ inline nlohmann::json group_json(const KernelGroup& g, double floor_gbps) {
           {"gb_per_s", g.gbps()},   {"floor_percent", g.floor_percent(floor_gbps)}};
 }
 
-inline nlohmann::json kernel_json(int tokens, const std::vector<kplan_kernel_time>& launches, double floor_gbps) {
+// graph_ms: each launch's marginal time inside the step's graph (--in-graph), or empty.
+inline nlohmann::json kernel_json(int tokens, const std::vector<kplan_kernel_time>& launches, double floor_gbps,
+                                  const std::vector<double>& graph_ms = {}) {
   nlohmann::json per_launch = nlohmann::json::array(), kernels = nlohmann::json::array(), families = nlohmann::json::array();
   for (const kplan_kernel_time& l : launches) {
     const double bytes = l.weight_bytes + l.activation_bytes;
@@ -105,6 +140,7 @@ inline nlohmann::json kernel_json(int tokens, const std::vector<kplan_kernel_tim
                           {"activation_bytes", l.activation_bytes},
                           {"gb_per_s", gbps},
                           {"floor_percent", floor_gbps > 0 ? 100.0 * gbps / floor_gbps : 0}});
+    if (static_cast<size_t>(l.launch) < graph_ms.size()) per_launch.back()["graph_ms"] = graph_ms[static_cast<size_t>(l.launch)];
   }
   for (const KernelGroup& g : group_launches(launches, false)) kernels.push_back(group_json(g, floor_gbps));
   for (const KernelGroup& g : group_launches(launches, true)) families.push_back(group_json(g, floor_gbps));

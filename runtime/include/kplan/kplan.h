@@ -404,6 +404,14 @@ typedef struct kplan_kernel_time {
  * count to *n_launches (capacity 0 asks for the count only, after the timed runs). */
 kplan_status kplan_session_bench_kernels(kplan_session* session, int32_t tokens, int32_t steps, int64_t context,
                                          kplan_kernel_time* out, int32_t capacity, int32_t* n_launches);
+/* Each launch's marginal time inside the `tokens`-token target bucket's CUDA graph (after
+ * prefilling `context` positions): graphs of the bucket's first k launches, k = 1 .. all, each
+ * replayed `steps` times; launch i's figure (ms, to ms_out[i] for i < capacity) is the median replay
+ * of its prefix less that of the prefix before it, so it keeps its programmatic dependent launch
+ * overlap with its predecessor (what dropping it from the step would save). *n_launches gets the
+ * bucket's launch count. */
+kplan_status kplan_session_bench_graph_prefixes(kplan_session* session, int32_t tokens, int32_t steps, int64_t context,
+                                                double* ms_out, int32_t capacity, int32_t* n_launches);
 /* The token counts of the plan's target buckets, ascending; returns how many (at most `capacity`
  * written). */
 int32_t kplan_plan_buckets_get(const kplan_plan* plan, int32_t* tokens, int32_t capacity);

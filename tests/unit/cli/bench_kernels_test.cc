@@ -51,6 +51,25 @@ TEST(BenchKernels, GroupsByKernelAndFamilyWithBandwidthAndFloorShare) {
   EXPECT_NEAR(j["total"]["gb_per_s"].get<double>(), 4.501e9 / 1.26e-3 / 1e9, 1e-6);
 }
 
+TEST(BenchKernels, InGraphTableListsLaunchesInStepOrderAndSumsFamilies) {
+  const std::vector<kplan_kernel_time> l = {launch(0, "rms_norm_x", "rms_norm", 0.006, 0, 1e6), launch(1, "matmul_a", "matmul", 0.5, 2e9, 0),
+                                            launch(2, "rms_norm_x", "rms_norm", 0.005, 0, 1e6)};
+  const std::vector<double> graph = {0.002, 0.45, 0.001};
+  const std::string table = cli::graph_marginal_table(1, l, graph);
+  EXPECT_NE(table.find("step of 1 token inside its graph: 3 launches, 0.4530 ms"), std::string::npos) << table;
+  EXPECT_LT(table.find("    0     0.0060     0.0020  rms_norm_x"), table.find("    1     0.5000     0.4500  matmul_a")) << table;
+  EXPECT_NE(table.find("    2     0.0050     0.0010  rms_norm_x"), std::string::npos) << table;
+  // Families by their summed marginal, the largest first, with their share of the graph's sum.
+  const size_t matmul = table.find("matmul                                       1     0.4500   99.3%");
+  const size_t norm = table.find("rms_norm                                     2     0.0030    0.7%");
+  ASSERT_NE(matmul, std::string::npos) << table;
+  ASSERT_NE(norm, std::string::npos) << table;
+  EXPECT_LT(matmul, norm);
+  const nlohmann::json j = cli::kernel_json(1, l, 4300, graph);
+  EXPECT_DOUBLE_EQ(j["launches"][1]["graph_ms"].get<double>(), 0.45);
+  EXPECT_FALSE(cli::kernel_json(1, l, 4300)["launches"][1].contains("graph_ms")) << "no --in-graph, no figure";
+}
+
 class BenchKernelsCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -79,6 +98,9 @@ TEST_F(BenchKernelsCli, BadFloorAndStepsAreRefusedByName) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--kernel-tokens: the plan has no target bucket of 3 tokens (its buckets: 1,4,8,16,32,64)"), std::string::npos)
       << r.err;
+  r = kplan("bench " + plan_.string() + " --in-graph");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--in-graph times the launches of --kernels' steps: give --kernels too"), std::string::npos) << r.err;
   r = kplan("bench " + plan_.string() + " --kernels --kernel-tokens 1,x");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--kernel-tokens"), std::string::npos) << r.err;
@@ -103,6 +125,25 @@ TEST_F(BenchKernelsCli, TablesAndJsonOfAnArAndAVerifyStep) {
     }
     EXPECT_TRUE(lm_head) << "the launches carry their ops";
   }
+}
+
+// --in-graph on a GPU: every launch of the step gets a marginal time inside the step's graph, and
+// their sum is the whole step's graph replay (the prefixes telescope), within replay jitter.
+TEST_F(BenchKernelsCli, InGraphMarginalsSumToTheStep) {
+  const std::filesystem::path json = scratch_->path() / "g.json";
+  const test::CliResult r = kplan("bench " + plan_.string() + " --steps 20 --kernels --in-graph --kernel-tokens 1 --json " + json.string());
+  if (r.status != 0 && r.err.find("no GPU") != std::string::npos) GTEST_SKIP() << "no GPU on this machine";
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("step of 1 token inside its graph:"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(testing_util::read_file(json));
+  ASSERT_EQ(j["kernel_steps"].size(), 1u);
+  double sum = 0;
+  for (const nlohmann::json& l : j["kernel_steps"][0]["launches"]) {
+    ASSERT_TRUE(l.contains("graph_ms")) << l.dump();
+    sum += l["graph_ms"].get<double>();
+  }
+  const double step = j["decode_step_ms_median"].get<double>();
+  EXPECT_NEAR(sum, step, 0.25 * step + 0.01) << "the prefixes' last graph is the whole step";
 }
 
 }  // namespace
