@@ -15,6 +15,7 @@
 //   mla_split_combine: merges the n_splits partials of each (t, h) by log-sum-exp into out[t, h, :],
 //                      C / CH columns a block (CH blocks a head: 64 heads alone leave half an
 //                      H200's SMs idle while the 132 partials of a long context are read back).
+//                      Or mla_split_combine_uv (below): the combine and W_UV's product in one.
 // Why: mla_attention runs one block per (head, token), so at K2.6 width (64 heads, C 512, R 64)
 // every head re-reads the whole latent cache (1 token over 4,096 keys: 0.39 ms on an H200, the
 // cache once would take ~9 us). Here the cache is read once per (token, split, head group) and the
@@ -804,6 +805,36 @@ __device__ void mla_split_partial(const void* q_latent, const void* q_rope, cons
 // stays under mla_split_blocks, 2 x 188 on sm_120).
 constexpr int kMlaMaxSplits = 512;
 
+// The log-sum-exp weights of token t's, head h's partials `w` (n_splits rows of C + 2 f32): per
+// split exp(m_s - M) (0 for a split no key reached) into weight[s], and the returned 1 / sum_s
+// exp(m_s - M) l_s (0 when no split saw a key), M the splits' max m. Every thread of the block
+// calls it; it ends behind a barrier (weight[] written), and starts with one: its shared arrays
+// may still be read by a previous call's users.
+template <int THREADS>
+__device__ __forceinline__ float mla_combine_weights(const float* w, int n_splits, int row, float* weight, float* weighted_l, float* m_part) {
+  __syncthreads();
+  // Each thread reads its splits' (m, l) at once (one round trip, not one a split), the block
+  // takes their max, then one exp a split for the whole block.
+  float m_mine = neg_inf();
+  for (int s = threadIdx.x; s < n_splits; s += THREADS)
+    if (w[s * row + 1] > 0.f) m_mine = fmaxf(m_mine, w[s * row]);
+  m_mine = warp_max(m_mine);
+  if (threadIdx.x % 32 == 0) m_part[threadIdx.x / 32] = m_mine;
+  __syncthreads();
+  float m_all = neg_inf();
+#pragma unroll
+  for (int i = 0; i < (THREADS + 31) / 32; ++i) m_all = fmaxf(m_all, m_part[i]);
+  for (int s = threadIdx.x; s < n_splits; s += THREADS) {
+    const float ls = w[s * row + 1];
+    weight[s] = ls > 0.f ? expf(w[s * row] - m_all) : 0.f;
+    weighted_l[s] = ls > 0.f ? ls * weight[s] : 0.f;
+  }
+  __syncthreads();
+  float l_all = 0.f;
+  for (int s = 0; s < n_splits; ++s) l_all += weighted_l[s];  // in split order (deterministic)
+  return l_all > 0.f ? 1.f / l_all : 0.f;
+}
+
 template <int HEADS, int C, int O_DT, int THREADS, int CH>
 __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens, int n_splits, int out_row_stride) {
   static_assert(CH >= 1 && C % CH == 0, "CH column chunks divide C");
@@ -816,26 +847,7 @@ __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens
   const int h = blockIdx.x, t = blockIdx.y, c0 = blockIdx.z * COLS;
   if (t >= n_tokens) return;
   const float* w = static_cast<const float*>(workspace) + (static_cast<i64>(t) * HEADS + h) * n_splits * (C + 2);
-  // Each thread reads its splits' (m, l) at once (one round trip, not one a split), the block
-  // takes their max, then one exp a split for the whole block.
-  float m_mine = neg_inf();
-  for (int s = threadIdx.x; s < n_splits; s += THREADS)
-    if (w[s * (C + 2) + 1] > 0.f) m_mine = fmaxf(m_mine, w[s * (C + 2)]);
-  m_mine = warp_max(m_mine);
-  if (threadIdx.x % 32 == 0) m_part[threadIdx.x / 32] = m_mine;
-  __syncthreads();
-  float m_all = neg_inf();
-#pragma unroll
-  for (int i = 0; i < (THREADS + 31) / 32; ++i) m_all = fmaxf(m_all, m_part[i]);
-  for (int s = threadIdx.x; s < n_splits; s += THREADS) {
-    const float ls = w[s * (C + 2) + 1];
-    weight[s] = ls > 0.f ? expf(w[s * (C + 2)] - m_all) : 0.f;
-    weighted_l[s] = ls > 0.f ? ls * weight[s] : 0.f;
-  }
-  __syncthreads();
-  float l_all = 0.f;
-  for (int s = 0; s < n_splits; ++s) l_all += weighted_l[s];  // in split order (deterministic)
-  const float inv_l = l_all > 0.f ? 1.f / l_all : 0.f;
+  const float inv_l = mla_combine_weights<THREADS>(w, n_splits, C + 2, weight, weighted_l, m_part);
   const i64 o = static_cast<i64>(t) * out_row_stride + static_cast<i64>(h) * C + c0;
   // Group sg of SG sums splits sg, sg + SG, ... of its columns (SPAN a pass); with SG > 1 group 0
   // adds the groups' sums in order. A weight-0 split's sums may be unwritten (MMA 2, 3): never read.
@@ -857,6 +869,79 @@ __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens
       for (int g = 0; g < SG; ++g) v += group_sum[g * COLS + c];
     }
     store<O_DT>(out, o + c, v * inv_l);
+  }
+}
+
+// mla_split_combine_uv: the combine and the value up-projection W_UV that reads its result, in one
+// launch (compiler/passes/attention_uv.h; the IR's mla_attention then head_matmul):
+//   lat[t, h, :] = the combine's out[t, h, :], rounded to L_DT as the combine stores it
+//   y[t, h, n]   = sum_c lat[t, h, c] * W[h](n, c)        n < N, W[h] bf16 [N, C] row-major
+// Block (h, n-chunk) takes head h's rows n0 .. n0 + RB of W for every token of the step: each warp
+// loads its RB / WARPS rows into registers (lane l holds columns 8 l .. and every 256th after:
+// C / 256 16-byte loads a row) BEFORE kp::grid_dependency_begin -- the weights are the plan's
+// constants, so they stream while the partial still runs (the family waits itself) -- then per
+// token the block merges the splits' columns into shared memory (as the combine, every column
+// of the head) and each warp dots its rows with them (lanes' columns, then a warp sum).
+// Why: the combine's launch wrote lat for W_UV's to read back, two latency-bound launches a layer
+// in a decode step's chain (K2.6 on an H100, in the step's graph: ~3.7 + ~4 us a layer,
+// bench/RESULTS.md 2026-12-07 session 44); W_UV's 8 MiB now load behind the partial.
+// Template parameters: HEADS, C (the latent width, a multiple of 256), N (W_UV's rows a head),
+// L_DT (the combine's stored dtype: lat is rounded to it), O_DT (y's), THREADS (whole warps), RB
+// (rows a block: N % RB == 0, a multiple of the warps).
+// Launch: grid (HEADS, N / RB), block THREADS. Arguments: workspace (as the combine's), w (bf16,
+// head h's [N, C] at h * w_head_stride elements), y (O_DT, (t, h, n) at t * y_row_stride + h * N +
+// n), n_tokens, n_splits, w_head_stride, y_row_stride.
+template <int HEADS, int C, int N, int L_DT, int O_DT, int THREADS, int RB>
+__device__ void mla_split_combine_uv(const void* workspace, const void* w, void* y, int n_tokens, int n_splits, int w_head_stride,
+                                     int y_row_stride) {
+  constexpr int WARPS = THREADS / 32, RW = RB / WARPS, CL = C / 256;  // rows a warp, 16-byte loads a lane and row
+  static_assert(THREADS % 32 == 0 && C % 256 == 0 && N % RB == 0 && RB % WARPS == 0 && RW >= 1, "combine_uv shapes");
+  __shared__ float weight[kMlaMaxSplits];
+  __shared__ float weighted_l[kMlaMaxSplits];
+  __shared__ float m_part[WARPS];
+  __shared__ float4 lat4[C / 4];  // the token's merged latent (float4: 16-byte aligned for the lanes' reads)
+  float* lat = reinterpret_cast<float*>(lat4);
+  const int h = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int n0 = blockIdx.y * RB + warp * RW;
+  uint4 wr[RW][CL];  // this warp's rows, this lane's columns 8 (lane + 32 j) ..
+  const unsigned short* wh = static_cast<const unsigned short*>(w) + static_cast<i64>(h) * w_head_stride;
+#pragma unroll
+  for (int r = 0; r < RW; ++r)
+#pragma unroll
+    for (int j = 0; j < CL; ++j) wr[r][j] = ldg_stream16(wh + static_cast<i64>(n0 + r) * C + 8 * (lane + 32 * j));
+  grid_dependency_begin();
+  for (int t = 0; t < n_tokens; ++t) {
+    const float* ws = static_cast<const float*>(workspace) + (static_cast<i64>(t) * HEADS + h) * n_splits * (C + 2);
+    const float inv_l = mla_combine_weights<THREADS>(ws, n_splits, C + 2, weight, weighted_l, m_part);
+    for (int c = threadIdx.x; c < C; c += THREADS) {
+      float v = 0.f;
+#pragma unroll 8
+      for (int s = 0; s < n_splits; ++s)
+        if (weight[s] != 0.f) v += ws[s * (C + 2) + 2 + c] * weight[s];  // in split order, as the combine
+      v *= inv_l;
+      lat[c] = L_DT == F32 ? v : bf16_to_f32(f32_to_bf16(v));  // as the combine stores it
+    }
+    __syncthreads();
+    float x[CL][8];
+#pragma unroll
+    for (int j = 0; j < CL; ++j) {
+      const float4 a = *reinterpret_cast<const float4*>(lat + 8 * (lane + 32 * j));
+      const float4 b = *reinterpret_cast<const float4*>(lat + 8 * (lane + 32 * j) + 4);
+      x[j][0] = a.x, x[j][1] = a.y, x[j][2] = a.z, x[j][3] = a.w, x[j][4] = b.x, x[j][5] = b.y, x[j][6] = b.z, x[j][7] = b.w;
+    }
+#pragma unroll
+    for (int r = 0; r < RW; ++r) {
+      float acc = 0.f;
+#pragma unroll
+      for (int j = 0; j < CL; ++j) {
+        float wv[8];
+        unpack8_bf16(wr[r][j], wv);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc += wv[e] * x[j][e];
+      }
+      acc = warp_sum(acc);
+      if (lane == 0) store<O_DT>(y, static_cast<i64>(t) * y_row_stride + static_cast<i64>(h) * N + n0 + r, acc);
+    }
   }
 }
 

@@ -99,6 +99,12 @@ std::vector<LaunchTraffic> launch_traffic(const plan::Plan& plan, const plan::Bu
       t.activation_bytes = n_tokens * (K * elem_bytes(constant(k, "X_DT")) + N * elem_bytes(constant(k, "Y_DT")));
       norm_bytes(K, t.weight_bytes, t.activation_bytes);
       weights_done = activations_done = true;
+    } else if (k.family == "mla_split_combine_uv") {  // W_UV's heads once; every split's partials read, y written
+      const double H = static_cast<double>(constant(k, "HEADS")), C = static_cast<double>(constant(k, "C"));
+      const double N = static_cast<double>(constant(k, "N")), splits = static_cast<double>(i32_arg(k, l, "n_splits", 1));
+      t.weight_bytes = H * N * C * 2.0;
+      t.activation_bytes = n_tokens * H * (splits * (C + 2.0) * 4.0 + N * elem_bytes(constant(k, "O_DT")));
+      weights_done = activations_done = true;
     } else if (k.family == "embedding") {
       const double H = static_cast<double>(constant(k, "H"));
       t.weight_bytes = n_tokens * H * 2.0;

@@ -103,7 +103,7 @@ KernelSource instantiate(const Family& family, const ParamValues& given, std::st
     src << ");\n";
   };
   if (!family.prologue.empty()) call(family.prologue);
-  src << "  kp::grid_dependency_begin();\n";
+  if (!family.waits_itself) src << "  kp::grid_dependency_begin();\n";
   call(family.function);
   src << "}\n";
   k.source = src.str();

@@ -17,6 +17,7 @@
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowered_plan.h"
 #include "compiler/passes/norm_matmuls.h"
+#include "compiler/passes/attention_uv.h"
 #include "compiler/passes/router_experts.h"
 #include "compiler/passes/rope_append.h"
 #include "compiler/passes/sibling_matmuls.h"
@@ -76,8 +77,12 @@ struct LowerState {
   RopeAppendFusions rope_append;  // an MLA layer's norm and ropes its kv_append's launch does (rope_append.h)
   NormMatmuls norm_matmuls;       // norms their first matmul reader's launch computes (norm_matmuls.h)
   RouterExperts router_experts;   // routers their experts' gate/up launch runs (router_experts.h)
-  // A result no kernel writes: only a fused add, or a kv_append's fused launch, read it.
-  bool unstored(const ir::Value* v) const { return epilogue.unstored.count(v) || rope_append.unstored.count(v); }
+  AttentionUvFusions attention_uv;  // W_UV products their attention's combine launch computes (attention_uv.h)
+  // A result no kernel writes: only a fused add, a kv_append's fused launch, or an attention's
+  // combine-and-W_UV launch read it.
+  bool unstored(const ir::Value* v) const {
+    return epilogue.unstored.count(v) || rope_append.unstored.count(v) || attention_uv.unstored.count(v);
+  }
 
   // weight-layout: every weight any function names, by (source, name), with its layout.
   std::vector<plan::Weight> weights;

@@ -73,6 +73,10 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
   if (router != s.router_experts.router_of.end()) add("router = " + ir::value_ref(fn, router->second->result()));
   auto router_of = s.router_experts.absorbed.find(&op);
   if (router_of != s.router_experts.absorbed.end()) add("fused = into the experts of " + ir::value_ref(fn, router_of->second->result()));
+  auto uv = s.attention_uv.uv_of.find(&op);
+  if (uv != s.attention_uv.uv_of.end()) add("uv = " + ir::value_ref(fn, uv->second->result()));
+  auto uv_of = s.attention_uv.absorbed.find(&op);
+  if (uv_of != s.attention_uv.absorbed.end()) add("fused = into the attention of " + ir::value_ref(fn, uv_of->second->result()));
   auto absorbed = s.rope_append.absorbed.find(&op);
   if (absorbed != s.rope_append.absorbed.end())
     add("fused = into the kv_append of " + ir::value_ref(fn, absorbed->second->result()));

@@ -363,6 +363,8 @@ void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContex
   if (norm != fusions.norm_matmuls.consumers.end()) ctx.norm = &norm->second;
   auto router = fusions.router_experts.router_of.find(&op);
   if (router != fusions.router_experts.router_of.end()) ctx.router = router->second;
+  auto uv = fusions.attention_uv.uv_of.find(&op);
+  if (uv != fusions.attention_uv.uv_of.end()) ctx.uv = uv->second;
   auto glu = fusions.siblings.glu.find(&op);
   if (glu != fusions.siblings.glu.end()) ctx.glu = glu->second;
   auto append = fusions.rope_append.appends.find(&op);
@@ -628,9 +630,17 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       const KernelSource whole = instance(ctx, 0, [&] { return mla_attention_kernel(heads, c, r, elem(ql), elem(kv), elem(result()), arch); });
       const bool split = mla_split_max_tokens(arch) > 0;
       const KernelSource part = split ? instance(ctx, 1, [&] { return mla_split_partial_kernel(heads, c, r, elem(ql), elem(kv), arch); }) : whole;
-      const KernelSource comb = split ? instance(ctx, 2, [&] { return mla_split_combine_kernel(heads, c, elem(result()), arch); }) : whole;
+      // With ctx.uv (attention_uv.h) the combine's launch (instance 2) also multiplies by W_UV,
+      // writing the head_matmul's result; the latent (this op's result) is never stored, only the
+      // dtype it would be stored in kept (the product reads it rounded to that).
+      const View* uv_w = ctx.uv ? &bf16_weight(ctx, *ctx.uv, ctx.uv->operand(1)) : nullptr;
+      const View* uv_y = ctx.uv ? &ctx.view(ctx.uv->result()) : nullptr;
+      const KernelSource comb = !split ? whole
+                                : ctx.uv ? instance(ctx, 2, [&] { return mla_split_combine_uv_kernel(heads, c, uv_w->shape[1], elem(result()), elem(*uv_y), arch); })
+                                         : instance(ctx, 2, [&] { return mla_split_combine_kernel(heads, c, elem(result()), arch); });
       if (!ctx.selected) return;  // select-kernels: the instances are recorded
       if (!split || t > mla_split_max_tokens(arch, kernel_param(part, "MMA") >= 2)) {
+        if (ctx.uv) throw Error("codegen: a " + std::to_string(t) + "-token step of an attention fused with W_UV takes no split pair (" + ctx.where(op) + ")");
         // Without a mask operand the host's causal TreeMask gives the same visibility.
         launch(ctx, whole, t,
                mla_attention::Args{.q_latent = P(ql), .q_rope = P(qr), .kv_cache = P(kv), .cache_len = step(plan::StepInputKind::CacheLength),
@@ -650,6 +660,12 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
                                      .q_rope_head_stride = qr.strides[1], .mask_words = (t + 31) / 32,
                                      .softmax_scale = op.attrs().get_float("scale")},
              splits);
+      if (ctx.uv) {
+        launch(ctx, comb, t,
+               mla_split_combine_uv::Args{.workspace = ws, .w = P(*uv_w), .y = P(*uv_y), .n_tokens = t, .n_splits = splits,
+                                          .w_head_stride = uv_w->strides[0], .y_row_stride = heads * uv_w->shape[1]});
+        return;
+      }
       launch(ctx, comb, t,
              mla_split_combine::Args{.workspace = ws, .out = P(result()), .n_tokens = t, .n_splits = splits, .out_row_stride = heads * c});
       return;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/codegen/families/family.h"
+#include "compiler/passes/attention_uv.h"
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowering_views.h"
 #include "compiler/passes/norm_matmuls.h"
@@ -60,6 +61,8 @@ struct RuleContext {
   const NormMatmul* norm = nullptr;
   // Set (a MoE's experts): the router its gate/up launch runs (router_experts.h).
   const ir::Op* router = nullptr;
+  // Set (an mla_attention): the W_UV head_matmul its combine launch computes (attention_uv.h).
+  const ir::Op* uv = nullptr;
   // Pointer arguments for a view / for the op's scratch buffer.
   std::function<plan::LaunchArg(const View&)> ptr;
   std::function<plan::LaunchArg(const ir::Op&)> scratch;
@@ -76,11 +79,13 @@ struct LoweringFusions {
   const RopeAppendFusions& rope_append;
   const NormMatmuls& norm_matmuls;
   const RouterExperts& router_experts;
+  const AttentionUvFusions& attention_uv;
   // Whether `op` launches nothing of its own: a fused add, a later sibling or their swiglu, an op
-  // a kv_append absorbs, a norm its matmul's rule launches, a router its experts' launch runs.
+  // a kv_append absorbs, a norm its matmul's rule launches, a router its experts' launch runs, a
+  // W_UV product its attention's combine computes.
   bool absorbed(const ir::Op& op) const {
     return epilogue.fused_adds.count(&op) || siblings.first.count(&op) || siblings.glu_of.count(&op) || rope_append.absorbed.count(&op) ||
-           norm_matmuls.absorbed.count(&op) || router_experts.absorbed.count(&op);
+           norm_matmuls.absorbed.count(&op) || router_experts.absorbed.count(&op) || attention_uv.absorbed.count(&op);
   }
 };
 

@@ -188,6 +188,10 @@ class MemoryPlanner {
         for (const ir::Op* sibling : later->second) place(sibling->result());
       auto glu = s_.siblings.glu.find(&op);  // and their swiglu
       if (glu != s_.siblings.glu.end()) place(glu->second->result());
+      // An attention's combine launch writes its W_UV product (attention_uv.h): placed here, before
+      // the attention's scratch (the partials that launch reads) is freed.
+      auto uv = s_.attention_uv.uv_of.find(&op);
+      if (uv != s_.attention_uv.uv_of.end()) place(uv->second->result());
       if (owns_result_storage(fn, op))
         for (size_t r = 0; r < op.num_results(); ++r) place(op.result(r));
       if (scratch) {

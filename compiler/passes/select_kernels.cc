@@ -43,6 +43,7 @@ void select_kernels(LowerState& s) {
   s.rope_append = {};
   s.norm_matmuls = {};
   s.router_experts = {};
+  s.attention_uv = {};
   for (const ir::Function* fn : s.programs) {
     // Instances depend on widths, not on the token count: choose them at the largest bucket.
     const std::map<const ir::Value*, View> views = compute_views(*fn, s.max_tokens, s.options.max_context, s.draft_rows, &s.stored_dtypes);
@@ -51,7 +52,8 @@ void select_kernels(LowerState& s) {
     if (rope_append_fusion_enabled()) find_rope_append_fusions(*fn, views, s.rope_append);
     if (norm_matmuls_enabled()) find_norm_matmuls(*fn, views, s.siblings, s.norm_matmuls);
     if (router_experts_enabled()) find_router_experts(*fn, views, s.max_tokens, s.router_experts);
-    const LoweringFusions fusions{s.epilogue, s.siblings, s.rope_append, s.norm_matmuls, s.router_experts};
+    if (attention_uv_fusion_enabled()) find_attention_uv_fusions(*fn, views, s.max_tokens, s.options.arch, s.attention_uv);
+    const LoweringFusions fusions{s.epilogue, s.siblings, s.rope_append, s.norm_matmuls, s.router_experts, s.attention_uv};
     const std::vector<ir::Op*> ops = fn->ops();
     int64_t prev_weight_bytes = -1;  // the weights the step's launch before this op reads
     for (size_t n = 0; n < ops.size(); ++n) {

@@ -82,6 +82,10 @@ struct Family {
   // before kp::grid_dependency_begin, i.e. while the kernel before it may still run (PDL). It may
   // read only what no kernel of a step writes (the plan's weights) and write nothing.
   std::string prologue{};  // "kp::matmul_prefetch"
+  // The template calls kp::grid_dependency_begin itself (where it first reads what the launch
+  // before it writes), so the entry does not: what comes before it may read only the plan's
+  // weights and write nothing, as a prologue (mla_split_combine_uv loads its W_UV rows there).
+  bool waits_itself = false;
   std::vector<ParamSpec> params;     // template order
   std::vector<KernelArg> signature;  // signature_of<Args>()
   BlockParam block = BlockParam::Threads;

@@ -143,6 +143,42 @@ const Family& family() {
 
 }  // namespace mla_split_combine
 
+namespace mla_split_combine_uv {
+namespace {
+
+void check(const ParamValues& p) {
+  require(p.at("C") % 256 == 0, "mla_split_combine_uv", "C (the latent width) must be a multiple of 256 (a lane's 16-byte W_UV loads)");
+  require(p.at("THREADS") % 32 == 0 && p.at("THREADS") >= 32, "mla_split_combine_uv", "THREADS must be whole warps");
+  require(p.at("RB") >= 1 && p.at("N") % p.at("RB") == 0 && p.at("RB") % (p.at("THREADS") / 32) == 0, "mla_split_combine_uv",
+          "RB (W_UV rows a block) must divide N and be a multiple of the warps");
+}
+
+LaunchDims geometry(const KernelSource& k, const LaunchShape&) {
+  LaunchDims d = block_of(k);  // one block per (head, row chunk); every token in the block
+  d.grid = {static_cast<uint32_t>(kernel_param(k, "HEADS")), static_cast<uint32_t>(kernel_param(k, "N") / kernel_param(k, "RB")), 1};
+  return d;
+}
+
+}  // namespace
+
+const Family& family() {
+  static const Family f{
+      .name = "mla_split_combine_uv",
+      .header = "mla_split.cuh",
+      .function = "kp::mla_split_combine_uv",
+      .waits_itself = true,
+      .params = {dim_param("HEADS", "h"), dim_param("C", "c"), dim_param("N", "n"), dtype_param("L_DT", "l"), dtype_param("O_DT", "o"),
+                 tuning_param("THREADS", "t"), tuning_param("RB", "rb")},
+      .signature = signature_of<Args>(),
+      .block = BlockParam::Threads,
+      .check = check,
+      .geometry = geometry,
+  };
+  return f;
+}
+
+}  // namespace mla_split_combine_uv
+
 KernelSource mla_split_partial_kernel(int64_t heads, int64_t kv_lora, int64_t rope, ElemType q, ElemType kv, std::string_view arch) {
   return instantiate(mla_split_partial::family(),
                      {{"HEADS", heads}, {"C", kv_lora}, {"R", rope}, {"Q_DT", dtype_code(q)}, {"KV_DT", dtype_code(kv)}}, arch);
@@ -150,6 +186,18 @@ KernelSource mla_split_partial_kernel(int64_t heads, int64_t kv_lora, int64_t ro
 
 KernelSource mla_split_combine_kernel(int64_t heads, int64_t kv_lora, ElemType out, std::string_view arch) {
   return instantiate(mla_split_combine::family(), {{"HEADS", heads}, {"C", kv_lora}, {"O_DT", dtype_code(out)}}, arch);
+}
+
+KernelSource mla_split_combine_uv_kernel(int64_t heads, int64_t kv_lora, int64_t v_rows, ElemType latent, ElemType out,
+                                         std::string_view arch) {
+  return instantiate(mla_split_combine_uv::family(),
+                     {{"HEADS", heads}, {"C", kv_lora}, {"N", v_rows}, {"L_DT", dtype_code(latent)}, {"O_DT", dtype_code(out)}}, arch);
+}
+
+std::string mla_split_combine_uv_misfit(int64_t kv_lora, int64_t v_rows) {
+  if (kv_lora % 256 != 0) return "the latent width " + std::to_string(kv_lora) + " is not a multiple of 256";
+  if (v_rows % 32 != 0) return "W_UV's " + std::to_string(v_rows) + " rows a head are not a multiple of 32";
+  return "";
 }
 
 }  // namespace kplan::codegen

@@ -1,5 +1,5 @@
 #pragma once
-// Kernel families mla_split_partial, mla_split_combine: kernels_templates/mla_split.cuh.
+// Kernel families mla_split_partial, mla_split_combine, mla_split_combine_uv: kernels_templates/mla_split.cuh.
 // MLA attention in absorbed form split over the context: each block stages a tile of cache rows
 // in shared memory once for a group of heads and writes per-split online-softmax partials
 // (m, l, acc[C]); the combine merges them by log-sum-exp. Same result and output layout as
@@ -8,6 +8,7 @@
 // Template parameters (compile-time constants, template order):
 //   mla_split_partial: HEADS, C, R, Q_DT (dtype), KV_DT (dtype), WARPS (tuning), KT (tuning), MMA (tuning)
 //   mla_split_combine: HEADS, C, O_DT (dtype), THREADS (tuning), CH (tuning)
+//   mla_split_combine_uv: HEADS, C, N, L_DT (dtype), O_DT (dtype), THREADS (tuning), RB (tuning)
 // See the template's doc block for their meaning and the launch geometry (families/mla_split.cc).
 #include <cstdint>
 #include <string>
@@ -52,12 +53,35 @@ const Family& family();
 
 }  // namespace kplan::codegen::mla_split_combine
 
+namespace kplan::codegen::mla_split_combine_uv {
+
+struct Args {
+  KPLAN_PTR(workspace);      // f32 [n_tokens, HEADS, n_splits, C + 2] (mla_split_partial's)
+  KPLAN_PTR(w);              // bf16; head h's W_UV [N, C] row-major at h * w_head_stride
+  KPLAN_PTR(y);              // O_DT; (t, h, n) at t * y_row_stride + h * N + n
+  KPLAN_I32(n_tokens);       // queries in this step
+  KPLAN_I32(n_splits);       // as the partial's
+  KPLAN_I32(w_head_stride);  // elements
+  KPLAN_I32(y_row_stride);   // elements
+};
+
+const Family& family();
+
+}  // namespace kplan::codegen::mla_split_combine_uv
+
 namespace kplan::codegen {
 
 // The instances for these problem constants (tuning from heuristics/<arch>.cc).
 KernelSource mla_split_partial_kernel(int64_t heads, int64_t kv_lora, int64_t rope, ElemType q, ElemType kv,
                                       std::string_view arch = kDefaultArch);
 KernelSource mla_split_combine_kernel(int64_t heads, int64_t kv_lora, ElemType out, std::string_view arch = kDefaultArch);
+// The combine with W_UV's product (v_rows rows a head): `latent` the dtype the combine would store
+// its result in (the product reads it rounded to that), `out` the product's.
+KernelSource mla_split_combine_uv_kernel(int64_t heads, int64_t kv_lora, int64_t v_rows, ElemType latent, ElemType out,
+                                         std::string_view arch = kDefaultArch);
+// Why mla_split_combine_uv cannot take these constants, or "" when it can: C a multiple of 256,
+// v_rows a multiple of the tuned row chunk.
+std::string mla_split_combine_uv_misfit(int64_t kv_lora, int64_t v_rows);
 
 // Splits a combine takes at most (kp::kMlaMaxSplits in mla_split.cuh: its per-split weights in
 // shared memory).

@@ -15,6 +15,7 @@ const std::vector<const Family*>& all_families() {
       &mla_attention::family(),
       &mla_split_partial::family(),
       &mla_split_combine::family(),
+      &mla_split_combine_uv::family(),
       &gqa_attention::family(),
       &kv_append::family(),
       &mla_rope_append::family(),

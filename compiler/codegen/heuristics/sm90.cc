@@ -55,6 +55,13 @@ const TuningTable& sm90_tuning() {
          while (p.at("HEADS") * ch * 2 <= 2 * 132 && p.at("C") % (2 * ch * 64) == 0) ch *= 2;
          set(p, "CH", ch);
        }},
+      // The combine with W_UV: 8 warps, 32 rows a block (4 a warp): K2.6's 64 heads x 4 chunks are
+      // 256 blocks, each warp's rows 8 KiB of loads in flight before the wait.
+      {"mla_split_combine_uv",
+       [](ParamValues& p) {
+         set(p, "THREADS", 256);
+         set(p, "RB", 32);
+       }},
       {"gqa_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},
       {"kv_append", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
       // One block writes a token's cache row, the others rotate 8 query heads each (256 threads:

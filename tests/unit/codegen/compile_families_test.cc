@@ -208,6 +208,8 @@ TEST(CodegenCompile, KimiK26WidthsOnePerFamily) {
   for (const int64_t mma : {2, 3})
     sources.push_back(instantiate("mla_split_partial", {{"HEADS", c.num_attention_heads}, {"C", c.kv_lora_rank}, {"R", c.qk_rope_head_dim},
                                                         {"Q_DT", 1}, {"KV_DT", 1}, {"MMA", mma}}));
+  // The combine with W_UV's product (attention_uv.h), the bf16 latent of the default plans.
+  sources.push_back(mla_split_combine_uv_kernel(c.num_attention_heads, c.kv_lora_rank, c.v_head_dim, ElemType::BF16, ElemType::BF16));
   // A device round at the K2.6 drafter's block (16, mask 163838) and the largest verify bucket.
   sources.push_back(round_draft_inputs_kernel(16, 163838));
   sources.push_back(round_tree_kernel(128, 127, 15, 128));

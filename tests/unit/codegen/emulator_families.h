@@ -278,7 +278,7 @@ inline void mla_split_partial(LaunchArgs& a) {
 
 // out[t, h] = sum_s exp(m_s - M) acc_s / sum_s exp(m_s - M) l_s over the splits that saw a key
 // (l_s > 0), M their max m; zeros where none did.
-inline void mla_split_combine(LaunchArgs& a) {
+inline Matrix mla_split_merge(LaunchArgs& a) {
   const int64_t H = a.param("HEADS"), C = a.param("C"), n = a.i32("n_tokens"), splits = a.i32("n_splits");
   const Matrix ws = a.gather_rows("workspace", n * H * splits, C + 2, C + 2, DType::F32);
   Matrix o(n, H * C);
@@ -299,7 +299,27 @@ inline void mla_split_combine(LaunchArgs& a) {
       }
       for (int64_t c = 0; c < C; ++c) o.row(t)[h * C + c] = L > 0 ? static_cast<float>(v[c] / L) : 0.f;
     }
-  a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("O_DT"), o);
+  return o;
+}
+
+inline void mla_split_combine(LaunchArgs& a) { a.scatter_rows("out", a.i32("out_row_stride"), a.dtype_param("O_DT"), mla_split_merge(a)); }
+
+// The merge rounded to L_DT (as the combine would store it), then each head's W_UV product:
+// y[t, h, :] = lat[t, h, :] W[h]^T, W[h] bf16 [N, C] at h * w_head_stride.
+inline void mla_split_combine_uv(LaunchArgs& a) {
+  const int64_t H = a.param("HEADS"), C = a.param("C"), N = a.param("N"), n = a.i32("n_tokens");
+  Matrix lat = mla_split_merge(a);
+  if (a.dtype_param("L_DT") == DType::BF16)
+    for (float& v : lat.data) v = bf16_to_float(float_to_bf16(v));
+  Matrix y(n, H * N);
+  for (int64_t h = 0; h < H; ++h) {
+    const Matrix w = a.gather_rows("w", N, C, C, DType::BF16, h * a.i32("w_head_stride"));
+    Matrix x(n, C);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(lat.row(t) + h * C, C, x.row(t));
+    const Matrix yh = cpu::matmul(x, w);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(yh.row(t), N, y.row(t) + h * N);
+  }
+  a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("O_DT"), y);
 }
 
 inline void gqa_attention(LaunchArgs& a) {
@@ -437,6 +457,7 @@ inline const std::map<std::string, void (*)(LaunchArgs&)>& table() {
       {"embedding", embedding},     {"rms_norm", rms_norm},       {"matmul", matmul},       {"matmul_int4", matmul_int4}, {"matmul_siblings", matmul_siblings},
       {"rope", rope},               {"kv_append", kv_append},     {"mla_rope_append", mla_rope_append}, {"kv_compact", kv_compact}, {"mla_attention", mla_attention},
       {"mla_split_partial", mla_split_partial}, {"mla_split_combine", mla_split_combine},
+      {"mla_split_combine_uv", mla_split_combine_uv},
       {"gqa_attention", gqa_attention}, {"add", add},             {"swiglu", swiglu},       {"copy_rows", copy_rows},
       {"moe_router", moe_router},   {"moe_grouped_gate_up", moe_grouped_gate_up},
       {"moe_grouped_down", moe_grouped_down}, {"moe_combine", moe_combine}, {"argmax", argmax}, {"topk", topk},

@@ -1093,6 +1093,44 @@ TEST(GpuOps, MlaSplitMatchesTheCpuOp) {
   }
 }
 
+// mla_split_combine_uv (the combine and W_UV's product in one launch, attention_uv.h) at K2.6's
+// width: over the all-heads partial's splits, against the combine's bf16 latent times W_UV on the
+// host (the same rounding of the latent first), 1, 3 and 16 tokens, W_UV strided as kv_b_proj's.
+TEST(GpuOps, MlaSplitCombineUvIsTheCombineThenWuv) {
+  REQUIRE_GPU();
+  const cpu::MlaDims d{64, 512, 128, 64, 128};
+  constexpr int64_t N = 128, kHeadStride = 2 * N * 512;
+  const MlaSplitPair pair(d, BF16, gpu->arch(), 2);
+  const KernelSource uv = mla_split_combine_uv_kernel(d.heads, d.kv_lora, N, BF16, F32, gpu->arch());
+  const KernelSource comb_bf16 = mla_split_combine_kernel(d.heads, d.kv_lora, BF16, gpu->arch());
+  const std::vector<float> w = random_values(d.heads * kHeadStride, 21, 0.05f, true);
+  DevBuf d_w = gpu->upload_as(w, BF16);
+  for (const int64_t T : {int64_t{1}, int64_t{3}, int64_t{16}}) {
+    const int64_t past = 500, splits = T == 1 ? 17 : 5, D = d.kv_lora + d.rope;
+    const std::vector<float> qlat = random_values(T * d.heads * d.kv_lora, 22, 1.f, true), qrope = random_values(T * d.heads * d.rope, 23, 1.f, true);
+    const std::vector<float> cache = random_values((past + T) * D, 24, 1.f, true);
+    DevBuf d_ql = gpu->upload_as(qlat, BF16), d_qr = gpu->upload_as(qrope, BF16), d_cache = gpu->upload_as(cache, BF16),
+           d_len = gpu->upload(std::vector<int32_t>{static_cast<int32_t>(past)});
+    DevBuf d_ws = gpu->alloc(pair.workspace_bytes(T, splits)), d_lat = gpu->alloc(T * d.heads * d.kv_lora * 2), d_y = gpu->alloc(T * d.heads * N * 4);
+    pair.launch_partial(*gpu, d_ql, d_qr, d_cache, d_len, nullptr, d_ws, T, splits, 0.125f);
+    gpu->launch(comb_bf16, T, {Gpu::ptr(d_ws), Gpu::ptr(d_lat), Gpu::i32(T), Gpu::i32(splits), Gpu::i32(d.heads * d.kv_lora)});
+    // W_UV: each head's rows after its N W_UK rows.
+    gpu->launch(uv, T, {Gpu::ptr(d_ws), Gpu::ptr(d_w, N * d.kv_lora * 2), Gpu::ptr(d_y), Gpu::i32(T), Gpu::i32(splits),
+                        Gpu::i32(kHeadStride), Gpu::i32(d.heads * N)});
+    const std::vector<uint16_t> lat = gpu->download<uint16_t>(d_lat, T * d.heads * d.kv_lora);
+    std::vector<float> want(T * d.heads * N);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < d.heads; ++h)
+        for (int64_t n = 0; n < N; ++n) {
+          double acc = 0;
+          for (int64_t c = 0; c < d.kv_lora; ++c)
+            acc += static_cast<double>(bf16_to_float(lat[(t * d.heads + h) * d.kv_lora + c])) * w[h * kHeadStride + (N + n) * d.kv_lora + c];
+          want[(t * d.heads + h) * N + n] = static_cast<float>(acc);
+        }
+    EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-5) << uv.id << " T=" << T;
+  }
+}
+
 // The split pair at Kimi K2.6's width (64 heads, latent 512, rope 64) against mla_attention: the
 // CPU op's values at 1 token over 4,096 keys (the split count the lowering picks,
 // mla_split_count at max_context = the keys), then ms, TB/s over the cache and TFLOP/s of both

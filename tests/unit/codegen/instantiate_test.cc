@@ -361,6 +361,8 @@ TEST(CodegenInstantiate, ModelKernelSetsCoverEveryFamily) {
     families.insert(k.family);  // emit-round's, beside a drafter
   families.insert(synthetic_weights_kernel(0, ElemType::BF16, 0).family);  // load time, not an op's
   families.insert(cublaslt_matmul_call(256, 256, ElemType::F32, true).family);  // a long step's library call
+  // The attention's combine with W_UV (attention_uv.h): latents of 256 columns and more (K2.6's 512), not the tiny model's.
+  families.insert(mla_split_combine_uv_kernel(64, 512, 128, ElemType::BF16, ElemType::BF16).family);
   for (const Family* f : all_families()) EXPECT_TRUE(families.count(f->name)) << f->name;
   // Instances are unique.
   std::set<std::string> ids;

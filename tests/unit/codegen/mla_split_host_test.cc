@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -243,6 +244,70 @@ TEST(MlaSplitHost, AllHeadsRegisterQueriesPartialMatchesTheCpuOp) {
   EXPECT_LT(r.error, 1e-2);
   r = run<32, 64, 32, kp::BF16, 4, 32, 3, kp::F32, true>(45, 6, 3, true, 36);
   EXPECT_LT(r.error, 1e-2);
+}
+
+// mla_split_combine_uv: the combine and W_UV's product in one launch, against the combine's
+// stored (L_DT) result times W_UV on the host (double sums): the same latent rounding, so the
+// products agree to f32 summation order. The MMA 0 partial makes the splits (causal and tree,
+// splits with no key), several tokens a block, 2 and 4 warps, row chunks of 2 and 4 rows a warp,
+// bf16 and f32 outputs; W_UV heads strided as kv_b_proj's (their rows after the W_UK rows).
+template <int H, int C, int N, int L_DT, int O_DT, int THREADS, int RB>
+double combine_uv_error(int64_t past, int64_t T, int splits, bool tree, uint64_t seed) {
+  constexpr int R = 32, D = C + R, WARPS = 4, KT = 8;
+  const int64_t slots = past + T, words = (T + 31) / 32;
+  const std::vector<float> ql = uniform(T * H * C, seed), qr = uniform(T * H * R, seed + 1), cache = uniform(slots * D, seed + 2);
+  const std::vector<uint32_t> mask = tree ? tree_mask(T, seed + 3) : std::vector<uint32_t>();
+  const std::vector<int32_t> len = {static_cast<int32_t>(past)};
+  std::vector<float> ws(T * H * splits * (C + 2), std::nanf(""));
+  cuda_host::launch(
+      splits, T, 32 * WARPS,
+      [&] {
+        kp::mla_split_partial<H, C, R, kp::F32, kp::F32, WARPS, KT, 0>(ql.data(), qr.data(), cache.data(), len.data(),
+                                                                      tree ? mask.data() : nullptr, ws.data(), T, splits, H * C, H * R, R,
+                                                                      words, 0.2f);
+      },
+      mla_split_smem_bytes(H, C, R, KT, 0, true), (H + WARPS - 1) / WARPS);
+  // The two-launch reference: the combine stores the latent in L_DT; W_UV reads it back.
+  std::vector<float> lat(T * H * C, std::nanf(""));
+  std::vector<uint16_t> lat_bf16(T * H * C, 0);
+  void* lat_out = L_DT == kp::BF16 ? static_cast<void*>(lat_bf16.data()) : lat.data();
+  cuda_host::launch(H, T, 64, [&] { kp::mla_split_combine<H, C, L_DT, 64, 1>(ws.data(), lat_out, T, splits, H * C); });
+  if (L_DT == kp::BF16)
+    for (size_t i = 0; i < lat.size(); ++i) lat[i] = bf16_to_float(lat_bf16[i]);
+  constexpr int64_t kHeadStride = 2 * N * C;  // kv_b_proj's: W_UK's N rows, then W_UV's
+  const std::vector<float> wf = uniform(H * kHeadStride, seed + 4);
+  std::vector<uint16_t> w(wf.size());
+  for (size_t i = 0; i < wf.size(); ++i) w[i] = float_to_bf16(wf[i]);
+  const uint16_t* w_uv = w.data() + N * C;
+  std::vector<float> want(T * H * N);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0;
+        for (int64_t c = 0; c < C; ++c) acc += static_cast<double>(lat[(t * H + h) * C + c]) * bf16_to_float(w_uv[h * kHeadStride + n * C + c]);
+        want[(t * H + h) * N + n] = static_cast<float>(acc);
+      }
+  std::vector<float> y(T * H * N, std::nanf(""));
+  std::vector<uint16_t> y_bf16(T * H * N, 0xffffu);  // NaN bits: every element must be written
+  void* y_out = O_DT == kp::BF16 ? static_cast<void*>(y_bf16.data()) : y.data();
+  cuda_host::launch(H, N / RB, THREADS,
+                    [&] { kp::mla_split_combine_uv<H, C, N, L_DT, O_DT, THREADS, RB>(ws.data(), w_uv, y_out, T, splits, kHeadStride, H * N); });
+  if (O_DT == kp::BF16) {
+    for (size_t i = 0; i < y.size(); ++i) y[i] = bf16_to_float(y_bf16[i]);
+    for (float& v : want) v = bf16_to_float(float_to_bf16(v));
+  }
+  for (const float v : y)
+    if (!std::isfinite(v)) return 1;  // unwritten
+  const double e = relative_error(y, want);
+  std::printf("[ figures  ] combine_uv error %.3g\n", e);
+  return e;
+}
+
+TEST(MlaSplitHost, CombineWithWuvIsTheCombineThenWuv) {
+  EXPECT_LT((combine_uv_error<4, 256, 32, kp::BF16, kp::BF16, 64, 8>(37, 3, 3, false, 41)), 1e-3);  // bf16 out: roundings of equal sums
+  EXPECT_LT((combine_uv_error<4, 256, 32, kp::BF16, kp::F32, 64, 8>(37, 3, 3, false, 42)), 1e-5);
+  EXPECT_LT((combine_uv_error<4, 256, 32, kp::F32, kp::F32, 128, 16>(0, 5, 4, false, 43)), 1e-5);  // token 0: empty splits
+  EXPECT_LT((combine_uv_error<4, 512, 64, kp::BF16, kp::F32, 128, 32>(11, 6, 2, true, 44)), 1e-5);  // tree-masked, 2 x 256 columns
 }
 
 TEST(MlaSplitHost, SplitCountFollowsTheContext) {

@@ -1,0 +1,50 @@
+#include "compiler/passes/attention_uv.h"
+
+#include "compiler/codegen/families/mla_split.h"
+#include "compiler/codegen/heuristics/heuristics.h"
+#include "compiler/passes/program_order.h"
+
+namespace kplan::passes {
+
+using ir::Op;
+using ir::OpKind;
+using ir::Value;
+
+namespace {
+
+codegen::ElemType elem_of(DType t) { return t == DType::BF16 ? codegen::ElemType::BF16 : codegen::ElemType::F32; }
+
+}  // namespace
+
+void find_attention_uv_fusions(const ir::Function& fn, const std::map<const Value*, View>& views, int64_t max_tokens,
+                               const std::string& arch, AttentionUvFusions& out) {
+  if (codegen::mla_split_max_tokens(arch) == 0) return;  // no split pair at all
+  const ProgramOrder order(fn);
+  for (const Op* attn : fn.ops()) {
+    if (attn->kind() != OpKind::MlaAttention) continue;
+    const Op* uv = order.only_reader(attn->result());
+    if (!uv || uv->kind() != OpKind::HeadMatmul || uv->operand(0) != attn->result()) continue;
+    const View* ql = find_view(views, attn->operand(0));
+    const View* qr = find_view(views, attn->operand(1));
+    const View* kv = find_view(views, attn->operand(2));
+    const View* lat = find_view(views, attn->result());
+    const View* w = find_view(views, uv->operand(1));
+    const View* y = find_view(views, uv->result());
+    if (!ql || !qr || !kv || !lat || !w || !y || !is_contiguous(*lat) || !is_contiguous(*y)) continue;
+    if (ql->shape.size() != 3 || qr->shape.size() != 3 || kv->shape.size() != 2 || w->shape.size() != 3 || w->dtype != DType::BF16) continue;
+    const int64_t heads = ql->shape[1], c = ql->shape[2], r = qr->shape[2], n = w->shape[1];
+    // W_UV as rows: head h's [N, C] row-major, heads w.strides[0] apart.
+    if (w->shape[0] != heads || w->shape[2] != c || w->strides[2] != 1 || w->strides[1] != c) continue;
+    if (!codegen::mla_split_combine_uv_misfit(c, n).empty()) continue;
+    // Every bucket must take the split pair (the one-launch attention writes the latent itself).
+    const codegen::KernelSource part = codegen::mla_split_partial_kernel(heads, c, r, elem_of(ql->dtype), elem_of(kv->dtype), arch);
+    if (max_tokens > codegen::mla_split_max_tokens(arch, codegen::kernel_param(part, "MMA") >= 2)) continue;
+    out.uv_of[attn] = uv;
+    out.absorbed[uv] = attn;
+    out.unstored.insert(attn->result());
+  }
+}
+
+bool attention_uv_fusion_enabled() { return codegen::compile_switch("KPLAN_FUSE_ATTN_UV", true); }
+
+}  // namespace kplan::passes
