@@ -45,6 +45,11 @@ void find_attention_uv_fusions(const ir::Function& fn, const std::map<const Valu
   }
 }
 
-bool attention_uv_fusion_enabled() { return codegen::compile_switch("KPLAN_FUSE_ATTN_UV", true); }
+// Opt-in: on an H100 (bench/RESULTS.md 2026-12-07 session 44, K2.6 3-layer slice, in the step's
+// graph) the fused launch took 7.6-8.0 us a layer against the combine's ~3.8 and W_UV's ~4: the
+// block's merge of every column of its head (the combine's blocks merge a quarter) outweighs W_UV's
+// load moved behind the partial; the 1-token step 1.5364 against 1.5318 ms (512 threads: 1.5302
+// against 1.5271), 16 tokens 2.8288 against 2.7513 (each block's tokens one after another).
+bool attention_uv_fusion_enabled() { return codegen::compile_switch("KPLAN_FUSE_ATTN_UV", false); }
 
 }  // namespace kplan::passes

@@ -7,7 +7,7 @@
 // dtype it would have been stored in and multiplies it by W_UV from registers. A 1-token decode
 // step's MLA chain is latency-bound: this takes a launch off each layer, and W_UV's weights load
 // behind the partial (the fused launch waits for it only after loading them). The IR is unchanged
-// (the CPU reference runs both ops).
+// (the CPU reference runs both ops). Opt-in (KPLAN_FUSE_ATTN_UV=1): measured slower (attention_uv.cc).
 //
 // Only where every bucket of the program takes the split pair (its largest step within the
 // partial's mla_split_max_tokens), and W_UV's shape fits the template (C a multiple of 256, its
@@ -34,8 +34,8 @@ struct AttentionUvFusions {
 void find_attention_uv_fusions(const ir::Function& fn, const std::map<const ir::Value*, View>& views, int64_t max_tokens,
                                const std::string& arch, AttentionUvFusions& out);
 
-// False when KPLAN_FUSE_ATTN_UV=0 (a compile without the fusion, for measuring it); another value
-// than 0 or 1 is refused.
+// True when KPLAN_FUSE_ATTN_UV=1 (opt-in: slower than the two launches where measured,
+// attention_uv.cc); another value than 0 or 1 is refused.
 bool attention_uv_fusion_enabled();
 
 }  // namespace kplan::passes

@@ -1127,7 +1127,9 @@ TEST(GpuOps, MlaSplitCombineUvIsTheCombineThenWuv) {
             acc += static_cast<double>(bf16_to_float(lat[(t * d.heads + h) * d.kv_lora + c])) * w[h * kHeadStride + (N + n) * d.kv_lora + c];
           want[(t * d.heads + h) * N + n] = static_cast<float>(acc);
         }
-    EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-5) << uv.id << " T=" << T;
+    // The fused merge adds the splits in one order, the chunked combine in two groups: a latent
+    // element may round to the neighbouring bf16 (2^-8 of itself), ~2e-5 of the product.
+    EXPECT_LT(relative_error(gpu->download<float>(d_y, want.size()), want), 1e-4) << uv.id << " T=" << T;
   }
 }
 

@@ -151,8 +151,8 @@ TEST(LoweringStages, MatmulsAfterLightLaunchesPrefetchTheirWeights) {
   const std::map<std::string, int64_t> on = prefetch();
   EXPECT_EQ(on.at("k1536_n12288_acc0_rt0"), 12288) << "q_b after q_a's norm: its first 12 MiB";
   EXPECT_EQ(on.at("k128_n512_acc0_rt0"), 8192) << "W_UK after rope-append: all 64 heads' [128, 512]";
-  EXPECT_EQ(on.count("k512_n128_acc0_rt0"), 0u) << "W_UV: in the attention's combine launch, loaded before its wait (attention_uv.h)";
-  EXPECT_EQ(on.at("k8192_n7168_acc1_rt0"), 12288) << "o_proj after the attention's combine and W_UV (8 MiB: a light launch)";
+  EXPECT_EQ(on.at("k512_n128_acc0_rt0"), 128) << "W_UV after the attention: each head's 128 KiB";
+  EXPECT_EQ(on.at("k8192_n7168_acc1_rt0"), 12288) << "o_proj after W_UV (8 MiB: a light launch)";
   EXPECT_EQ(on.at("k7168_n163840_acc0_rt0"), 12288) << "lm_head after the final norm";
   EXPECT_EQ(on.at("k18432_n7168_acc1_rt0"), 0) << "the dense down after its gate/up siblings' 504 MiB";
   EXPECT_EQ(on.at("k2048_n7168_acc1_rt8"), 0) << "the shared down after the routed experts";
