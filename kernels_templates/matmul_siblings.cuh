@@ -36,7 +36,6 @@
 //   WARPS, TOK_TILE, RPW, KSPLIT, UNROLL   as kp::matmul's (its CUDA-core path; MMA 2: its rows-as-M path)
 //   MMA          0: the CUDA cores; 2: rows-as-M tensor-core tiles (RPW by 16, TOK_TILE by 8, K % 8 == 0)
 //   XPF          MMA 2: kp::matmul's XPF (a round's x fragments loaded beside its weights); 0 otherwise
-//   PREFETCH     KiB of the group's first rows asked of L2 before the wait (kp::matmul_siblings_prefetch); 0: none
 // Launch (compiler/codegen/families/matmul_siblings.cc):
 //   grid (ceil(n_tokens / TOK_TILE), ceil((N + N2 + N3) / (RPW * WARPS / KSPLIT)), 1), block (32 * WARPS)
 //   (the same N + N2 + N3 rows with GLU 1)
@@ -64,31 +63,8 @@ __device__ __forceinline__ const unsigned short* sibling_row(const void* w, cons
   return static_cast<const unsigned short*>(w3) + static_cast<i64>(n - N - N2) * K;
 }
 
-// The prologue (run before kp::grid_dependency_begin, as kp::matmul_prefetch): the blocks holding
-// the group's first PREFETCH KiB of rows (its row space in launch order: N, then N2 and N3, or the
-// gate / up pairs) ask L2 for them while the launch before still runs -- q_a + kv_a after the
-// input norm, an MLP's gate and up after the post-attention norm. Lane l of warp 0 of token tile 0
-// issues the 4 KiB pieces l, l + 32, ... of the block's rows (K by 8: 16-byte aligned rows).
 template <int K, int N, int N2, int N3, int GLU, int NORM, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL,
-          int MMA, int XPF, int PREFETCH>
-__device__ void matmul_siblings_prefetch(const void*, const void* w, const void* w2, const void* w3, void*, void*, void*, int, int, int,
-                                         int, int, const void*, void*, float) {
-  if constexpr (PREFETCH > 0 && K % 8 == 0) {
-    if (blockIdx.x != 0 || threadIdx.x >= 32) return;
-    constexpr int ROWS = N + N2 + N3, PER_BLOCK = RPW * (WARPS / KSPLIT), PIECES = (2 * K + 4095) / 4096;
-    constexpr i64 LIMIT = static_cast<i64>(PREFETCH) * 1024 / (2 * K);  // rows asked for
-    const int n0 = blockIdx.y * PER_BLOCK;
-    const int rows = static_cast<int>(min(static_cast<i64>(PER_BLOCK), min(static_cast<i64>(ROWS), LIMIT) - n0));
-    for (int i = threadIdx.x; i < rows * PIECES; i += 32) {
-      const int r = i / PIECES, piece = i - r * PIECES;
-      const char* row = reinterpret_cast<const char*>(sibling_row<K, N, N2, N3, GLU>(w, w2, w3, n0 + r));
-      l2_prefetch_bulk(row + piece * 4096, static_cast<unsigned>(min(4096, 2 * K - piece * 4096)));
-    }
-  }
-}
-
-template <int K, int N, int N2, int N3, int GLU, int NORM, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL,
-          int MMA, int XPF, int PREFETCH = 0>
+          int MMA, int XPF>
 __device__ void matmul_siblings(const void* x, const void* w, const void* w2, const void* w3, void* y, void* y2, void* y3,
                                 int n_tokens, int x_row_stride, int y_row_stride, int y2_row_stride, int y3_row_stride,
                                 const void* norm_weight, void* norm_out, float eps) {

@@ -247,12 +247,8 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   const int64_t na = glu && members.size() == 2 ? 0 : w[0]->shape[0], nb = w[second]->shape[0],
                 nc = glu || members.size() > 2 ? w[last]->shape[0] : 0;
   const NormInput norm = norm_input(ctx);
-  // After a light launch (a norm) the group's first rows are asked of L2 before its wait, as a
-  // dense matmul's (weight_prefetch_after_light_kib).
-  const int64_t pf = weight_prefetch_after_light_kib(ctx.prev_launch_weight_bytes, 2 * (na + nb + nc) * x.width, 1);
   auto fused = [&](int64_t tokens, int64_t rows_m_tokens = 0) {
-    return matmul_siblings_kernel(x.width, na, nb, nc, norm.mode ? elem(*norm.x) : x_t, y_t, ctx.arch, tokens, glu, norm.mode, rows_m_tokens,
-                                  pf);
+    return matmul_siblings_kernel(x.width, na, nb, nc, norm.mode ? elem(*norm.x) : x_t, y_t, ctx.arch, tokens, glu, norm.mode, rows_m_tokens);
   };
   const KernelSource one = instance(ctx, 0, [&] { return fused(1); });
   const KernelSource two = instance(ctx, 1, [&] { return fused(2); });

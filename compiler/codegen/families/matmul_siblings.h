@@ -45,9 +45,8 @@ namespace kplan::codegen {
 // pair whose SwiGLU the launch writes to y2 (the template's GLU 1; n may be 0). norm 1 / 2: x is
 // read as rms_norm(x) (2: the norm's result also written; the template's NORM). rows_m_tokens > 0:
 // the rows-as-M tensor-core instance (the template's MMA 2) with token tiles of that many (8 .. 32).
-// prefetch_kib > 0: the group's first KiB of rows asked of L2 before the wait (PREFETCH).
 KernelSource matmul_siblings_kernel(int64_t k, int64_t n, int64_t n2, int64_t n3, ElemType x, ElemType y,
                                     std::string_view arch = kDefaultArch, int64_t few_tokens = 0, bool glu = false, int64_t norm = 0,
-                                    int64_t rows_m_tokens = 0, int64_t prefetch_kib = 0);
+                                    int64_t rows_m_tokens = 0);
 
 }  // namespace kplan::codegen

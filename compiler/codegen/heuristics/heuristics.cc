@@ -168,7 +168,7 @@ void matmul_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm, int64_t mm
 void matmul_siblings_tiling(ParamValues& p, int64_t sms, int64_t warps_per_sm) {
   // The dense matmul's stream (CUDA cores, or MMA 2's rows-as-M tiles) over the siblings' rows
   // taken together (one row space).
-  static const char* const kTuning[] = {"WARPS", "TOK_TILE", "RPW", "KSPLIT", "UNROLL", "MMA", "XPF", "PREFETCH"};
+  static const char* const kTuning[] = {"WARPS", "TOK_TILE", "RPW", "KSPLIT", "UNROLL", "MMA", "XPF"};
   p.try_emplace("MMA", 0);
   ParamValues m = {{"K", p.at("K")}, {"N", p.at("N") + p.at("N2") + p.at("N3")}, {"W_LAYOUT", 0}};
   for (const char* name : kTuning)

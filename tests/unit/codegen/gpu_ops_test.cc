@@ -410,12 +410,10 @@ TEST(GpuOps, MatmulTokenTilesOddWidthsAccumulate) {
 // of 8 and 16) at 5, 8 and 13 tokens.
 TEST(GpuOps, MatmulSiblingsMatchTheCpuOpPerSibling) {
   REQUIRE_GPU();
-  // prefetch: KiB of the group's first rows asked of L2 before the wait (the prologue; results unchanged).
-  struct Case { int64_t k, n, n2, n3, tokens, tile; ElemType x_t; int64_t rows_m = 0, prefetch = 0; };
+  struct Case { int64_t k, n, n2, n3, tokens, tile; ElemType x_t; int64_t rows_m = 0; };
   for (const Case& c : {Case{256, 37, 21, 0, 1, 1, F32}, Case{264, 40, 17, 9, 5, 2, F32}, Case{333, 13, 29, 0, 11, 0, BF16},
                         Case{7168, 1536, 576, 0, 1, 1, F32}, Case{7168, 384, 2048, 2048, 1, 1, F32}, Case{264, 40, 17, 9, 5, 0, F32, 8},
-                        Case{336, 13, 29, 0, 13, 0, BF16, 16}, Case{7168, 1536, 576, 0, 8, 0, F32, 8},
-                        Case{7168, 1536, 576, 0, 1, 1, BF16, 0, 12288}, Case{264, 40, 17, 9, 5, 0, F32, 8, 16}}) {
+                        Case{336, 13, 29, 0, 13, 0, BF16, 16}, Case{7168, 1536, 576, 0, 8, 0, F32, 8}}) {
     const std::vector<float> x = random_values(c.tokens * c.k, 31, 1.f, c.x_t == BF16);
     const int64_t rows[3] = {c.n, c.n2, c.n3};
     std::vector<std::vector<float>> w, want;
@@ -428,7 +426,7 @@ TEST(GpuOps, MatmulSiblingsMatchTheCpuOpPerSibling) {
       d_w.push_back(gpu->upload(to_bf16_bits(w[s])));
       d_y.push_back(gpu->upload(std::vector<float>(c.tokens * n, std::nanf(""))));
     }
-    const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.n2, c.n3, c.x_t, F32, gpu->arch(), c.tile, false, 0, c.rows_m, c.prefetch);
+    const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.n2, c.n3, c.x_t, F32, gpu->arch(), c.tile, false, 0, c.rows_m);
     DevBuf d_x = gpu->upload_as(x, c.x_t);
     gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w[0]), Gpu::ptr(d_w[1]), Gpu::ptr(d_w[2]), Gpu::ptr(d_y[0]), Gpu::ptr(d_y[1]),
                               Gpu::ptr(d_y[2]), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.n2), Gpu::i32(c.n3), Gpu::null(), Gpu::null(), Gpu::f32(0)});
