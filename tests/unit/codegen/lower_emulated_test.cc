@@ -164,6 +164,22 @@ TEST(CodegenLowerEmulated, SixteenHeadsWithTheAllHeadsMlaPartialMatchTheCpuRefer
   check_checkpoint("--config " + path.string(), DType::F32, DType::BF16, "mla_split_partial_h16_c64_r16_qf32_kvbf16_w2_kt32_mma2");
 }
 
+// The attention's combine with W_UV's product (KPLAN_FUSE_ATTN_UV=1, opt-in; attention_uv.h): a
+// latent of 256 columns (the fused launch's multiple) over bf16 caches: prefill, tree verify, AR
+// after a commit and a padded chunk with the head_matmul in the combine's launch, f32 and bf16
+// activations.
+TEST(CodegenLowerEmulated, TheAttentionWithWuvInItsCombineMatchesTheCpuReference) {
+  struct Env {
+    Env() { setenv("KPLAN_FUSE_ATTN_UV", "1", 1); }
+    ~Env() { unsetenv("KPLAN_FUSE_ATTN_UV"); }
+  } env;
+  TempDir dir;
+  const std::filesystem::path path = dir.path() / "tiny256.json";
+  testing_util::write_tiny_config_with(path, {{"kv_lora_rank", "256"}});
+  check_checkpoint("--config " + path.string(), DType::F32, DType::BF16, "mla_split_combine_uv_h4_c256_n32");
+  check_checkpoint("--config " + path.string(), DType::BF16, DType::BF16, "mla_split_combine_uv_h4_c256_n32_lbf16_obf16");
+}
+
 // The cuBLASLt calls of long steps (compiler/codegen/families/cublaslt_matmul.h), emulated as
 // that family's doc block says: tiny's weights take the tensor-core path from 4 tokens
 // (KPLAN_MATMUL_MMA_MIN_TOKENS), and the library from 16 here (KPLAN_CUBLASLT_MIN_TOKENS): the
