@@ -883,8 +883,10 @@ __device__ void mla_split_combine(const void* workspace, void* out, int n_tokens
 // token the block merges the splits' columns into shared memory (as the combine, every column
 // of the head) and each warp dots its rows with them (lanes' columns, then a warp sum).
 // Why: the combine's launch wrote lat for W_UV's to read back, two latency-bound launches a layer
-// in a decode step's chain (K2.6 on an H100, in the step's graph: ~3.7 + ~4 us a layer,
-// bench/RESULTS.md 2026-12-07 session 44); W_UV's 8 MiB now load behind the partial.
+// in a decode step's chain (K2.6 on an H100, in the step's graph: ~3.7 + ~4 us a layer); here W_UV's
+// 8 MiB load behind the partial. Measured slower all the same (7.6-8.0 us a layer: each block merges
+// all C columns of its head, the combine's blocks C / 4; bench/RESULTS.md 2026-12-07 session 44), so
+// the lowering takes it only with KPLAN_FUSE_ATTN_UV=1 (compiler/passes/attention_uv.cc).
 // Template parameters: HEADS, C (the latent width, a multiple of 256), N (W_UV's rows a head),
 // L_DT (the combine's stored dtype: lat is rounded to it), O_DT (y's), THREADS (whole warps), RB
 // (rows a block: N % RB == 0, a multiple of the warps).
