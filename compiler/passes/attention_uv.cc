@@ -2,6 +2,7 @@
 
 #include "compiler/codegen/families/mla_split.h"
 #include "compiler/codegen/heuristics/heuristics.h"
+#include "compiler/passes/op_rules.h"
 #include "compiler/passes/program_order.h"
 
 namespace kplan::passes {
@@ -9,12 +10,6 @@ namespace kplan::passes {
 using ir::Op;
 using ir::OpKind;
 using ir::Value;
-
-namespace {
-
-codegen::ElemType elem_of(DType t) { return t == DType::BF16 ? codegen::ElemType::BF16 : codegen::ElemType::F32; }
-
-}  // namespace
 
 void find_attention_uv_fusions(const ir::Function& fn, const std::map<const Value*, View>& views, int64_t max_tokens,
                                const std::string& arch, AttentionUvFusions& out) {
@@ -37,7 +32,7 @@ void find_attention_uv_fusions(const ir::Function& fn, const std::map<const Valu
     if (w->shape[0] != heads || w->shape[2] != c || w->strides[2] != 1 || w->strides[1] != c) continue;
     if (!codegen::mla_split_combine_uv_misfit(c, n).empty()) continue;
     // Every bucket must take the split pair (the one-launch attention writes the latent itself).
-    const codegen::KernelSource part = codegen::mla_split_partial_kernel(heads, c, r, elem_of(ql->dtype), elem_of(kv->dtype), arch);
+    const codegen::KernelSource part = codegen::mla_split_partial_kernel(heads, c, r, elem(*ql), elem(*kv), arch);
     if (max_tokens > codegen::mla_split_max_tokens(arch, codegen::kernel_param(part, "MMA") >= 2)) continue;
     out.uv_of[attn] = uv;
     out.absorbed[uv] = attn;

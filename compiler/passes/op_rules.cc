@@ -18,13 +18,6 @@ using plan::LaunchArg;
 
 constexpr ElemType kF32 = ElemType::F32;
 
-// A kernel's element type for a view's stored dtype (storage-dtypes: f32, or bf16 activations).
-ElemType elem(const View& v) {
-  if (v.dtype == DType::F32) return ElemType::F32;
-  if (v.dtype == DType::BF16) return ElemType::BF16;
-  throw Error("codegen: activations stored as " + std::string(dtype_name(v.dtype)) + " (kernels read f32 or bf16)");
-}
-
 // The op's i-th instance: the recorded one when emitting, else `make()` (recorded).
 template <class Make>
 KernelSource instance(RuleContext& ctx, size_t i, Make make) {
@@ -351,6 +344,12 @@ void lower_rope_append(const ir::Op& op, RuleContext& ctx) {
 }
 
 }  // namespace
+
+codegen::ElemType elem(const View& v) {
+  if (v.dtype == DType::F32) return codegen::ElemType::F32;
+  if (v.dtype == DType::BF16) return codegen::ElemType::BF16;
+  throw Error("codegen: activations stored as " + std::string(dtype_name(v.dtype)) + " (kernels read f32 or bf16)");
+}
 
 void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContext& ctx) {
   auto fused = fusions.epilogue.producers.find(&op);

@@ -89,6 +89,10 @@ struct LoweringFusions {
   }
 };
 
+// A kernel's element type for a view's stored dtype (storage-dtypes: f32, or bf16 activations);
+// throws kplan::Error for any other.
+codegen::ElemType elem(const View& v);
+
 // Points ctx at what select-kernels' fusions recorded for `op` (its epilogue add, its later
 // sibling matmuls, the ops its kv_append absorbs, the norm it reads): select-kernels and
 // emit-plan lower an op the same way.

@@ -481,10 +481,8 @@ void GpuExecutor::commit_kv(int64_t cache_length, std::span<const int32_t> keep,
   cuda_check(*cu_, cu_->cuStreamSynchronize(stream), source_ + ": compacting the KV caches");
 }
 
-std::vector<float> GpuExecutor::time_bucket(const plan::Bucket& bucket, int warmup, int reps) {
-  model_->make_current();
+std::vector<float> GpuExecutor::time_replays(const std::function<void()>& replay, int warmup, int reps) {
   CUstream stream = static_cast<CUstream>(stream_);
-  auto replay = [&] { launch(bucket); };
   for (int i = 0; i < warmup; ++i) replay();
   std::vector<CUevent> events(static_cast<size_t>(reps) + 1, nullptr);
   for (CUevent& e : events) cuda_check(*cu_, cu_->cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
@@ -503,39 +501,26 @@ std::vector<float> GpuExecutor::time_bucket(const plan::Bucket& bucket, int warm
   return ms;
 }
 
+std::vector<float> GpuExecutor::time_bucket(const plan::Bucket& bucket, int warmup, int reps) {
+  model_->make_current();
+  return time_replays([&] { launch(bucket); }, warmup, reps);
+}
+
 std::vector<float> GpuExecutor::time_graph_prefixes(const plan::Bucket& bucket, int reps) {
   if (reps <= 0) throw Error("time_graph_prefixes: reps must be positive");
   model_->make_current();
   CUstream stream = static_cast<CUstream>(stream_);
   const plan::Bucket* one[] = {&bucket};
   const size_t n = bucket.launches.size();
-  std::vector<CUevent> events(static_cast<size_t>(reps) + 1, nullptr);
-  for (CUevent& e : events) cuda_check(*cu_, cu_->cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
-  std::vector<float> median(n + 1, 0.0f), ms(static_cast<size_t>(reps), 0.0f);
-  CUresult status = CUDA_SUCCESS;
-  for (size_t k = 1; k <= n && status == CUDA_SUCCESS; ++k) {
-    CUgraphExec g = nullptr;
-    try {
-      g = static_cast<CUgraphExec>(capture(one, k));
-    } catch (...) {
-      for (CUevent e : events) cu_->cuEventDestroy(e);
-      throw;
-    }
-    for (int w = 0; w < 3 && status == CUDA_SUCCESS; ++w) status = cu_->cuGraphLaunch(g, stream);  // warm-up
-    if (status == CUDA_SUCCESS) status = cu_->cuEventRecord(events[0], stream);
-    for (int r = 0; r < reps && status == CUDA_SUCCESS; ++r) {
-      status = cu_->cuGraphLaunch(g, stream);
-      if (status == CUDA_SUCCESS) status = cu_->cuEventRecord(events[static_cast<size_t>(r) + 1], stream);
-    }
-    if (status == CUDA_SUCCESS) status = cu_->cuEventSynchronize(events.back());
-    for (int r = 0; r < reps && status == CUDA_SUCCESS; ++r)
-      status = cu_->cuEventElapsedTime(&ms[static_cast<size_t>(r)], events[static_cast<size_t>(r)], events[static_cast<size_t>(r) + 1]);
-    cu_->cuGraphExecDestroy(g);
+  std::vector<float> median(n + 1, 0.0f);
+  for (size_t k = 1; k <= n; ++k) {
+    const std::unique_ptr<void, std::function<void(void*)>> graph(
+        capture(one, k), [&](void* g) { cu_->cuGraphExecDestroy(static_cast<CUgraphExec>(g)); });
+    std::vector<float> ms = time_replays(
+        [&] { cuda_check(*cu_, cu_->cuGraphLaunch(static_cast<CUgraphExec>(graph.get()), stream), source_ + ": graph launch"); }, 3, reps);
     std::sort(ms.begin(), ms.end());
     median[k] = ms[ms.size() / 2];
   }
-  for (CUevent e : events) cu_->cuEventDestroy(e);
-  cuda_check(*cu_, status, source_ + ": timed graph prefixes failed");
   std::vector<float> marginal(n, 0.0f);
   for (size_t i = 0; i < n; ++i) marginal[i] = median[i + 1] - median[i];
   return marginal;

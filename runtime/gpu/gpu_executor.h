@@ -6,6 +6,7 @@
 // false, launches them one by one for debugging and profiling). Step inputs are written into
 // their arena slots before a graph replays, so graphs never need rebuilding.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -121,6 +122,8 @@ class GpuExecutor {
   // A CUgraphExec of the buckets in order (their first launch_limit launches in all).
   void* capture(std::span<const plan::Bucket* const> chain, size_t launch_limit = SIZE_MAX);
   void* chain_graph(std::span<const plan::Bucket* const> chain);  // captured once, kept
+  // Each of `reps` calls of `replay` timed by events (after `warmup` calls), in milliseconds.
+  std::vector<float> time_replays(const std::function<void()>& replay, int warmup, int reps);
   void enqueue(const plan::Bucket& bucket);
   void enqueue_launch(const plan::Bucket& bucket, size_t launch);
   void launch(const plan::Bucket& bucket);  // graph replay or plain launches, no wait

@@ -98,20 +98,17 @@ inline std::string graph_marginal_table(int tokens, const std::vector<kplan_kern
   out += line;
   std::snprintf(line, sizeof line, "  %5s %10s %10s  %s\n", "#", "events ms", "graph ms", "kernel");
   out += line;
-  std::map<std::string, std::pair<int, double>> families;
+  std::vector<kplan_kernel_time> in_graph;  // the launches with their graph times, grouped below as --kernels groups
   for (size_t i = 0; i < launches.size() && i < graph_ms.size(); ++i) {
     std::snprintf(line, sizeof line, "  %5d %10.4f %10.4f  %s\n", launches[i].launch, launches[i].ms_median, graph_ms[i], launches[i].kernel);
     out += line;
-    auto& f = families[launches[i].family];
-    f.first += 1;
-    f.second += graph_ms[i];
+    in_graph.push_back(launches[i]);
+    in_graph.back().ms_median = graph_ms[i];
   }
-  std::vector<std::pair<std::string, std::pair<int, double>>> sorted(families.begin(), families.end());
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
   std::snprintf(line, sizeof line, "  %-40s %5s %10s %7s\n", "family", "n", "graph ms", "step");
   out += line;
-  for (const auto& [name, f] : sorted) {
-    std::snprintf(line, sizeof line, "  %-40s %5d %10.4f %6.1f%%\n", name.c_str(), f.first, f.second, sum > 0 ? 100.0 * f.second / sum : 0.0);
+  for (const KernelGroup& g : group_launches(in_graph, true)) {
+    std::snprintf(line, sizeof line, "  %-40s %5d %10.4f %6.1f%%\n", g.name.c_str(), g.launches, g.ms, sum > 0 ? 100.0 * g.ms / sum : 0.0);
     out += line;
   }
   return out;

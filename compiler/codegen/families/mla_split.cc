@@ -196,7 +196,8 @@ KernelSource mla_split_combine_uv_kernel(int64_t heads, int64_t kv_lora, int64_t
 
 std::string mla_split_combine_uv_misfit(int64_t kv_lora, int64_t v_rows) {
   if (kv_lora % 256 != 0) return "the latent width " + std::to_string(kv_lora) + " is not a multiple of 256";
-  if (v_rows % 32 != 0) return "W_UV's " + std::to_string(v_rows) + " rows a head are not a multiple of 32";
+  if (v_rows % kMlaCombineUvRows != 0)
+    return "W_UV's " + std::to_string(v_rows) + " rows a head are not a multiple of " + std::to_string(kMlaCombineUvRows);
   return "";
 }
 

@@ -79,8 +79,11 @@ KernelSource mla_split_combine_kernel(int64_t heads, int64_t kv_lora, ElemType o
 // its result in (the product reads it rounded to that), `out` the product's.
 KernelSource mla_split_combine_uv_kernel(int64_t heads, int64_t kv_lora, int64_t v_rows, ElemType latent, ElemType out,
                                          std::string_view arch = kDefaultArch);
+// W_UV rows a mla_split_combine_uv block takes (its RB, as the heuristics tune it).
+inline constexpr int64_t kMlaCombineUvRows = 32;
+
 // Why mla_split_combine_uv cannot take these constants, or "" when it can: C a multiple of 256,
-// v_rows a multiple of the tuned row chunk.
+// v_rows a multiple of kMlaCombineUvRows.
 std::string mla_split_combine_uv_misfit(int64_t kv_lora, int64_t v_rows);
 
 // Splits a combine takes at most (kp::kMlaMaxSplits in mla_split.cuh: its per-split weights in

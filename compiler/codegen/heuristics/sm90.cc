@@ -2,6 +2,8 @@
 // checks in bench/RESULTS.md were measured with.
 #include "compiler/codegen/heuristics/heuristics.h"
 
+#include "compiler/codegen/families/mla_split.h"
+
 #include <algorithm>
 
 namespace kplan::codegen {
@@ -60,7 +62,7 @@ const TuningTable& sm90_tuning() {
       {"mla_split_combine_uv",
        [](ParamValues& p) {
          set(p, "THREADS", 256);
-         set(p, "RB", 32);
+         set(p, "RB", kMlaCombineUvRows);
        }},
       {"gqa_attention", [](ParamValues& p) { set(p, "WARPS", 4); }},
       {"kv_append", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
