@@ -36,13 +36,16 @@
 //   WARPS, TOK_TILE, RPW, KSPLIT, UNROLL   as kp::matmul's (its CUDA-core path; MMA 2: its rows-as-M path)
 //   MMA          0: the CUDA cores; 2: rows-as-M tensor-core tiles (RPW by 16, TOK_TILE by 8, K % 8 == 0)
 //   XPF          MMA 2: kp::matmul's XPF (a round's x fragments loaded beside its weights); 0 otherwise
+//   YA_F32       1: y (the first sibling's, N > 0) is f32 whatever Y_DT: a MoE layer's router, whose
+//                logits stay f32 (compiler/passes/storage_dtypes.cc), beside its shared expert's bf16
+//                gate and up, so the router is no launch of its own; 0: y is Y_DT like the others
 // Launch (compiler/codegen/families/matmul_siblings.cc):
 //   grid (ceil(n_tokens / TOK_TILE), ceil((N + N2 + N3) / (RPW * WARPS / KSPLIT)), 1), block (32 * WARPS)
 //   (the same N + N2 + N3 rows with GLU 1)
 // Arguments:
 //   x               X_DT; row t at t * x_row_stride
 //   w, w2, w3       bf16 [N, K], [N2, K], [N3, K] row-major (w3 unread when N3 is 0)
-//   y, y2, y3       Y_DT; row t at t * y_row_stride, t * y2_row_stride, t * y3_row_stride
+//   y, y2, y3       Y_DT (y: f32 with YA_F32 1); row t at t * y_row_stride, t * y2_row_stride, t * y3_row_stride
 //   n_tokens        tokens (rows of x) in this step
 //   x_row_stride, y_row_stride, y2_row_stride, y3_row_stride   in elements
 //   norm_weight, norm_out, eps                                  NORM (kp::matmul's)
@@ -64,7 +67,7 @@ __device__ __forceinline__ const unsigned short* sibling_row(const void* w, cons
 }
 
 template <int K, int N, int N2, int N3, int GLU, int NORM, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL,
-          int MMA, int XPF>
+          int MMA, int XPF, int YA_F32>
 __device__ void matmul_siblings(const void* x, const void* w, const void* w2, const void* w3, void* y, void* y2, void* y3,
                                 int n_tokens, int x_row_stride, int y_row_stride, int y2_row_stride, int y3_row_stride,
                                 const void* norm_weight, void* norm_out, float eps) {
@@ -74,6 +77,7 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
   static_assert(GLU == 0 || (N % 2 == 0 && RPW % 2 == 0), "GLU: a gate and up pair within one warp's rows");
   static_assert(MMA == 0 || (MMA == 2 && RPW % 16 == 0 && TOK_TILE % 8 == 0 && K % 8 == 0), "MMA 0, or 2: rows by 16, tokens by 8");
   static_assert(XPF == 0 || MMA == 2, "XPF: the rows-as-M tiles' x loads");
+  static_assert(YA_F32 == 0 || (YA_F32 == 1 && N > 0), "YA_F32: an f32 first sibling");
   constexpr int GROUPS = WARPS / KSPLIT;
   constexpr int ROWS = N + N2 + N3;
   const int t0 = blockIdx.x * TOK_TILE;
@@ -128,7 +132,7 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
       }
       store<Y_DT>(y2, row * y2_row_stride + (n - N) / 2, silu(s) * u);
     } else if (n < N) {
-      store<Y_DT>(y, row * y_row_stride + n, s);
+      store<YA_F32 == 1 ? F32 : Y_DT>(y, row * y_row_stride + n, s);
     } else if (n < N + N2) {
       store<Y_DT>(y2, row * y2_row_stride + (n - N), s);
     } else {

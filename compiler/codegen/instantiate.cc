@@ -56,6 +56,8 @@ KernelSource instantiate(const Family& family, const ParamValues& given, std::st
     require(known, family.name, "unknown parameter " + name);
   }
   for (const ParamSpec& spec : family.params) {
+    // A parameter added after ids were pinned (named only when nonzero) is 0 unless given.
+    if (!spec.is_tuning && spec.id_when_nonzero) values.try_emplace(spec.name, 0);
     require(spec.is_tuning || values.count(spec.name), family.name, "missing parameter " + spec.name);
   }
   choose_tuning(family, arch, values);

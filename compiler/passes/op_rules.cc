@@ -225,13 +225,16 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   std::vector<const ir::Op*> members = {&op};
   members.insert(members.end(), ctx.siblings->begin(), ctx.siblings->end());
   const Rows x = rows_of(ctx, op, ctx.view(op.operand(0)));
-  const ElemType x_t = elem(ctx.view(op.operand(0))), y_t = elem(ctx.view(op.result()));
+  const ElemType x_t = elem(ctx.view(op.operand(0)));
   std::vector<const View*> w, y;
   for (const ir::Op* m : members) {
     w.push_back(&bf16_weight(ctx, *m, m->operand(1)));
     y.push_back(&ctx.view(m->result()));
     if (w.back()->shape[1] != x.width) throw Error("codegen: sibling matmul weight layout (" + ctx.where(*m) + ")");
   }
+  // The later siblings' one dtype; the first's may be f32 beside them (a router's logits: YA_F32).
+  const ElemType y_t = elem(*y[1]);
+  const bool first_f32 = elem(*y[0]) != y_t;
   const size_t third = members.size() > 2 ? 2 : 1;  // an absent third: the second's pointers, unread
   // The fused launch's W2 and W3 (GLU: the gate and up, after the plain sibling if any; a group
   // of two has none, N 0) and their rows (an absent third: 0).
@@ -241,7 +244,8 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
                 nc = glu || members.size() > 2 ? w[last]->shape[0] : 0;
   const NormInput norm = norm_input(ctx);
   auto fused = [&](int64_t tokens, int64_t rows_m_tokens = 0) {
-    return matmul_siblings_kernel(x.width, na, nb, nc, norm.mode ? elem(*norm.x) : x_t, y_t, ctx.arch, tokens, glu, norm.mode, rows_m_tokens);
+    return matmul_siblings_kernel(x.width, na, nb, nc, norm.mode ? elem(*norm.x) : x_t, y_t, ctx.arch, tokens, glu, norm.mode, rows_m_tokens,
+                                  first_f32);
   };
   const KernelSource one = instance(ctx, 0, [&] { return fused(1); });
   const KernelSource two = instance(ctx, 1, [&] { return fused(2); });
@@ -271,7 +275,7 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
     const int64_t n = w[i]->shape[0];
     // Launched one by one, a member follows the one before it (its weight's stream).
     ctx.prev_launch_weight_bytes = i == 0 ? before_group : 2 * w[i - 1]->shape[0] * x.width;
-    own.push_back(dense_matmul_instance(ctx, x.width, n, x.rows, x_t, y_t, {}, base));
+    own.push_back(dense_matmul_instance(ctx, x.width, n, x.rows, x_t, elem(*y[i]), {}, base));
     base += dense_matmul_instances(ctx, x.width, n, x_t, {});
   }
   ctx.prev_launch_weight_bytes = before_group;

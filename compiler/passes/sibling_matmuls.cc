@@ -44,15 +44,28 @@ const Op* swiglu_of(const std::vector<const Op*>& members, const std::map<const 
 
 void find_sibling_matmuls(const ir::Function& fn, const std::map<const Value*, View>& views, const EpilogueFusions& epilogue,
                           SiblingMatmuls& out) {
-  // (activations, stored result dtype) -> the group's first sibling, while it has room.
+  // (activations, stored result dtype) -> the group's first sibling, while it has room. One
+  // launch stores its later siblings in one dtype; an f32 first sibling may lead bf16 ones (a
+  // MoE layer's router, whose logits stay f32, before its shared expert's gate and up: the
+  // template's YA_F32), so a bf16 sibling with no group of its own dtype joins such a group.
   std::map<std::pair<const Value*, DType>, const Op*> open;
   std::vector<const Op*> heads;  // this function's groups (`out` holds earlier functions' too)
+  auto dtype = [&](const Op* op) { return views.at(op->result()).dtype; };
+  auto takes = [&](const Op* head, DType d) {
+    auto l = out.later.find(head);
+    return l == out.later.end() || l->second.empty() || dtype(l->second.front()) == d;
+  };
   for (const Op* op : fn.ops()) {
     if (!candidate(*op, views, epilogue)) continue;
-    const std::pair<const Value*, DType> key{op->operand(0), views.at(op->result()).dtype};
+    const std::pair<const Value*, DType> key{op->operand(0), dtype(op)};
     auto it = open.find(key);
+    if (it != open.end() && !takes(it->second, key.second)) it = open.end();
+    if (it == open.end() && key.second == DType::BF16 && f32_first_siblings_enabled()) {
+      it = open.find({op->operand(0), DType::F32});
+      if (it != open.end() && !takes(it->second, DType::BF16)) it = open.end();
+    }
     if (it == open.end()) {
-      open[key] = op;
+      open.try_emplace(key, op);
       continue;
     }
     const Op* head = it->second;
@@ -75,6 +88,8 @@ void find_sibling_matmuls(const ir::Function& fn, const std::map<const Value*, V
 }
 
 bool sibling_matmuls_enabled() { return codegen::compile_switch("KPLAN_FUSE_SIBLINGS", true); }
+
+bool f32_first_siblings_enabled() { return codegen::compile_switch("KPLAN_FUSE_F32_FIRST", true); }
 
 bool glu_siblings_enabled() { return codegen::compile_switch("KPLAN_FUSE_GLU", true); }
 

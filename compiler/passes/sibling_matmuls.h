@@ -28,13 +28,18 @@ struct SiblingMatmuls {
 
 // The sibling groups of `fn` given its views: [N, K] bf16 weight matmuls (not lm_head, not a
 // producer of a fused residual add) reading the same activations, whose results are whole
-// contiguous rows stored in one dtype; up to 3 a group, in program order. Appends to `out`.
+// contiguous rows stored in one dtype -- but an f32 first sibling may lead bf16 later ones (a
+// router's f32 logits before its shared expert's bf16 gate and up; the template's YA_F32) -- up
+// to 3 a group, in program order. Appends to `out`.
 void find_sibling_matmuls(const ir::Function& fn, const std::map<const ir::Value*, View>& views, const EpilogueFusions& epilogue,
                           SiblingMatmuls& out);
 
 // False when KPLAN_FUSE_SIBLINGS=0 (a compile without the fusion, for measuring it); another value
 // than 0 or 1 is refused.
 bool sibling_matmuls_enabled();
+// False when KPLAN_FUSE_F32_FIRST=0: a group's siblings all of one stored dtype (the router
+// launched alone where the activations are bf16).
+bool f32_first_siblings_enabled();
 // False when KPLAN_FUSE_GLU=0: sibling groups without their swiglu.
 bool glu_siblings_enabled();
 

@@ -52,6 +52,7 @@ inline ParamSpec dtype_param(const char* name, const char* tag) { return {name, 
 inline ParamSpec tuning_param(const char* name, const char* tag) { return {name, tag, false, true}; }
 inline ParamSpec min_blocks_param(const char* name, const char* tag) { return {name, tag, false, true, true, true}; }
 inline ParamSpec optional_tuning_param(const char* name, const char* tag) { return {name, tag, false, true, false, true}; }
+inline ParamSpec optional_dim_param(const char* name, const char* tag) { return {name, tag, false, false, false, true}; }
 
 // What a launch's grid depends on beyond the instance's constants.
 struct LaunchShape {

@@ -24,6 +24,8 @@ void check(const ParamValues& p) {
   const int64_t mma = p.at("MMA");
   require(mma == 0 || mma == 2, "matmul_siblings", "MMA must be 0 (CUDA cores) or 2 (tensor cores, rows as M)");
   matmul::check_rows_m_tiles("matmul_siblings", p);
+  require(p.at("YA_F32") == 0 || (p.at("YA_F32") == 1 && p.at("N") > 0), "matmul_siblings",
+          "YA_F32 must be 0 (y is Y_DT) or 1 (y, the first sibling's, is f32; N > 0)");
   if (mma == 0) require(p.at("RPW") * p.at("TOK_TILE") <= 64, "matmul_siblings", "RPW * TOK_TILE accumulators above 64 would spill");
   require(warps * p.at("RPW") * p.at("TOK_TILE") * 4 <= 48 * 1024, "matmul_siblings",
           "the partial sums (WARPS * RPW * TOK_TILE f32) exceed 48 KiB of shared memory");
@@ -50,7 +52,8 @@ const Family& family() {
       .params = {dim_param("K", "k"), dim_param("N", "na"), dim_param("N2", "nb"), dim_param("N3", "nc"), dim_param("GLU", "glu"), dim_param("NORM", "norm"), dtype_param("X_DT", "x"),
                  dtype_param("Y_DT", "y"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"), tuning_param("RPW", "r"),
                  tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u"), tuning_param("MMA", "mma"),
-                 tuning_param("XPF", "xp")},
+                 tuning_param("XPF", "xp"),
+                 optional_dim_param("YA_F32", "yaf")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -64,9 +67,9 @@ const Family& family() {
 namespace kplan::codegen {
 
 KernelSource matmul_siblings_kernel(int64_t k, int64_t n, int64_t n2, int64_t n3, ElemType x, ElemType y, std::string_view arch,
-                                    int64_t few_tokens, bool glu, int64_t norm, int64_t rows_m_tokens) {
+                                    int64_t few_tokens, bool glu, int64_t norm, int64_t rows_m_tokens, bool first_f32) {
   ParamValues p = {{"K", k},   {"N", n},       {"N2", n2}, {"N3", n3}, {"GLU", glu ? 1 : 0},
-                   {"NORM", norm}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}};
+                   {"NORM", norm}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}, {"YA_F32", first_f32 ? 1 : 0}};
   if (rows_m_tokens > 0) {
     p["MMA"] = 2;
     p["TOK_TILE"] = rows_m_tokens;

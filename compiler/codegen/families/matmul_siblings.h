@@ -4,8 +4,8 @@
 // with the shared expert's gate and up, an MLP's gate and up).
 //
 // Template parameters (compile-time constants, template order):
-//   K, N, N2, N3, GLU, NORM, X_DT (dtype), Y_DT (dtype), WARPS, TOK_TILE, RPW, KSPLIT, UNROLL, MMA, XPF (the last seven
-//   tuning)
+//   K, N, N2, N3, GLU, NORM, X_DT (dtype), Y_DT (dtype), WARPS, TOK_TILE, RPW, KSPLIT, UNROLL, MMA, XPF (those seven
+//   tuning), YA_F32 (1: y, the first sibling's, f32 whatever Y_DT; in the id only when 1)
 // See the template's doc block for their meaning and the launch geometry (families/matmul_siblings.cc).
 #include <cstdint>
 #include <string_view>
@@ -20,7 +20,7 @@ struct Args {
   KPLAN_PTR(w);              // bf16 [N, K]
   KPLAN_PTR(w2);             // bf16 [N2, K]
   KPLAN_PTR(w3);             // bf16 [N3, K] (N3 0: unread)
-  KPLAN_PTR(y);              // Y_DT; row t at t * y_row_stride
+  KPLAN_PTR(y);              // Y_DT (YA_F32 1: f32); row t at t * y_row_stride
   KPLAN_PTR(y2);             // Y_DT; row t at t * y2_row_stride (GLU 1: silu(gate) * up)
   KPLAN_PTR(y3);             // Y_DT; row t at t * y3_row_stride (N3 0: unwritten)
   KPLAN_I32(n_tokens);       // tokens (rows of x) in this step
@@ -45,8 +45,9 @@ namespace kplan::codegen {
 // pair whose SwiGLU the launch writes to y2 (the template's GLU 1; n may be 0). norm 1 / 2: x is
 // read as rms_norm(x) (2: the norm's result also written; the template's NORM). rows_m_tokens > 0:
 // the rows-as-M tensor-core instance (the template's MMA 2) with token tiles of that many (8 .. 32).
+// first_f32: the first sibling's y is f32 whatever y (a router's logits beside bf16 siblings; YA_F32).
 KernelSource matmul_siblings_kernel(int64_t k, int64_t n, int64_t n2, int64_t n3, ElemType x, ElemType y,
                                     std::string_view arch = kDefaultArch, int64_t few_tokens = 0, bool glu = false, int64_t norm = 0,
-                                    int64_t rows_m_tokens = 0);
+                                    int64_t rows_m_tokens = 0, bool first_f32 = false);
 
 }  // namespace kplan::codegen

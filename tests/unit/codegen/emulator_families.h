@@ -85,14 +85,15 @@ inline void cublaslt_matmul(LaunchArgs& a) {
 
 // Each sibling's rows: y_i = x W_i^T (kernels_templates/matmul_siblings.cuh); GLU 1: y2 =
 // silu(x W2^T) * (x W3^T), gate and up rounded to Y_DT first, y3 unwritten, W (N may be 0) a
-// plain sibling; NORM as matmul's.
+// plain sibling; NORM as matmul's; YA_F32 1: y is f32.
 inline void matmul_siblings(LaunchArgs& a) {
   const int64_t K = a.param("K"), n = a.i32("n_tokens");
   const Matrix x = matmul_activations(a, K, n, 0);
   auto product = [&](const char* w, int64_t rows) { return cpu::matmul(x, a.gather(w, Strided{rows, K, K, 1, 0, 1, 0}, DType::BF16)); };
+  const DType y_dt = a.param("YA_F32") == 1 ? DType::F32 : a.dtype_param("Y_DT");
   if (a.param("GLU") == 1) {
     const int64_t N = a.param("N"), M = a.param("N2");
-    if (N > 0) a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), product("w", N));
+    if (N > 0) a.scatter_rows("y", a.i32("y_row_stride"), y_dt, product("w", N));
     Matrix gate = product("w2", M), up = product("w3", M);
     if (a.dtype_param("Y_DT") == DType::BF16)
       for (Matrix* m : {&gate, &up})
@@ -105,7 +106,7 @@ inline void matmul_siblings(LaunchArgs& a) {
   for (const auto& s : siblings) {
     const int64_t N = a.param(s.rows);
     if (N == 0) continue;
-    a.scatter_rows(s.y, a.i32(s.stride), a.dtype_param("Y_DT"), product(s.w, N));
+    a.scatter_rows(s.y, a.i32(s.stride), s.y == std::string_view("y") ? y_dt : a.dtype_param("Y_DT"), product(s.w, N));
   }
 }
 

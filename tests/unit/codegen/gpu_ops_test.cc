@@ -443,13 +443,16 @@ TEST(GpuOps, MatmulSiblingsMatchTheCpuOpPerSibling) {
 // GLU 1 (a gate and up pair's SwiGLU in the siblings' launch): y2 = silu(x Wg^T) * (x Wu^T)
 // against the CPU ops, the plain sibling into y, y3 never written; a dense MLP's pair alone
 // (N 0), a MoE layer's router beside its shared expert (K2.6 widths), odd widths at 2 rows a
-// warp, bf16 outputs; the rows-as-M tensor-core tiles (rows_m) the same.
+// warp, bf16 outputs; the rows-as-M tensor-core tiles (rows_m) the same; an f32 plain sibling
+// beside a bf16 pair (first_f32, YA_F32: a router's logits with bf16 activations).
 TEST(GpuOps, MatmulSiblingsGluMatchesTheCpuOps) {
   REQUIRE_GPU();
-  struct Case { int64_t k, n, m, tokens, tile; ElemType y_t; int64_t rows_m = 0; };
+  struct Case { int64_t k, n, m, tokens, tile; ElemType y_t; int64_t rows_m = 0; bool first_f32 = false; };
   for (const Case& c : {Case{256, 0, 37, 1, 1, F32}, Case{264, 40, 17, 5, 2, F32}, Case{336, 12, 29, 11, 0, BF16},
                         Case{7168, 384, 2048, 1, 1, F32}, Case{7168, 384, 2048, 8, 2, F32}, Case{7168, 0, 18432, 1, 1, F32},
-                        Case{336, 12, 29, 11, 0, BF16, 16}, Case{7168, 384, 2048, 8, 0, F32, 8}, Case{7168, 0, 18432, 13, 0, F32, 16}}) {
+                        Case{336, 12, 29, 11, 0, BF16, 16}, Case{7168, 384, 2048, 8, 0, F32, 8}, Case{7168, 0, 18432, 13, 0, F32, 16},
+                        Case{7168, 384, 2048, 1, 1, BF16, 0, true}, Case{7168, 384, 2048, 5, 2, BF16, 0, true},
+                        Case{7168, 384, 2048, 11, 0, BF16, 16, true}}) {
     const std::vector<float> x = random_values(c.tokens * c.k, 41);
     const int64_t n = std::max<int64_t>(c.n, 1);
     const std::vector<float> w = random_values(n * c.k, 42, 0.2f, true), wg = random_values(c.m * c.k, 43, 0.2f, true),
@@ -465,13 +468,14 @@ TEST(GpuOps, MatmulSiblingsGluMatchesTheCpuOps) {
     const std::vector<uint8_t> nan_bytes(std::max(c.tokens * n, c.tokens * c.m) * esize, 0xff);  // NaN in f32 and bf16
     DevBuf d_x = gpu->upload(x), d_w = gpu->upload(to_bf16_bits(w)), d_wg = gpu->upload(to_bf16_bits(wg)), d_wu = gpu->upload(to_bf16_bits(wu));
     DevBuf d_y = gpu->upload(nan_bytes), d_y2 = gpu->upload(nan_bytes), d_y3 = gpu->upload(nan_bytes);
-    const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.m, c.m, F32, c.y_t, gpu->arch(), c.tile, /*glu=*/true, 0, c.rows_m);
+    const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.m, c.m, F32, c.y_t, gpu->arch(), c.tile, /*glu=*/true, 0, c.rows_m, c.first_f32);
     gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_wg), Gpu::ptr(d_wu), Gpu::ptr(d_y), Gpu::ptr(d_y2), Gpu::ptr(d_y3),
                               Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.m), Gpu::i32(c.m), Gpu::null(), Gpu::null(), Gpu::f32(0)});
     const double tol = c.y_t == BF16 ? 1e-2 : 1e-4;
     EXPECT_LT(relative_error(gpu->download_as(d_y2, want.size(), c.y_t), want), tol) << k.id << " swiglu";
     if (c.n > 0) {
-      EXPECT_LT(relative_error(gpu->download_as(d_y, plain.size(), c.y_t), plain), tol) << k.id << " plain sibling";
+      const ElemType plain_t = c.first_f32 ? F32 : c.y_t;
+      EXPECT_LT(relative_error(gpu->download_as(d_y, plain.size(), plain_t), plain), plain_t == BF16 ? 1e-2 : 1e-4) << k.id << " plain sibling";
     }
     for (uint8_t b : gpu->download<uint8_t>(d_y3, nan_bytes.size())) ASSERT_EQ(b, 0xff) << k.id << ": the up rows written";
   }

@@ -116,7 +116,7 @@ void check_siblings(int T, uint64_t seed) {
   constexpr int GROUPS = WARPS / KSPLIT;
   const unsigned row_blocks = (N + N2 + N3 + RPW * GROUPS - 1) / (RPW * GROUPS);
   cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
-    kp::matmul_siblings<K, N, N2, N3, GLU, NORM, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0>(
+    kp::matmul_siblings<K, N, N2, N3, GLU, NORM, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0, 0>(
         in.x.data(), wb[0].data(), wb[1].data(), wb[2].data(), y[0].data(), y[1].data(), y[2].data(), T, K, std::max(N, 1), N2,
         std::max(N3, 1), in.g_bits.data(), norm_out.data(), kEps);
   });

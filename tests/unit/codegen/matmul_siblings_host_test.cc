@@ -2,7 +2,8 @@
 // thread), so CI checks the sibling launch's own code without a GPU: each sibling against the
 // CPU op, and GLU 1 (a gate and up pair's SwiGLU written by the launch, the up rows' output never
 // written) with and without a plain sibling, 1 to 9 tokens over token tiles of 1, 2 and 8, K
-// split over a block's warps; the rows-as-M tensor-core tiles (MMA 2) the same. The device runs the same source through NVRTC (gpu_ops_test.cc's
+// split over a block's warps; the rows-as-M tensor-core tiles (MMA 2) the same; YA_F32 (a
+// router's f32 logits as the first sibling, bf16 gate and up after it). The device runs the same source through NVRTC (gpu_ops_test.cc's
 // GpuOps.MatmulSiblings*).
 #include <gtest/gtest.h>
 
@@ -47,7 +48,7 @@ void check(int T, uint64_t seed) {
   constexpr int GROUPS = WARPS / KSPLIT, ROWS = N + N2 + N3;
   const unsigned row_blocks = (ROWS + RPW * GROUPS - 1) / (RPW * GROUPS);
   cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, row_blocks, 32 * WARPS, [&] {
-    kp::matmul_siblings<K, N, N2, N3, GLU, 0, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, XPF>(
+    kp::matmul_siblings<K, N, N2, N3, GLU, 0, kp::F32, kp::F32, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, XPF, 0>(
         x.data(), wb[0].data(), wb[1].data(), wb[2].data(), y[0].data(), y[1].data(), y[2].data(), T, K, std::max(N, 1), N2,
         std::max(N3, 1), nullptr, nullptr, 0.f);
   });
@@ -93,6 +94,41 @@ TEST(MatmulSiblingsOnHost, RowsAsMTilesMatchTheCpuOp) {
   check<136, 0, 22, 22, 1, 2, 8, 32, 1, 2>(13, 23);
   check<96, 10, 14, 14, 1, 4, 32, 16, 4, 2>(19, 24);
   check<136, 6, 9, 9, 1, 4, 16, 16, 2, 2, 1>(11, 25);  // x loaded a round ahead (XPF 1)
+}
+
+// YA_F32 1 with Y_DT bf16 (a MoE layer's router before its shared expert's gate and up): y, the
+// first sibling's, is stored f32 -- the logits to f32 summation order -- and the SwiGLU bf16, from
+// gate and up rounded to bf16 first as the unfused chain stores them.
+template <int K, int N, int M, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA>
+void check_f32_first(int T, uint64_t seed) {
+  const std::vector<float> x = uniform(static_cast<size_t>(T) * K, seed, 1.f, false);
+  const std::vector<float> w = uniform(static_cast<size_t>(N) * K, seed + 1, 0.2f, true), g = uniform(static_cast<size_t>(M) * K, seed + 2, 0.2f, true),
+                           u = uniform(static_cast<size_t>(M) * K, seed + 3, 0.2f, true);
+  const std::vector<uint16_t> wb = bits(w), gb = bits(g), ub = bits(u);
+  std::vector<float> logits(static_cast<size_t>(T) * N, NAN);
+  std::vector<uint16_t> h(static_cast<size_t>(T) * M, 0xFFFFu), up_out(static_cast<size_t>(T) * M, 0xFFFFu);
+  constexpr int GROUPS = WARPS / KSPLIT, ROWS = N + 2 * M;
+  cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, (ROWS + RPW * GROUPS - 1) / (RPW * GROUPS), 32 * WARPS, [&] {
+    kp::matmul_siblings<K, N, M, M, 1, 0, kp::F32, kp::BF16, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0, 1>(
+        x.data(), wb.data(), gb.data(), ub.data(), logits.data(), h.data(), up_out.data(), T, K, N, M, M, nullptr, nullptr, 0.f);
+  });
+  const std::string what = "MMA " + std::to_string(MMA) + " tokens " + std::to_string(T);
+  EXPECT_LT(relative_error(logits, matmul(x, w, T, N, K)), 1e-5) << what;
+  const std::vector<float> gate = matmul(x, g, T, M, K), upv = matmul(x, u, T, M, K);
+  std::vector<float> want(gate.size()), got(h.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float a = bf16_to_float(float_to_bf16(gate[i])), b = bf16_to_float(float_to_bf16(upv[i]));
+    want[i] = a / (1.f + std::exp(-a)) * b;
+    got[i] = bf16_to_float(h[i]);
+  }
+  EXPECT_LT(relative_error(got, want), 1e-2) << what;  // one bf16 rounding of the result
+  for (uint16_t v : up_out) ASSERT_EQ(v, 0xFFFFu) << what << ": the up rows' output written";
+}
+
+TEST(MatmulSiblingsOnHost, AnF32FirstSiblingBesideBf16GateAndUp) {
+  check_f32_first<96, 10, 14, 4, 1, 4, 4, 0>(1, 31);
+  check_f32_first<128, 6, 9, 4, 2, 2, 2, 0>(5, 32);
+  check_f32_first<128, 6, 9, 4, 16, 16, 2, 2>(11, 33);
 }
 
 }  // namespace

@@ -63,8 +63,9 @@ TEST(SiblingMatmuls, LeavesAMatmulWithAFusedResidualAddAlone) {
 }
 
 // With bf16 activations a router's logits stay f32 while the shared expert's gate and up are
-// stored as bf16: those two are siblings, the router keeps its own launch.
-TEST(SiblingMatmuls, SiblingsShareTheirStoredDtype) {
+// stored as bf16: the f32 router leads the two (the launch's YA_F32), so it is no launch of its
+// own; a bf16 first sibling takes no f32 one after it.
+TEST(SiblingMatmuls, AnF32FirstSiblingLeadsBf16Ones) {
   const auto f = find_fusions(R"(module {
   func @f(%x: f32[T, 4]) {
     %0 = weight {name = "router", ckpt = "target"} : bf16[8, 4]
@@ -80,9 +81,29 @@ TEST(SiblingMatmuls, SiblingsShareTheirStoredDtype) {
 }
 )",
                               {3, 5});
-  EXPECT_EQ(f.siblings.later.count(f.op(1)), 0u);
-  ASSERT_EQ(f.siblings.later.count(f.op(3)), 1u);
-  EXPECT_EQ(f.siblings.later.at(f.op(3)), (std::vector<const ir::Op*>{f.op(5)}));
+  ASSERT_EQ(f.siblings.later.count(f.op(1)), 1u);
+  EXPECT_EQ(f.siblings.later.at(f.op(1)), (std::vector<const ir::Op*>{f.op(3), f.op(5)}));
+  EXPECT_EQ(f.siblings.later.count(f.op(3)), 0u);
+}
+TEST(SiblingMatmuls, Bf16SiblingsTakeNoF32OneAfterThem) {
+  const auto f = find_fusions(R"(module {
+  func @f(%x: f32[T, 4]) {
+    %0 = weight {name = "gate", ckpt = "target"} : bf16[6, 4]
+    %1 = matmul(%x, %0) : f32[T, 6]
+    %2 = weight {name = "router", ckpt = "target"} : bf16[8, 4]
+    %3 = matmul(%x, %2) : f32[T, 8]
+    %4 = weight {name = "up", ckpt = "target"} : bf16[6, 4]
+    %5 = matmul(%x, %4) : f32[T, 6]
+    output(%1) {name = "g"}
+    output(%3) {name = "r"}
+    output(%5) {name = "u"}
+  }
+}
+)",
+                              {1, 5});
+  ASSERT_EQ(f.siblings.later.count(f.op(1)), 1u);
+  EXPECT_EQ(f.siblings.later.at(f.op(1)), (std::vector<const ir::Op*>{f.op(5)}));
+  EXPECT_EQ(f.siblings.first.count(f.op(3)), 0u);
 }
 
 // A group whose last two siblings feed one swiglu as its gate and up takes the swiglu (GLU): a
