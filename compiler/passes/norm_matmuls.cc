@@ -1,6 +1,8 @@
 #include "compiler/passes/norm_matmuls.h"
 
 #include <set>
+#include <sstream>
+#include <string>
 
 #include "compiler/codegen/heuristics/heuristics.h"
 #include "compiler/passes/program_order.h"
@@ -23,7 +25,7 @@ bool reads_as_activations(const Op& op, const Value* x, const std::map<const Val
 }  // namespace
 
 void find_norm_matmuls(const ir::Function& fn, const std::map<const Value*, View>& views, const SiblingMatmuls& siblings,
-                       NormMatmuls& out) {
+                       NormMatmuls& out, unsigned readers_taken) {
   const ProgramOrder order(fn);
   for (const Op* norm : fn.ops()) {
     if (norm->kind() != OpKind::RmsNorm || norm->num_operands() != 2) continue;
@@ -37,6 +39,10 @@ void find_norm_matmuls(const ir::Function& fn, const std::map<const Value*, View
     if (readers == order.readers.end() || readers->second.empty()) continue;
     const Op* first = readers->second.front();  // readers are in program order
     if (siblings.first.count(first) || !reads_as_activations(*first, norm->result(), views)) continue;
+    const NormReader reader = first->kind() == OpKind::LmHead ? NormReader::LmHead
+                              : siblings.later.count(first)   ? NormReader::Siblings
+                                                              : NormReader::Matmul;
+    if (!(readers_taken & reader)) continue;
     // The launch's own members; any other reader needs the norm's result stored.
     std::set<const Op*> members = {first};
     auto later = siblings.later.find(first);
@@ -53,6 +59,23 @@ void find_norm_matmuls(const ir::Function& fn, const std::map<const Value*, View
 // their matmuls' launches (and the combine and router folds) against 1.2261 with none of the
 // three, each NORM matmul ~1 us slower between events while the norm launches it replaced cost
 // little under PDL (bench/RESULTS.md 2026-12-05 11:59). KPLAN_FUSE_NORM=1 compiles with it.
-bool norm_matmuls_enabled() { return codegen::compile_switch("KPLAN_FUSE_NORM", false); }
+// KPLAN_FUSE_NORM=lm_head,siblings,matmul (any of them) folds only the norms those readers read
+// first, to time each kind of fold on its own.
+unsigned norm_matmul_readers() {
+  const char* env = std::getenv("KPLAN_FUSE_NORM");
+  if (!env || std::string_view(env) == "0") return 0;
+  if (std::string_view(env) == "1") return NormReader::AnyReader;
+  unsigned mask = 0;
+  std::stringstream list(env);
+  for (std::string item; std::getline(list, item, ',');) {
+    if (item == "lm_head") mask |= NormReader::LmHead;
+    else if (item == "siblings") mask |= NormReader::Siblings;
+    else if (item == "matmul") mask |= NormReader::Matmul;
+    else throw Error("KPLAN_FUSE_NORM must be 0, 1 or a comma list of lm_head, siblings, matmul, not '" + std::string(env) + "'");
+  }
+  return mask;
+}
+
+bool norm_matmuls_enabled() { return norm_matmul_readers() != 0; }
 
 }  // namespace kplan::passes

@@ -33,12 +33,18 @@ struct NormMatmuls {
 // result whole contiguous rows, whose first reader in program order is a matmul on a whole bf16
 // [N, K] weight that reads it as its activations (or a sibling group's first member); when others
 // read it too, its result must be stored in its input's dtype (the fused launch writes it in
-// the dtype it reads). Appends to `out`.
+// the dtype it reads); `readers_taken`: the kinds of first reader folded into (NormReader bits).
+// Appends to `out`.
+enum NormReader : unsigned { LmHead = 1u, Siblings = 2u, Matmul = 4u, AnyReader = 7u };
 void find_norm_matmuls(const ir::Function& fn, const std::map<const ir::Value*, View>& views, const SiblingMatmuls& siblings,
-                       NormMatmuls& out);
+                       NormMatmuls& out, unsigned readers_taken = AnyReader);
 
-// True when KPLAN_FUSE_NORM=1 (opt-in: measured slower on the H200, norm_matmuls.cc); another
-// value than 0 or 1 is refused.
+// The kinds of first reader a norm is folded into (bits of NormReader): all with
+// KPLAN_FUSE_NORM=1, none by default or with 0 (opt-in: measured slower on the H200,
+// norm_matmuls.cc), the listed ones with a comma list of lm_head, siblings (a sibling group's
+// first), matmul (a lone dense matmul); anything else is refused.
+unsigned norm_matmul_readers();
+// True when some kind is (norm_matmul_readers() != 0).
 bool norm_matmuls_enabled();
 
 }  // namespace kplan::passes

@@ -27,8 +27,10 @@ struct Fusions {
   const ir::Op* op(size_t index) const { return fn().ops().at(index); }
 };
 
-// `bf16_results`: the indices of the ops whose results are stored as bf16 (storage-dtypes' choice).
-inline Fusions find_fusions(const std::string& text, const std::set<size_t>& bf16_results = {}) {
+// `bf16_results`: the indices of the ops whose results are stored as bf16 (storage-dtypes' choice);
+// `norm_readers`: the kinds of first reader the norms fold into (passes::NormReader bits).
+inline Fusions find_fusions(const std::string& text, const std::set<size_t>& bf16_results = {},
+                            unsigned norm_readers = passes::NormReader::AnyReader) {
   Fusions f;
   f.module = ir::parse_module(text);
   std::map<const ir::Value*, DType> dtypes;
@@ -36,7 +38,7 @@ inline Fusions find_fusions(const std::string& text, const std::set<size_t>& bf1
   const auto views = passes::compute_views(f.fn(), 4, 16, 0, &dtypes);
   passes::find_epilogue_adds(f.fn(), views, f.epilogue);
   passes::find_sibling_matmuls(f.fn(), views, f.epilogue, f.siblings);
-  passes::find_norm_matmuls(f.fn(), views, f.siblings, f.norms);
+  passes::find_norm_matmuls(f.fn(), views, f.siblings, f.norms, norm_readers);
   passes::find_router_experts(f.fn(), views, 4, f.routers);
   return f;
 }

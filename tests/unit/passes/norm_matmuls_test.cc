@@ -31,6 +31,24 @@ TEST(NormMatmuls, ANormReadOnlyByAMatmulIsComputedByItsLaunch) {
   EXPECT_EQ(f.norms.absorbed.at(f.op(1)), f.op(3));
 }
 
+// KPLAN_FUSE_NORM's list: a norm folds only into the kinds of first reader taken.
+TEST(NormMatmuls, OnlyTheReadersTakenFoldTheirNorm) {
+  const std::string ir = R"(module {
+  func @f(%x: f32[T, 4]) {
+    %0 = weight {name = "g", ckpt = "target"} : bf16[4]
+    %1 = rms_norm(%x, %0) {eps = 1e-06} : f32[T, 4]
+    %2 = weight {name = "w", ckpt = "target"} : bf16[8, 4]
+    %3 = matmul(%1, %2) : f32[T, 8]
+    output(%3) {name = "y"}
+  }
+}
+)";
+  const auto matmuls = find_fusions(ir, {}, passes::NormReader::Matmul);
+  EXPECT_EQ(matmuls.norms.absorbed.count(matmuls.op(1)), 1u);
+  const auto others = find_fusions(ir, {}, passes::NormReader::LmHead | passes::NormReader::Siblings);
+  EXPECT_TRUE(others.norms.absorbed.empty()) << "a lone matmul's norm, not taken";
+}
+
 // A MoE layer's norm: a sibling group (its first member launches) and the routed experts read it;
 // the group's launch stores the rows for the experts.
 TEST(NormMatmuls, ASiblingGroupTakesTheNormAndStoresItForTheOtherReaders) {
@@ -88,8 +106,12 @@ TEST(NormMatmulsEnv, ZeroTurnsTheFusionOffAndOtherValuesAreRefused) {
   EXPECT_FALSE(passes::norm_matmuls_enabled()) << "opt-in";
   setenv("KPLAN_FUSE_NORM", "1", 1);
   EXPECT_TRUE(passes::norm_matmuls_enabled());
+  setenv("KPLAN_FUSE_NORM", "lm_head,matmul", 1);
+  EXPECT_EQ(passes::norm_matmul_readers(), passes::NormReader::LmHead | passes::NormReader::Matmul);
   setenv("KPLAN_FUSE_NORM", "on", 1);
   EXPECT_THROW(passes::norm_matmuls_enabled(), Error);
+  setenv("KPLAN_FUSE_NORM", "lm_head,router", 1);
+  EXPECT_THROW(passes::norm_matmul_readers(), Error);
   unsetenv("KPLAN_FUSE_NORM");
   EXPECT_TRUE(passes::combine_in_shared_enabled());
   setenv("KPLAN_FUSE_COMBINE", "0", 1);
