@@ -14,8 +14,9 @@
 // Launch: topk grid (n_rows), block (THREADS); argmax grid (CLUSTER, n_rows), block (THREADS),
 // cluster (CLUSTER, 1, 1) when CLUSTER > 1: one block alone streams a K2.6 row (163840 logits,
 // 640 KiB) at ~13 GB/s (49 us on the H200), so a row is dealt over CLUSTER blocks on as many
-// SMs, interleaved by THREADS-wide stripes, and rank 0 merges their bests through distributed
-// shared memory (sm_90+; no counter to reset between CUDA graph replays).
+// SMs, interleaved by stripes of THREADS 16-byte loads (f32 rows of 4k logits, aligned;
+// otherwise of THREADS logits), and rank 0 merges their bests through distributed shared
+// memory (sm_90+; no counter to reset between CUDA graph replays).
 // Arguments:
 //   argmax: logits (row r at r * row_stride), out_ids (int32 [n_rows]), n_rows, row_stride
 //   topk:   logits, out_ids (int32 [n_rows, K]), out_vals (f32 [n_rows, K]), n_rows, row_stride
@@ -33,13 +34,40 @@ __device__ void argmax(const void* logits, void* out_ids, int n_rows, int row_st
   float best = neg_inf();
   int index = 1 << 30;
   int non_finite = 0;
-  for (int j = part * THREADS + threadIdx.x; j < V; j += THREADS * CLUSTER) {
-    const float v = load<X_DT>(logits, base + j);
+  // Each thread keeps the first of its largest logits: visited in increasing j.
+  auto take = [&](float v, int j) {
     non_finite |= !isfinite(v);
     if (v > best || index == (1 << 30)) {
       best = v;
       index = j;
     }
+  };
+  const float* row = static_cast<const float*>(logits) + base;
+  if (X_DT == F32 && V % 4 == 0 && (reinterpret_cast<unsigned long long>(row) & 15u) == 0) {
+    // 16-byte loads, U of them issued before any compare: a thread's share of a K2.6 row (five
+    // float4s) is one L2 round trip instead of twenty dependent ones (the scalar loop's ~6 us
+    // inside the step's graph on the H100, bench/RESULTS.md 2026-12-07).
+    constexpr int CHUNKS = V / 4, STRIDE = THREADS * CLUSTER, U = 8;
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+    for (int c0 = part * THREADS + threadIdx.x; c0 < CHUNKS; c0 += STRIDE * U) {
+      float4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + u * STRIDE;
+        v[u] = c < CHUNKS ? row4[c] : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = c0 + u * STRIDE;
+        if (c >= CHUNKS) break;
+        take(v[u].x, 4 * c);
+        take(v[u].y, 4 * c + 1);
+        take(v[u].z, 4 * c + 2);
+        take(v[u].w, 4 * c + 3);
+      }
+    }
+  } else {
+    for (int j = part * THREADS + threadIdx.x; j < V; j += THREADS * CLUSTER) take(load<X_DT>(logits, base + j), j);
   }
   non_finite = __syncthreads_or(non_finite);
   block_argmax<THREADS>(best, index);

@@ -1842,7 +1842,8 @@ TEST(GpuOps, ArgmaxAndTopkLogProbs) {
 }
 
 // A K2.6 vocabulary row (163840 logits) is dealt over a cluster of 8 blocks: the largest logit
-// in any block's stripes wins, a tie across blocks goes to the lower index, a NaN in any
+// in any block's stripes wins, a tie across blocks, within a 16-byte load or between one
+// thread's loads goes to the lower index, a NaN in any
 // block's part marks the row -1, and rows of a step are independent clusters.
 TEST(GpuOps, ArgmaxAcrossAClusterAtK26Vocab) {
   REQUIRE_GPU();
@@ -1851,9 +1852,10 @@ TEST(GpuOps, ArgmaxAcrossAClusterAtK26Vocab) {
   EXPECT_EQ(kernel_param(k, "CLUSTER"), 8) << k.id;
   std::vector<float> logits = random_values(rows * V, 41, 5.f);
   logits[0 * V + 163839] = 9.f;                            // the last logit, in the last block's stripe
-  logits[1 * V + 1030] = logits[1 * V + 150001] = 9.f;     // a tie across blocks: 1030 wins
-  logits[2 * V + 5] = 9.f;                                 // block 0's own stripe
-  logits[3 * V + 1024 * 3 + 17] = 9.f;                     // block 3's stripe...
+  logits[1 * V + 1030] = logits[1 * V + 150001] = 9.f;     // a tie across blocks: 1030 wins,
+  logits[1 * V + 1031] = 9.f;                              // and within its 16-byte load
+  logits[2 * V + 5] = logits[2 * V + 5 + 4 * 8192] = 9.f;  // block 0's own stripe; a tie in one thread's loads
+  logits[3 * V + 4096 * 3 + 17] = 9.f;                     // block 3's stripe (1024 float4s a block)...
   logits[3 * V + 99999] = std::nanf("");                   // ...but a NaN elsewhere marks the row
   DevBuf d_l = gpu->upload(logits), d_am = gpu->alloc(rows * 4);
   gpu->launch(k, rows, {Gpu::ptr(d_l), Gpu::ptr(d_am), Gpu::i32(rows), Gpu::i32(V)});
