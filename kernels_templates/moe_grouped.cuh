@@ -162,7 +162,9 @@
 // RING's copies by cp.async, 1: by the copy engine), then gate/up's KS (0 or 1: none; 2, 4: with
 // TMA 1, a tile's rows are WARPS / KS warps', each row's K split into KS parts streamed by KS
 // warps side by side and added in part order before the SwiGLU, so a 1-token step's few tiles
-// take more warps of fewer steps each). MINB is no template argument: the entry's
+// take more warps of fewer steps each), then GPF (gate/up and down, W_LAYOUT 1: KiB of each warp's
+// first tile that the entry's prologue asks L2 for before the PDL wait, from the ids or logits as
+// they stand -- moe_grouped_gate_up_prefetch; 0: none). MINB is no template argument: the entry's
 // __launch_bounds__ minimum of resident blocks an SM (0: none), so ptxas keeps a thread's
 // registers to 64K / (32 WARPS MINB) -- more warps an SM than the registers of PF's ring allow.
 #include "common.cuh"
@@ -1530,13 +1532,14 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
 // moe_route_token, a warp a token, ungrouped: N_GROUP 1, RNORM its norm_topk_prob) into shared
 // memory, and block (0, 0, 0) writes the ids and weights for the down projection; every block
 // computes the same ids from the same logits, so no block waits for another.
-template <int E, int TOPK, int ROUTE, int RNORM, int WARPS>
+// WRITE false (the prefetch prologue's guess): no block writes.
+template <int E, int TOPK, int ROUTE, int RNORM, int WARPS, bool WRITE = true>
 __device__ __forceinline__ const int* moe_route_step(void* topk_ids, const void* logits, const void* bias, void* topk_weights,
                                                      int n_tokens, float routed_scaling, int* route_ids) {
   if constexpr (ROUTE == 0) {
     return static_cast<const int*>(topk_ids);
   } else {
-    const bool writer = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+    const bool writer = WRITE && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int t = warp; t < n_tokens && t < ROUTE; t += WARPS) {
       int ids[TOPK];
@@ -1559,8 +1562,50 @@ __device__ __forceinline__ const int* moe_route_step(void* topk_ids, const void*
   }
 }
 
+// GPF > 0 (W_LAYOUT 1): this warp asks L2 for the first GPF KiB of the int4_frag words of its
+// OCTETS octets from stacked row `row` on (K columns: contiguous, octet-major) and the matching
+// share of their scales, in 4 KiB pieces over the lanes (cp.async.bulk.prefetch.L2: a hint that
+// holds no registers).
+template <int K, int OCTETS, int GPF>
+__device__ __forceinline__ void moe_prefetch_octets(const void* w, const void* scale, i64 row) {
+  const int lane = threadIdx.x % 32;
+  const char* words = reinterpret_cast<const char*>(static_cast<const unsigned*>(w) + kplan::int4_frag::sub_block_words(row, 0, K));
+  const char* scales = reinterpret_cast<const char*>(static_cast<const unsigned short*>(scale) + kplan::int4_frag::sub_block_scales(row, 0, K));
+  const i64 word_bytes = min(static_cast<i64>(GPF) * 1024, static_cast<i64>(OCTETS) * (K / 128) * 512);
+  const i64 scale_bytes = word_bytes / 8;  // 64 bytes of scales a 512-byte sub-block
+  for (i64 off = static_cast<i64>(lane) * 4096; off < word_bytes; off += 32 * 4096)
+    l2_prefetch_bulk(words + off, static_cast<unsigned>(min(static_cast<i64>(4096), word_bytes - off)));
+  if (lane == 0) l2_prefetch_bulk(scales, static_cast<unsigned>(scale_bytes));
+}
+
+// The gate/up entry's prologue (GPF > 0, W_LAYOUT 1, KS 0 / 1; run before kp::grid_dependency_begin,
+// while the launch before it still runs): the block routes the step from the router's logits as
+// they stand (ROUTE; else reads topk_ids so), finds its expert as the kernel will, and each warp
+// asks L2 for the first GPF KiB of its first tile's gate and up octets. A guess, so it writes
+// nothing: logits read before the wait may be a step's before (the router's rows are written in
+// the first wave of the launch before, tens of microseconds ahead, so they are this step's when
+// the blocks become resident at its tail); a wrong guess fetches bytes for nothing, and every
+// load the kernel computes with comes after the wait.
 template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int ROUTE,
-          int RNORM, int W_LAYOUT = 0, int XB = 0, int TMA = 0, int KS = 0>
+          int RNORM, int W_LAYOUT = 0, int XB = 0, int TMA = 0, int KS = 0, int GPF = 0>
+__device__ void moe_grouped_gate_up_prefetch(const void*, void* topk_ids, const void* w_gate, const void* w_gate_scale, const void* w_up,
+                                             const void* w_up_scale, void*, int n_tokens, int, const void* logits, const void* bias,
+                                             void* topk_weights, float routed_scaling) {
+  if constexpr (GPF > 0 && W_LAYOUT == 1 && KS <= 1) {
+    __shared__ MoeGroup<E, TOPK, NT> g;
+    __shared__ int route_ids[ROUTE > 0 ? ROUTE * TOPK : 1];
+    const int* ids = moe_route_step<E, TOPK, ROUTE, RNORM, WARPS, false>(topk_ids, logits, bias, topk_weights, n_tokens, routed_scaling, route_ids);
+    moe_find_group<E, TOPK, NT, WARPS * 32>(g, ids, n_tokens * TOPK, blockIdx.y);
+    const int row = static_cast<int>(blockIdx.x) * WARPS * ROWS + static_cast<int>(threadIdx.x / 32) * ROWS;  // the warp's first tile
+    if (g.expert < 0 || row >= I) return;
+    const i64 r = static_cast<i64>(g.expert) * I + row;
+    moe_prefetch_octets<H, ROWS / 8, GPF>(w_gate, w_gate_scale, r);
+    moe_prefetch_octets<H, ROWS / 8, GPF>(w_up, w_up_scale, r);
+  }
+}
+
+template <int H, int I, int E, int TOPK, int W_FMT, int X_DT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int ROUTE,
+          int RNORM, int W_LAYOUT = 0, int XB = 0, int TMA = 0, int KS = 0, int GPF = 0>
 __device__ void moe_grouped_gate_up(const void* x, void* topk_ids, const void* w_gate, const void* w_gate_scale, const void* w_up,
                                     const void* w_up_scale, void* h, int n_tokens, int x_row_stride, const void* logits, const void* bias,
                                     void* topk_weights, float routed_scaling) {
@@ -1688,8 +1733,25 @@ __device__ __forceinline__ void moe_down_chunk_mma(const MoeGroup<E, TOPK, NT>& 
   moe_stream_tiles_mma<NTILE, PF, RING, TILE, DIRECT, BIAS, XB, TMA>((H + TILE - 1) / TILE, xs, bias, wbuf, nt, t, emit, stage_rows);
 }
 
+// The down entry's prologue (GPF > 0, W_LAYOUT 1; before kp::grid_dependency_begin): the block
+// finds its expert from topk_ids as they stand -- the gate/up launch wrote them right after its
+// routing, long before it ends -- and each warp asks L2 for the first GPF KiB of its first
+// tile's octets; a guess, as gate/up's prologue (above).
 template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int W_LAYOUT = 0,
-          int XB = 0, int TMA = 0>
+          int XB = 0, int TMA = 0, int GPF = 0>
+__device__ void moe_grouped_down_prefetch(const void*, const void* topk_ids, const void*, const void* w_down, const void* w_down_scale,
+                                          void*, int n_tokens) {
+  if constexpr (GPF > 0 && W_LAYOUT == 1) {
+    __shared__ MoeGroup<E, TOPK, NT> g;
+    moe_find_group<E, TOPK, NT, WARPS * 32>(g, static_cast<const int*>(topk_ids), n_tokens * TOPK, blockIdx.y);
+    const int row = static_cast<int>(blockIdx.x) * WARPS * ROWS + static_cast<int>(threadIdx.x / 32) * ROWS;
+    if (g.expert < 0 || row >= H) return;
+    moe_prefetch_octets<I, ROWS / 8, GPF>(w_down, w_down_scale, static_cast<i64>(g.expert) * H + row);
+  }
+}
+
+template <int H, int I, int E, int TOPK, int W_FMT, int WARPS, int ROWS, int NT, int PF, int BLOCKS, int MMA, int RING, int W_LAYOUT = 0,
+          int XB = 0, int TMA = 0, int GPF = 0>
 __device__ void moe_grouped_down(const void* h, const void* topk_ids, const void* topk_weights, const void* w_down,
                                  const void* w_down_scale, void* partial, int n_tokens) {
   static_assert(NT >= 1 && NT <= (MMA ? 16 : 8), "NT pairs per chunk: 1..8 (MMA: 1..16)");

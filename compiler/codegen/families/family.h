@@ -81,7 +81,9 @@ struct Family {
   std::string function{};  // "kp::matmul" (a library family: none)
   // Optional: a device function with the same template and call arguments that the entry runs
   // before kp::grid_dependency_begin, i.e. while the kernel before it may still run (PDL). It may
-  // read only what no kernel of a step writes (the plan's weights) and write nothing.
+  // read only what no kernel of a step writes (the plan's weights) and write nothing -- but for
+  // an address it only asks L2 for (a hint: the MoE experts' GPF prologue guesses its expert from
+  // the ids as they stand, a stale guess costing a useless fetch, never a wrong result).
   std::string prologue{};  // "kp::matmul_prefetch"
   // The template calls kp::grid_dependency_begin itself (where it first reads what the launch
   // before it writes), so the entry does not: what comes before it may read only the plan's

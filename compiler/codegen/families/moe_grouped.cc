@@ -71,6 +71,9 @@ void check_experts(const ParamValues& p, const char* family, int64_t rows, int64
             "TMA 1 needs whole row tiles (WARPS x ROWS rows dividing an expert's rows): its copies write no zeros");
   }
   require(p.at("BLOCKS") >= 1, family, "BLOCKS must be >= 1");
+  const int64_t gpf = p.at("GPF");
+  require(gpf >= 0 && gpf <= 64, family, "GPF (KiB of a warp's first tile asked of L2 before the PDL wait) must be 0..64");
+  require(gpf == 0 || layout == 1, family, "GPF is the int4_frag experts' prologue: it needs W_LAYOUT 1");
   // The staged activations, the MMA transposition buffers or rings and the block's static few
   // hundred bytes within sm_90's 227 KiB.
   require(moe_smem_bytes(k, p.at("NT"), p.at("MMA"), p.at("WARPS"), ring, p.at("XB"), tma) + moe_mma_tbuf_bytes(p) <= 224 * 1024, family,
@@ -146,11 +149,13 @@ const Family& family() {
       .name = "moe_grouped_gate_up",
       .header = "moe_grouped.cuh",
       .function = "kp::moe_grouped_gate_up",
+      .prologue = "kp::moe_grouped_gate_up_prefetch",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  dtype_param("X_DT", "x"), tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
                  tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
                  dim_param("ROUTE", "route"), dim_param("RNORM", "rn"), dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb"),
-                 tuning_param("TMA", "tma"), optional_tuning_param("KS", "ks"), min_blocks_param("MINB", "mb")},
+                 tuning_param("TMA", "tma"), optional_tuning_param("KS", "ks"), optional_tuning_param("GPF", "gpf"),
+                 min_blocks_param("MINB", "mb")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -176,10 +181,12 @@ const Family& family() {
       .name = "moe_grouped_down",
       .header = "moe_grouped.cuh",
       .function = "kp::moe_grouped_down",
+      .prologue = "kp::moe_grouped_down_prefetch",
       .params = {dim_param("H", "h"), dim_param("I", "i"), dim_param("E", "e"), dim_param("TOPK", "k"), dim_param("W_FMT", "wf"),
                  tuning_param("WARPS", "w"), tuning_param("ROWS", "r"), tuning_param("NT", "nt"),
                  tuning_param("PF", "pf"), tuning_param("BLOCKS", "b"), tuning_param("MMA", "mma"), tuning_param("RING", "ring"),
-                 dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb"), tuning_param("TMA", "tma"), min_blocks_param("MINB", "mb")},
+                 dim_param("W_LAYOUT", "wl"), tuning_param("XB", "xb"), tuning_param("TMA", "tma"), optional_tuning_param("GPF", "gpf"),
+                 min_blocks_param("MINB", "mb")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,

@@ -113,6 +113,7 @@ const TuningTable& sm90_tuning() {
          set(p, "RING", 0);
          set(p, "TMA", 0);
          set(p, "KS", 0);
+         set(p, "GPF", 0);
          set(p, "MINB", 0);
          moe_xb_where_mma(p);
        }},
@@ -126,6 +127,7 @@ const TuningTable& sm90_tuning() {
          }
          set(p, "RING", 0);
          set(p, "TMA", 0);
+         set(p, "GPF", 0);
          set(p, "MINB", 0);
          moe_xb_where_mma(p);
        }},

@@ -1558,6 +1558,7 @@ struct K26Int4Tuning {
   int64_t tma = 0;               // 1: the ring's copies by the copy engine (cp.async.bulk; RING >= 2, W_LAYOUT 1)
   int64_t ks = 0;                // gate/up's K parts a tile's rows are split into (TMA 1), 0: none
   int64_t minb = 0;              // __launch_bounds__'s minimum blocks an SM, 0: none
+  int64_t gpf = 0;               // KiB of a warp's first tile its prologue asks L2 for (W_LAYOUT 1), 0: none
 };
 struct K26Int4Variant {
   K26Int4Tuning gu, dn;
@@ -1622,7 +1623,10 @@ const std::vector<K26Int4Variant>& k26_int4_variants() {
       // 64 registers (MINB 4) over the copy engine's 2-stage rings, one pair a chunk; gate/up's
       // rows in two K parts (KS 2: 14 steps a warp), down one 16-row tile a warp (BLOCKS 448).
       {{8, 1, 0, 512, 2, 8, 2, 1, 1, 2, 4}, {16, 1, 0, 448, 1, 8, 2, 1, 1, 0, 4}, false, 1},
-      {{8, 1, 0, 256, 2, 16, 2, 1, 1, 4, 2}, {16, 1, 0, 448, 1, 8, 2, 1, 1, 0, 4}, false, 1}};
+      {{8, 1, 0, 256, 2, 16, 2, 1, 1, 4, 2}, {16, 1, 0, 448, 1, 8, 2, 1, 1, 0, 4}, false, 1},
+      // The arch's int4_frag tuning (XB 1, PF 2) with the GPF prologue (KPLAN_MOE_VARIANTS=gpf):
+      // without PDL it runs just before the kernel's own loads, so only its results are checked here.
+      {{8, 8, 2, 132, 2, 16, 0, 1, 0, 0, 0, 8}, {16, 16, 2, 264, 1, 8, 0, 1, 0, 0, 0, 8}, false, 1}};
   return variants;
 }
 
@@ -1634,6 +1638,7 @@ GroupedKernels k26_int4_instances(const K26Int4Variant& v, std::string_view arch
       p["ROWS"] = t.rows, p["NT"] = t.nt, p["PF"] = t.pf, p["BLOCKS"] = t.blocks, p["MMA"] = t.mma, p["RING"] = t.ring, p["XB"] = t.xb,
       p["TMA"] = t.tma, p["MINB"] = t.minb;
     if (t.ks) p["KS"] = t.ks;  // gate/up's only
+    if (t.gpf) p["GPF"] = t.gpf;
     if (t.warps) p["WARPS"] = t.warps;
     return p;
   };
@@ -1689,8 +1694,9 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
   const bool fring_only = only && std::string(only) == "fring";
   const bool tma_only = only && std::string(only) == "tma";
   const bool ks_only = only && std::string(only) == "ks";  // the heuristics' instance and the K-split / MINB variants only
-  if (only && !mma_only && !pf_only && !bias_only && !ring_only && !frag_only && !xb_only && !fring_only && !tma_only && !ks_only)
-    FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias, ring, frag, xb, fring, tma or ks, not " << only;
+  const bool gpf_only = only && std::string(only) == "gpf";  // the heuristics' instance and the GPF prologue's variant only
+  if (only && !mma_only && !pf_only && !bias_only && !ring_only && !frag_only && !xb_only && !fring_only && !tma_only && !ks_only && !gpf_only)
+    FAIL() << "KPLAN_MOE_VARIANTS: mma, pf, bias, ring, frag, xb, fring, tma, ks or gpf, not " << only;
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     const K26Int4Variant& v = variants[vi];
     const GroupedKernels& k = instances[vi];
@@ -1700,6 +1706,7 @@ TEST(GpuOps, MoeGroupedKimiK26WidthInt4) {
     if (fring_only && v.gu.rows && !(v.layout == 1 && (v.gu.ring || v.dn.ring))) continue;
     if (tma_only && v.gu.rows && !(v.gu.tma || v.dn.tma)) continue;
     if (ks_only && v.gu.rows && !(v.gu.ks || v.gu.minb || v.dn.minb)) continue;
+    if (gpf_only && v.gu.rows && !v.gu.gpf) continue;
     if (mma_only && v.gu.rows && !v.gu.mma) continue;
     if (pf_only && v.gu.rows && v.gu.pf < 2) continue;
     if (bias_only && v.gu.rows && (v.gu.ring || v.dn.ring || (v.gu.mma < 3 && v.dn.mma < 3))) continue;

@@ -312,7 +312,10 @@ TEST(CodegenInstantiate, MinBlocksBoundsTheEntryNotTheTemplate) {
   EXPECT_EQ(three.id, none.id + "_mb3");
   EXPECT_NE(three.source.find("__launch_bounds__(256, 3) "), std::string::npos);
   EXPECT_NE(three.source.find("moe_grouped_gate_up<7168, 2048, 384, 8, 1, 0, 8, "), std::string::npos);
-  EXPECT_NE(three.source.find(", 1, 1, 0, 0>("), std::string::npos) << "the template's last arguments are W_LAYOUT, XB, TMA, KS: " << three.source;
+  EXPECT_NE(three.source.find(", 1, 1, 0, 0, 0>("), std::string::npos) << "the template's last arguments are W_LAYOUT, XB, TMA, KS, GPF: "
+                                                                      << three.source;
+  // The entry runs the GPF prologue (an empty one at GPF 0) before the PDL wait.
+  EXPECT_LT(three.source.find("kp::moe_grouped_gate_up_prefetch<"), three.source.find("kp::grid_dependency_begin();"));
   try {
     gate_up(33);
     ADD_FAILURE() << "MINB 33 was accepted";
