@@ -14,26 +14,8 @@ namespace {
 
 using testing_util::find_fusions;
 
-TEST(NormMatmuls, ANormReadOnlyByAMatmulIsComputedByItsLaunch) {
-  const auto f = find_fusions(R"(module {
-  func @f(%x: f32[T, 4]) {
-    %0 = weight {name = "g", ckpt = "target"} : bf16[4]
-    %1 = rms_norm(%x, %0) {eps = 1e-06} : f32[T, 4]
-    %2 = weight {name = "w", ckpt = "target"} : bf16[8, 4]
-    %3 = matmul(%1, %2) : f32[T, 8]
-    output(%3) {name = "y"}
-  }
-}
-)");
-  ASSERT_EQ(f.norms.consumers.count(f.op(3)), 1u);
-  EXPECT_EQ(f.norms.consumers.at(f.op(3)).norm, f.op(1));
-  EXPECT_FALSE(f.norms.consumers.at(f.op(3)).store) << "nothing else reads the norm";
-  EXPECT_EQ(f.norms.absorbed.at(f.op(1)), f.op(3));
-}
-
-// KPLAN_FUSE_NORM's list: a norm folds only into the kinds of first reader taken.
-TEST(NormMatmuls, OnlyTheReadersTakenFoldTheirNorm) {
-  const std::string ir = R"(module {
+// A norm whose only reader is a matmul.
+constexpr const char* kNormThenMatmul = R"(module {
   func @f(%x: f32[T, 4]) {
     %0 = weight {name = "g", ckpt = "target"} : bf16[4]
     %1 = rms_norm(%x, %0) {eps = 1e-06} : f32[T, 4]
@@ -43,9 +25,20 @@ TEST(NormMatmuls, OnlyTheReadersTakenFoldTheirNorm) {
   }
 }
 )";
-  const auto matmuls = find_fusions(ir, {}, passes::NormReader::Matmul);
+
+TEST(NormMatmuls, ANormReadOnlyByAMatmulIsComputedByItsLaunch) {
+  const auto f = find_fusions(kNormThenMatmul);
+  ASSERT_EQ(f.norms.consumers.count(f.op(3)), 1u);
+  EXPECT_EQ(f.norms.consumers.at(f.op(3)).norm, f.op(1));
+  EXPECT_FALSE(f.norms.consumers.at(f.op(3)).store) << "nothing else reads the norm";
+  EXPECT_EQ(f.norms.absorbed.at(f.op(1)), f.op(3));
+}
+
+// KPLAN_FUSE_NORM's list: a norm folds only into the kinds of first reader taken.
+TEST(NormMatmuls, OnlyTheReadersTakenFoldTheirNorm) {
+  const auto matmuls = find_fusions(kNormThenMatmul, {}, passes::NormReader::Matmul);
   EXPECT_EQ(matmuls.norms.absorbed.count(matmuls.op(1)), 1u);
-  const auto others = find_fusions(ir, {}, passes::NormReader::LmHead | passes::NormReader::Siblings);
+  const auto others = find_fusions(kNormThenMatmul, {}, passes::NormReader::LmHead | passes::NormReader::Siblings);
   EXPECT_TRUE(others.norms.absorbed.empty()) << "a lone matmul's norm, not taken";
 }
 

@@ -62,45 +62,34 @@ TEST(SiblingMatmuls, LeavesAMatmulWithAFusedResidualAddAlone) {
   EXPECT_TRUE(f.siblings.first.empty());
 }
 
-// With bf16 activations a router's logits stay f32 while the shared expert's gate and up are
-// stored as bf16: the f32 router leads the two (the launch's YA_F32), so it is no launch of its
-// own; a bf16 first sibling takes no f32 one after it.
-TEST(SiblingMatmuls, AnF32FirstSiblingLeadsBf16Ones) {
-  const auto f = find_fusions(R"(module {
+// Three matmuls of the same activations (a router, a shared expert's gate and up), in order.
+constexpr const char* kThreeMatmulsOfX = R"(module {
   func @f(%x: f32[T, 4]) {
-    %0 = weight {name = "router", ckpt = "target"} : bf16[8, 4]
+    %0 = weight {name = "a", ckpt = "target"} : bf16[8, 4]
     %1 = matmul(%x, %0) : f32[T, 8]
-    %2 = weight {name = "gate", ckpt = "target"} : bf16[6, 4]
+    %2 = weight {name = "b", ckpt = "target"} : bf16[6, 4]
     %3 = matmul(%x, %2) : f32[T, 6]
-    %4 = weight {name = "up", ckpt = "target"} : bf16[6, 4]
+    %4 = weight {name = "c", ckpt = "target"} : bf16[6, 4]
     %5 = matmul(%x, %4) : f32[T, 6]
-    output(%1) {name = "r"}
-    output(%3) {name = "g"}
-    output(%5) {name = "u"}
+    output(%1) {name = "a"}
+    output(%3) {name = "b"}
+    output(%5) {name = "c"}
   }
 }
-)",
-                              {3, 5});
+)";
+
+// With bf16 activations a router's logits stay f32 while the shared expert's gate and up are
+// stored as bf16: the f32 router leads the two (the launch's YA_F32), so it is no launch of its
+// own.
+TEST(SiblingMatmuls, AnF32FirstSiblingLeadsBf16Ones) {
+  const auto f = find_fusions(kThreeMatmulsOfX, {3, 5});
   ASSERT_EQ(f.siblings.later.count(f.op(1)), 1u);
   EXPECT_EQ(f.siblings.later.at(f.op(1)), (std::vector<const ir::Op*>{f.op(3), f.op(5)}));
   EXPECT_EQ(f.siblings.later.count(f.op(3)), 0u);
 }
+// A bf16 first sibling takes no f32 one after it (the launch's later siblings share one dtype).
 TEST(SiblingMatmuls, Bf16SiblingsTakeNoF32OneAfterThem) {
-  const auto f = find_fusions(R"(module {
-  func @f(%x: f32[T, 4]) {
-    %0 = weight {name = "gate", ckpt = "target"} : bf16[6, 4]
-    %1 = matmul(%x, %0) : f32[T, 6]
-    %2 = weight {name = "router", ckpt = "target"} : bf16[8, 4]
-    %3 = matmul(%x, %2) : f32[T, 8]
-    %4 = weight {name = "up", ckpt = "target"} : bf16[6, 4]
-    %5 = matmul(%x, %4) : f32[T, 6]
-    output(%1) {name = "g"}
-    output(%3) {name = "r"}
-    output(%5) {name = "u"}
-  }
-}
-)",
-                              {1, 5});
+  const auto f = find_fusions(kThreeMatmulsOfX, {1, 5});
   ASSERT_EQ(f.siblings.later.count(f.op(1)), 1u);
   EXPECT_EQ(f.siblings.later.at(f.op(1)), (std::vector<const ir::Op*>{f.op(5)}));
   EXPECT_EQ(f.siblings.first.count(f.op(3)), 0u);
