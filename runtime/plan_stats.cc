@@ -110,6 +110,11 @@ std::vector<LaunchTraffic> launch_traffic(const plan::Plan& plan, const plan::Bu
       t.weight_bytes = n_tokens * H * 2.0;
       t.activation_bytes = n_tokens * (4.0 + H * elem_bytes(constant(k, "OUT_DT")));
       weights_done = activations_done = true;
+    } else if (k.family == "embedding_norm") {  // the gathered rows and the norm's weight; rows and normed rows written
+      const double H = static_cast<double>(constant(k, "H"));
+      t.weight_bytes = n_tokens * H * 2.0 + H * 2.0;
+      t.activation_bytes = n_tokens * (4.0 + H * (elem_bytes(constant(k, "OUT_DT")) + elem_bytes(constant(k, "Y_DT"))));
+      weights_done = activations_done = true;
     }
     std::set<uint32_t> weights;
     std::set<std::pair<uint32_t, uint64_t>> slots;

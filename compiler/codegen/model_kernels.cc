@@ -27,6 +27,7 @@ std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const Stora
   KernelList k;
   k.add(embedding_kernel(hidden, a));
   k.add(rms_norm_kernel(hidden, a, a));  // input / post-attention / final norms
+  k.add(embedding_norm_kernel(hidden, a, a));  // the gather in the first norm's launch (compiler/passes/embedding_norm.h)
   // Attention: q (optionally through the q_lora bottleneck), the latent kv, rope, cache, absorbed MLA.
   if (c.q_lora_rank) {
     k.add(matmul_kernel(hidden, *c.q_lora_rank, a, a));

@@ -77,6 +77,10 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
   if (uv != s.attention_uv.uv_of.end()) add("uv = " + ir::value_ref(fn, uv->second->result()));
   auto uv_of = s.attention_uv.absorbed.find(&op);
   if (uv_of != s.attention_uv.absorbed.end()) add("fused = into the attention of " + ir::value_ref(fn, uv_of->second->result()));
+  auto gather = s.embedding_norms.gather_of.find(&op);
+  if (gather != s.embedding_norms.gather_of.end()) add("gather = " + ir::value_ref(fn, gather->second->result()));
+  auto gathered = s.embedding_norms.absorbed.find(&op);
+  if (gathered != s.embedding_norms.absorbed.end()) add("fused = into the rms_norm of " + ir::value_ref(fn, gathered->second->result()));
   auto absorbed = s.rope_append.absorbed.find(&op);
   if (absorbed != s.rope_append.absorbed.end())
     add("fused = into the kv_append of " + ir::value_ref(fn, absorbed->second->result()));

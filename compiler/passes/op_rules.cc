@@ -372,6 +372,8 @@ void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContex
   if (glu != fusions.siblings.glu.end()) ctx.glu = glu->second;
   auto append = fusions.rope_append.appends.find(&op);
   if (append != fusions.rope_append.appends.end()) ctx.rope_append = &append->second;
+  auto gather = fusions.embedding_norms.gather_of.find(&op);
+  if (gather != fusions.embedding_norms.gather_of.end()) ctx.gather = gather->second;
 }
 
 const View& RuleContext::view(const Value* v) const {
@@ -482,6 +484,17 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       return;
     }
     case OpKind::RmsNorm:
+      if (ctx.gather) {  // the embedding's gather too (embedding_norm.h)
+        const View& table = bf16_weight(ctx, *ctx.gather, ctx.gather->operand(1));
+        const View& rows = ctx.view(ctx.gather->result());
+        const View& weight = bf16_weight(ctx, op, op.operand(1));
+        const KernelSource k = instance(ctx, 0, [&] { return embedding_norm_kernel(table.shape[1], elem(rows), elem(result()), arch); });
+        launch(ctx, k, rows.shape[0],
+               embedding_norm::Args{.ids = P(ctx.view(ctx.gather->operand(0))), .table = P(table), .out = P(rows), .weight = P(weight),
+                                    .y = P(result()), .n_tokens = rows.shape[0], .vocab = table.shape[0],
+                                    .eps = op.attrs().get_float("eps")});
+        return;
+      }
       launch_rms_norm(op, ctx, 0);
       return;
     case OpKind::Matmul:

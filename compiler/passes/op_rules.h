@@ -12,6 +12,7 @@
 
 #include "compiler/codegen/families/family.h"
 #include "compiler/passes/attention_uv.h"
+#include "compiler/passes/embedding_norm.h"
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/lowering_views.h"
 #include "compiler/passes/norm_matmuls.h"
@@ -63,6 +64,8 @@ struct RuleContext {
   const ir::Op* router = nullptr;
   // Set (an mla_attention): the W_UV head_matmul its combine launch computes (attention_uv.h).
   const ir::Op* uv = nullptr;
+  // Set (an rms_norm): the embedding its launch gathers (embedding_norm.h).
+  const ir::Op* gather = nullptr;
   // Pointer arguments for a view / for the op's scratch buffer.
   std::function<plan::LaunchArg(const View&)> ptr;
   std::function<plan::LaunchArg(const ir::Op&)> scratch;
@@ -80,12 +83,14 @@ struct LoweringFusions {
   const NormMatmuls& norm_matmuls;
   const RouterExperts& router_experts;
   const AttentionUvFusions& attention_uv;
+  const EmbeddingNorms& embedding_norms;
   // Whether `op` launches nothing of its own: a fused add, a later sibling or their swiglu, an op
   // a kv_append absorbs, a norm its matmul's rule launches, a router its experts' launch runs, a
-  // W_UV product its attention's combine computes.
+  // W_UV product its attention's combine computes, an embedding its norm's launch gathers.
   bool absorbed(const ir::Op& op) const {
     return epilogue.fused_adds.count(&op) || siblings.first.count(&op) || siblings.glu_of.count(&op) || rope_append.absorbed.count(&op) ||
-           norm_matmuls.absorbed.count(&op) || router_experts.absorbed.count(&op) || attention_uv.absorbed.count(&op);
+           norm_matmuls.absorbed.count(&op) || router_experts.absorbed.count(&op) || attention_uv.absorbed.count(&op) ||
+           embedding_norms.absorbed.count(&op);
   }
 };
 

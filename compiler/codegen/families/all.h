@@ -1,6 +1,7 @@
 #pragma once
 // Every kernel family's header: their Args structs and typed instance constructors.
 #include "compiler/codegen/families/embedding.h"
+#include "compiler/codegen/families/embedding_norm.h"
 #include "compiler/codegen/families/rms_norm.h"
 #include "compiler/codegen/families/matmul.h"
 #include "compiler/codegen/families/matmul_int4.h"

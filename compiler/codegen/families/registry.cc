@@ -7,6 +7,7 @@ namespace kplan::codegen {
 const std::vector<const Family*>& all_families() {
   static const std::vector<const Family*> families = {
       &embedding::family(),
+      &embedding_norm::family(),
       &rms_norm::family(),
       &matmul::family(),
       &matmul_int4::family(),

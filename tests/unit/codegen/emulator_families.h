@@ -38,6 +38,18 @@ inline void rms_norm(LaunchArgs& a) {
   a.scatter_rows("y", a.i32("y_stride"), a.dtype_param("Y_DT"), cpu::rms_norm(x, w.data, a.f32("eps")));
 }
 
+// The gather and the first norm in one launch (embedding_norm.cuh): out = the table's rows (clamped
+// ids), y = rms_norm of those rows (read as gathered, before out's rounding: exact for bf16 out).
+inline void embedding_norm(LaunchArgs& a) {
+  const int64_t H = a.param("H"), n = a.i32("n_tokens"), vocab = a.i32("vocab");
+  std::vector<int32_t> ids = a.gather_i32("ids", n);
+  for (int32_t& id : ids) id = clamp_index(id, vocab);
+  const Matrix rows = cpu::embedding(a.gather_rows("table", vocab, H, H, DType::BF16), ids);
+  const Matrix w = a.gather_rows("weight", 1, H, H, DType::BF16);
+  a.scatter_rows("out", H, a.dtype_param("OUT_DT"), rows);
+  a.scatter_rows("y", H, a.dtype_param("Y_DT"), cpu::rms_norm(rows, w.data, a.f32("eps")));
+}
+
 // NORM 1 / 2 (the matmul templates' fused norm): the launch's x rows are rms_norm(x, norm_weight),
 // and with NORM 2 those rows are written to norm_out in X_DT ([n_tokens, K], contiguous).
 inline Matrix matmul_activations(LaunchArgs& a, int64_t K, int64_t n, int64_t batch_offset) {
@@ -455,7 +467,7 @@ inline void topk(LaunchArgs& a) {
 // Family name -> its emulation. A new family adds its line here.
 inline const std::map<std::string, void (*)(LaunchArgs&)>& table() {
   static const std::map<std::string, void (*)(LaunchArgs&)> t = {
-      {"embedding", embedding},     {"rms_norm", rms_norm},       {"matmul", matmul},       {"matmul_int4", matmul_int4}, {"matmul_siblings", matmul_siblings},
+      {"embedding", embedding},     {"embedding_norm", embedding_norm}, {"rms_norm", rms_norm},       {"matmul", matmul},       {"matmul_int4", matmul_int4}, {"matmul_siblings", matmul_siblings},
       {"rope", rope},               {"kv_append", kv_append},     {"mla_rope_append", mla_rope_append}, {"kv_compact", kv_compact}, {"mla_attention", mla_attention},
       {"mla_split_partial", mla_split_partial}, {"mla_split_combine", mla_split_combine},
       {"mla_split_combine_uv", mla_split_combine_uv},

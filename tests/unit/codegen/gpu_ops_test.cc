@@ -354,6 +354,27 @@ TEST(GpuOps, EmbeddingClampsIds) {
   }
 }
 
+// The gather in the first norm's launch (embedding_norm.cuh) gives bit for bit the two launches'
+// rows and norm: K2.6's width (bf16 rows, 448 threads) and odd ones, clamped ids.
+TEST(GpuOps, EmbeddingNormIsTheGatherThenTheNorm) {
+  REQUIRE_GPU();
+  for (auto [hidden, t] : {std::pair<int64_t, ElemType>{7168, BF16}, {333, F32}, {64, BF16}}) {
+    const int64_t vocab = 50;
+    const std::vector<float> table = random_values(vocab * hidden, 1, 1.f, true), w = random_values(hidden, 2, 1.f, true);
+    const std::vector<int32_t> ids = {3, 0, 49, -5, 77};
+    const int64_t n = static_cast<int64_t>(ids.size());
+    DevBuf d_table = gpu->upload(to_bf16_bits(table)), d_ids = gpu->upload(ids), d_w = gpu->upload(to_bf16_bits(w));
+    DevBuf rows = gpu->alloc(n * hidden * 4), y = gpu->alloc(n * hidden * 4), rows2 = gpu->alloc(n * hidden * 4), y2 = gpu->alloc(n * hidden * 4);
+    const KernelSource fused = embedding_norm_kernel(hidden, t, t);
+    gpu->launch(fused, n, {Gpu::ptr(d_ids), Gpu::ptr(d_table), Gpu::ptr(rows), Gpu::ptr(d_w), Gpu::ptr(y), Gpu::i32(n), Gpu::i32(vocab), Gpu::f32(1e-5f)});
+    gpu->launch(embedding_kernel(hidden, t), n, {Gpu::ptr(d_ids), Gpu::ptr(d_table), Gpu::ptr(rows2), Gpu::i32(n), Gpu::i32(vocab)});
+    gpu->launch(rms_norm_kernel(hidden, t, t), n,
+                {Gpu::ptr(rows2), Gpu::ptr(d_w), Gpu::ptr(y2), Gpu::i32(n), Gpu::i32(hidden), Gpu::i32(hidden), Gpu::f32(1e-5f)});
+    EXPECT_EQ(gpu->download_as(rows, n * hidden, t), gpu->download_as(rows2, n * hidden, t)) << fused.id << ": the gathered rows";
+    EXPECT_EQ(gpu->download_as(y, n * hidden, t), gpu->download_as(y2, n * hidden, t)) << fused.id << ": the norm";
+  }
+}
+
 TEST(GpuOps, RmsNormStridedRows) {
   REQUIRE_GPU();
   for (auto [d, out_t] : {std::pair<int64_t, ElemType>{333, F32}, {256, BF16}, {64, F32}}) {
