@@ -37,6 +37,13 @@ __device__ __forceinline__ void l2_prefetch_bulk(const void* p, unsigned bytes) 
 #endif
 }
 
+// The calling warp asks L2 for [p, p + bytes) in 4 KiB pieces, lane l the pieces l, l + 32, ...
+// (p 16-byte aligned, bytes a multiple of 16).
+__device__ __forceinline__ void l2_prefetch_warp(const char* p, i64 bytes) {
+  for (i64 off = static_cast<i64>(threadIdx.x % 32) * 4096; off < bytes; off += 32 * 4096)
+    l2_prefetch_bulk(p + off, static_cast<unsigned>(min(static_cast<i64>(4096), bytes - off)));
+}
+
 // Thread-block clusters (sm_90 and later): every thread of every block of the cluster arrives,
 // then waits; shared-memory writes before it are visible to the cluster's blocks after it.
 __device__ __forceinline__ void cluster_sync() {

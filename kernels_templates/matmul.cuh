@@ -500,9 +500,7 @@ __device__ void matmul_prefetch(const void*, const void* w, void*, const void*, 
     const unsigned long long lo = (begin + 15) & ~15ull, hi = (begin + 2ull * static_cast<unsigned long long>(count)) & ~15ull;
     if (hi <= lo) return;
     const i64 bytes = static_cast<i64>(hi - lo);
-    const char* base = reinterpret_cast<const char*>(lo);
-    for (i64 off = static_cast<i64>(threadIdx.x) * 4096; off < bytes; off += 32 * 4096)
-      l2_prefetch_bulk(base + off, static_cast<unsigned>(min(static_cast<i64>(4096), bytes - off)));
+    l2_prefetch_warp(reinterpret_cast<const char*>(lo), bytes);
   }
 }
 

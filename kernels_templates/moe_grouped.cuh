@@ -1568,14 +1568,12 @@ __device__ __forceinline__ const int* moe_route_step(void* topk_ids, const void*
 // holds no registers).
 template <int K, int OCTETS, int GPF>
 __device__ __forceinline__ void moe_prefetch_octets(const void* w, const void* scale, i64 row) {
-  const int lane = threadIdx.x % 32;
   const char* words = reinterpret_cast<const char*>(static_cast<const unsigned*>(w) + kplan::int4_frag::sub_block_words(row, 0, K));
   const char* scales = reinterpret_cast<const char*>(static_cast<const unsigned short*>(scale) + kplan::int4_frag::sub_block_scales(row, 0, K));
   const i64 word_bytes = min(static_cast<i64>(GPF) * 1024, static_cast<i64>(OCTETS) * (K / 128) * 512);
   const i64 scale_bytes = word_bytes / 8;  // 64 bytes of scales a 512-byte sub-block
-  for (i64 off = static_cast<i64>(lane) * 4096; off < word_bytes; off += 32 * 4096)
-    l2_prefetch_bulk(words + off, static_cast<unsigned>(min(static_cast<i64>(4096), word_bytes - off)));
-  if (lane == 0) l2_prefetch_bulk(scales, static_cast<unsigned>(scale_bytes));
+  l2_prefetch_warp(words, word_bytes);
+  if (threadIdx.x % 32 == 0) l2_prefetch_bulk(scales, static_cast<unsigned>(scale_bytes));
 }
 
 // The gate/up entry's prologue (GPF > 0, W_LAYOUT 1, KS 0 / 1; run before kp::grid_dependency_begin,
