@@ -12,7 +12,10 @@
 # "name:--activations=f32,KPLAN_MOE_XBF16=0"), KPLAN_VARIANT_EXPERTS (int4 | bf16: the INT4 published config or
 # bench/configs/k26-bf16-experts), KPLAN_SLICE_CONTEXT (512), KPLAN_SLICE_TOKENS (1,16),
 # KPLAN_SLICE_MAX_CONTEXT (the plans' --max-context: 2 x context + the last token count; a
-# deployment's is larger, and the split MLA's split count follows it).
+# deployment's is larger, and the split MLA's split count follows it), KPLAN_VARIANT_IN_GRAPH=1 (each
+# plan's first-bucket step also timed launch by launch inside its graph, `kplan bench --kernels
+# --in-graph`, KPLAN_VARIANT_GRAPH_STEPS replays a prefix (100): its summed step is a column of the
+# table, each launch's marginal in $OUT/in_graph_NAME.log).
 set -uo pipefail
 default_out=/tmp/kplan-variants
 source "$(dirname "$0")/carried_env.sh"
@@ -45,6 +48,11 @@ for name in "${names[@]}"; do
   [ -f "$plan" ] || continue
   echo "== $name ($experts experts, context $ctx)"
   timeout 180 "$bin/kplan" bench "$plan" --steps 50 --context "$ctx" --all-buckets --json "$out/variant_$name.json" 2>&1 | tail -4
+  if [ "${KPLAN_VARIANT_IN_GRAPH:-0}" = 1 ]; then
+    timeout 240 "$bin/kplan" bench "$plan" --steps "${KPLAN_VARIANT_GRAPH_STEPS:-100}" --context "$ctx" --kernels \
+        --kernel-tokens "${tokens%%,*}" --in-graph > "$out/in_graph_$name.log" 2>&1
+    grep -m1 "inside its graph" "$out/in_graph_$name.log"
+  fi
 done
 python3 - "$out" "$tokens" "${names[@]}" <<'EOF'
 import json, os, sys
@@ -58,12 +66,18 @@ for n in names:
     steps = {int(b["tokens"]): b for b in j.get("buckets", [])}
     rows[n] = steps
 json.dump(rows, open(os.path.join(out, "variants.json"), "w"), indent=1)
+# The in-graph step (KPLAN_VARIANT_IN_GRAPH=1): the launches' marginals summed.
+import re
+def in_graph(n):
+    f = os.path.join(out, f"in_graph_{n}.log")
+    m = re.search(r"inside its graph: (\d+) launches, ([0-9.]+) ms", open(f).read()) if os.path.exists(f) else None
+    return f"{float(m.group(2)):>10.4f} ms ({m.group(1)})" if m else ""
 # step ms (median of the bench's steps) and its share of the byte floor (read_bytes at 4.3 TB/s)
-print("variant".ljust(20) + "".join(f"{str(t) + ' tok':>20}" for t in tokens))
+print("variant".ljust(20) + "".join(f"{str(t) + ' tok':>20}" for t in tokens) + "   in the graph")
 for n, steps in rows.items():
     cells = []
     for t in tokens:
         b = steps.get(t)
         cells.append(f"{b['step_ms_median']:>10.4f} ms ({100 * b['read_bytes'] / 4.3e9 / b['step_ms_median']:3.0f}%)" if b else " " * 20)
-    print(n.ljust(20) + "".join(cells))
+    print(n.ljust(20) + "".join(cells) + "   " + in_graph(n))
 EOF
