@@ -115,6 +115,13 @@ std::vector<LaunchTraffic> launch_traffic(const plan::Plan& plan, const plan::Bu
       t.weight_bytes = n_tokens * H * 2.0 + H * 2.0;
       t.activation_bytes = n_tokens * (4.0 + H * (elem_bytes(constant(k, "OUT_DT")) + elem_bytes(constant(k, "Y_DT"))));
       weights_done = activations_done = true;
+    } else if (k.family == "add_norm") {  // the norm's weight; both operands read, the sum and normed rows written
+      const double H = static_cast<double>(constant(k, "H"));
+      t.weight_bytes = H * 2.0;
+      t.activation_bytes = n_tokens * H *
+                           (elem_bytes(constant(k, "A_DT")) + elem_bytes(constant(k, "B_DT")) + elem_bytes(constant(k, "O_DT")) +
+                            elem_bytes(constant(k, "Y_DT")));
+      weights_done = activations_done = true;
     }
     std::set<uint32_t> weights;
     std::set<std::pair<uint32_t, uint64_t>> slots;

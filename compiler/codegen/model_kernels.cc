@@ -92,6 +92,7 @@ std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const Stora
     k.add(moe_combine_kernel(hidden, top_k, a, /*accumulate=*/true));  // a MoE layer without a shared expert
   }
   k.add(add_kernel(hidden, a, a, a));
+  k.add(add_norm_kernel(hidden, a, a, kF32, a));  // the first layer's add and its post-attention norm (compiler/passes/add_norm.h)
   // lm_head (with the final norm in its launch, a 1-token step's), then greedy selection.
   k.add(matmul_kernel(hidden, c.vocab_size, a, kF32));
   k.add(matmul_kernel(hidden, c.vocab_size, kF32, kF32, false, false, kDefaultArch, 0, 1, 0, /*norm=*/1));

@@ -18,6 +18,7 @@
 #include "compiler/passes/lowered_plan.h"
 #include "compiler/passes/norm_matmuls.h"
 #include "compiler/passes/attention_uv.h"
+#include "compiler/passes/add_norm.h"
 #include "compiler/passes/embedding_norm.h"
 #include "compiler/passes/router_experts.h"
 #include "compiler/passes/rope_append.h"
@@ -80,6 +81,7 @@ struct LowerState {
   RouterExperts router_experts;   // routers their experts' gate/up launch runs (router_experts.h)
   AttentionUvFusions attention_uv;  // W_UV products their attention's combine launch computes (attention_uv.h)
   EmbeddingNorms embedding_norms;   // embeddings their first norm's launch gathers (embedding_norm.h)
+  AddNorms add_norms;               // adds the launch of the norm right after them computes (add_norm.h)
   // A result no kernel writes: only a fused add, a kv_append's fused launch, or an attention's
   // combine-and-W_UV launch read it.
   bool unstored(const ir::Value* v) const {

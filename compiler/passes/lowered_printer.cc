@@ -81,6 +81,10 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
   if (gather != s.embedding_norms.gather_of.end()) add("gather = " + ir::value_ref(fn, gather->second->result()));
   auto gathered = s.embedding_norms.absorbed.find(&op);
   if (gathered != s.embedding_norms.absorbed.end()) add("fused = into the rms_norm of " + ir::value_ref(fn, gathered->second->result()));
+  auto sum = s.add_norms.add_of.find(&op);
+  if (sum != s.add_norms.add_of.end()) add("add = " + ir::value_ref(fn, sum->second->result()));
+  auto summed = s.add_norms.absorbed.find(&op);
+  if (summed != s.add_norms.absorbed.end()) add("fused = into the rms_norm of " + ir::value_ref(fn, summed->second->result()));
   auto absorbed = s.rope_append.absorbed.find(&op);
   if (absorbed != s.rope_append.absorbed.end())
     add("fused = into the kv_append of " + ir::value_ref(fn, absorbed->second->result()));

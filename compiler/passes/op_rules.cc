@@ -374,6 +374,8 @@ void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContex
   if (append != fusions.rope_append.appends.end()) ctx.rope_append = &append->second;
   auto gather = fusions.embedding_norms.gather_of.find(&op);
   if (gather != fusions.embedding_norms.gather_of.end()) ctx.gather = gather->second;
+  auto add = fusions.add_norms.add_of.find(&op);
+  if (add != fusions.add_norms.add_of.end()) ctx.add = add->second;
 }
 
 const View& RuleContext::view(const Value* v) const {
@@ -493,6 +495,17 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
                embedding_norm::Args{.ids = P(ctx.view(ctx.gather->operand(0))), .table = P(table), .out = P(rows), .weight = P(weight),
                                     .y = P(result()), .n_tokens = rows.shape[0], .vocab = table.shape[0],
                                     .eps = op.attrs().get_float("eps")});
+        return;
+      }
+      if (ctx.add) {  // the add before the norm too (add_norm.h)
+        const View& a = ctx.view(ctx.add->operand(0));
+        const View& b = ctx.view(ctx.add->operand(1));
+        const View& sum = ctx.view(ctx.add->result());
+        const View& weight = bf16_weight(ctx, op, op.operand(1));
+        const KernelSource k = instance(ctx, 0, [&] { return add_norm_kernel(sum.shape[1], elem(a), elem(b), elem(sum), elem(result()), arch); });
+        launch(ctx, k, sum.shape[0],
+               add_norm::Args{.a = P(a), .b = P(b), .weight = P(weight), .out = P(sum), .y = P(result()), .n_tokens = sum.shape[0],
+                              .eps = op.attrs().get_float("eps")});
         return;
       }
       launch_rms_norm(op, ctx, 0);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/codegen/families/family.h"
+#include "compiler/passes/add_norm.h"
 #include "compiler/passes/attention_uv.h"
 #include "compiler/passes/embedding_norm.h"
 #include "compiler/passes/epilogue_adds.h"
@@ -66,6 +67,8 @@ struct RuleContext {
   const ir::Op* uv = nullptr;
   // Set (an rms_norm): the embedding its launch gathers (embedding_norm.h).
   const ir::Op* gather = nullptr;
+  // Set (an rms_norm): the add its launch computes (add_norm.h).
+  const ir::Op* add = nullptr;
   // Pointer arguments for a view / for the op's scratch buffer.
   std::function<plan::LaunchArg(const View&)> ptr;
   std::function<plan::LaunchArg(const ir::Op&)> scratch;
@@ -84,13 +87,15 @@ struct LoweringFusions {
   const RouterExperts& router_experts;
   const AttentionUvFusions& attention_uv;
   const EmbeddingNorms& embedding_norms;
+  const AddNorms& add_norms;
   // Whether `op` launches nothing of its own: a fused add, a later sibling or their swiglu, an op
   // a kv_append absorbs, a norm its matmul's rule launches, a router its experts' launch runs, a
-  // W_UV product its attention's combine computes, an embedding its norm's launch gathers.
+  // W_UV product its attention's combine computes, an embedding its norm's launch gathers, an add
+  // the launch of the norm after it computes.
   bool absorbed(const ir::Op& op) const {
     return epilogue.fused_adds.count(&op) || siblings.first.count(&op) || siblings.glu_of.count(&op) || rope_append.absorbed.count(&op) ||
            norm_matmuls.absorbed.count(&op) || router_experts.absorbed.count(&op) || attention_uv.absorbed.count(&op) ||
-           embedding_norms.absorbed.count(&op);
+           embedding_norms.absorbed.count(&op) || add_norms.absorbed.count(&op);
   }
 };
 

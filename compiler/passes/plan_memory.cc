@@ -118,7 +118,7 @@ class MemoryPlanner {
     // Liveness: the last op reading each root (kv_append reads a concat's parts itself; a fused
     // kv_append reads what its absorbed norm and ropes read, rope_append.h; a matmul what the norm
     // its launch computes reads, norm_matmuls.h; a MoE's experts what their router reads,
-    // router_experts.h).
+    // router_experts.h; a norm what the add its launch computes reads, add_norm.h).
     std::map<const Value*, int64_t> last_use;
     std::set<const Value*> kept;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -137,6 +137,9 @@ class MemoryPlanner {
       auto norm = s_.norm_matmuls.consumers.find(ops[i]);
       if (norm != s_.norm_matmuls.consumers.end())
         for (const Value* v : norm->second.norm->operands()) last_use[view_root(v)] = static_cast<int64_t>(i);
+      auto add = s_.add_norms.add_of.find(ops[i]);
+      if (add != s_.add_norms.add_of.end())
+        for (const Value* v : add->second->operands()) last_use[view_root(v)] = static_cast<int64_t>(i);
       auto router = s_.router_experts.router_of.find(ops[i]);
       if (router != s_.router_experts.router_of.end())
         for (const Value* v : router->second->operands()) last_use[view_root(v)] = static_cast<int64_t>(i);

@@ -17,6 +17,7 @@
 #include "compiler/codegen/families/moe_grouped.h"
 #include "compiler/codegen/families/swiglu.h"
 #include "compiler/codegen/families/add.h"
+#include "compiler/codegen/families/add_norm.h"
 #include "compiler/codegen/families/copy_rows.h"
 #include "compiler/codegen/families/argmax.h"
 #include "compiler/codegen/families/topk.h"

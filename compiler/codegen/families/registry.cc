@@ -27,6 +27,7 @@ const std::vector<const Family*>& all_families() {
       &moe_combine::family(),
       &swiglu::family(),
       &add::family(),
+      &add_norm::family(),
       &copy_rows::family(),
       &argmax::family(),
       &topk::family(),

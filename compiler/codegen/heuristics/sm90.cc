@@ -25,6 +25,7 @@ const TuningTable& sm90_tuning() {
       {"embedding", [](ParamValues& p) { set(p, "THREADS", 128); }},
       {"rms_norm", [](ParamValues& p) { set(p, "THREADS", row_threads(p.at("D"))); }},
       {"embedding_norm", [](ParamValues& p) { set(p, "THREADS", row_threads(p.at("H"))); }},
+      {"add_norm", [](ParamValues& p) { set(p, "THREADS", row_threads(p.at("H"))); }},
       // A weight stream: 132 SMs holding ~32 warps each (matmul_tiling: rows per warp, split-K;
       // the tensor-core instances of 16+ token steps keep 2 k-chunks in flight per lane and row).
       {"matmul", [](ParamValues& p) { matmul_tiling(p, 132, 32, 2); }},

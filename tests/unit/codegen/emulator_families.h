@@ -352,6 +352,19 @@ inline void add(LaunchArgs& a) {
   a.scatter_rows("out", D, a.dtype_param("O_DT"), cpu::add(x, y));
 }
 
+// The add and the norm of its sum in one launch (add_norm.cuh): out = a + b, y = rms_norm of the
+// sum as out stores it (rounded first where out is bf16).
+inline void add_norm(LaunchArgs& a) {
+  const int64_t H = a.param("H"), n = a.i32("n_tokens");
+  const Matrix x = a.gather_rows("a", n, H, H, a.dtype_param("A_DT")), y = a.gather_rows("b", n, H, H, a.dtype_param("B_DT"));
+  Matrix sum = cpu::add(x, y);
+  if (a.dtype_param("O_DT") == DType::BF16)
+    for (float& v : sum.data) v = bf16_to_float(float_to_bf16(v));
+  const Matrix w = a.gather_rows("weight", 1, H, H, DType::BF16);
+  a.scatter_rows("out", H, a.dtype_param("O_DT"), sum);
+  a.scatter_rows("y", H, a.dtype_param("Y_DT"), cpu::rms_norm(sum, w.data, a.f32("eps")));
+}
+
 inline void swiglu(LaunchArgs& a) {
   const int64_t I = a.param("I"), n = a.i32("n_tokens");
   const Matrix g = a.gather_rows("gate", n, I, a.i32("gate_row_stride"), a.dtype_param("G_DT"));
@@ -471,7 +484,7 @@ inline const std::map<std::string, void (*)(LaunchArgs&)>& table() {
       {"rope", rope},               {"kv_append", kv_append},     {"mla_rope_append", mla_rope_append}, {"kv_compact", kv_compact}, {"mla_attention", mla_attention},
       {"mla_split_partial", mla_split_partial}, {"mla_split_combine", mla_split_combine},
       {"mla_split_combine_uv", mla_split_combine_uv},
-      {"gqa_attention", gqa_attention}, {"add", add},             {"swiglu", swiglu},       {"copy_rows", copy_rows},
+      {"gqa_attention", gqa_attention}, {"add", add}, {"add_norm", add_norm},             {"swiglu", swiglu},       {"copy_rows", copy_rows},
       {"moe_router", moe_router},   {"moe_grouped_gate_up", moe_grouped_gate_up},
       {"moe_grouped_down", moe_grouped_down}, {"moe_combine", moe_combine}, {"argmax", argmax}, {"topk", topk},
       {"cublaslt_matmul", cublaslt_matmul}};

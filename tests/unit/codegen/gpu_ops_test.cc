@@ -375,6 +375,30 @@ TEST(GpuOps, EmbeddingNormIsTheGatherThenTheNorm) {
   }
 }
 
+// The add in its norm's launch (add_norm.cuh) gives bit for bit the add's launch and the norm's:
+// K2.6's first add (bf16 rows into the f32 residual stream, bf16 normalised rows) and odd widths.
+TEST(GpuOps, AddNormIsTheAddThenTheNorm) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t hidden;
+    ElemType in, sum, y;
+  };
+  for (const Case c : {Case{7168, BF16, F32, BF16}, Case{333, F32, F32, F32}, Case{64, BF16, BF16, BF16}}) {
+    const int64_t n = 5, h = c.hidden;
+    const std::vector<float> av = random_values(n * h, 1, 2.f, c.in == BF16), bv = random_values(n * h, 2, 2.f, c.in == BF16),
+                             w = random_values(h, 3, 1.f, true);
+    DevBuf a = gpu->upload_as(av, c.in), b = gpu->upload_as(bv, c.in), d_w = gpu->upload(to_bf16_bits(w));
+    DevBuf sum = gpu->alloc(n * h * 4), y = gpu->alloc(n * h * 4), sum2 = gpu->alloc(n * h * 4), y2 = gpu->alloc(n * h * 4);
+    const KernelSource fused = add_norm_kernel(h, c.in, c.in, c.sum, c.y);
+    gpu->launch(fused, n, {Gpu::ptr(a), Gpu::ptr(b), Gpu::ptr(d_w), Gpu::ptr(sum), Gpu::ptr(y), Gpu::i32(n), Gpu::f32(1e-6f)});
+    gpu->launch(add_kernel(h, c.in, c.in, c.sum), n, {Gpu::ptr(a), Gpu::ptr(b), Gpu::ptr(sum2), Gpu::i32(n)});
+    gpu->launch(rms_norm_kernel(h, c.sum, c.y), n,
+                {Gpu::ptr(sum2), Gpu::ptr(d_w), Gpu::ptr(y2), Gpu::i32(n), Gpu::i32(h), Gpu::i32(h), Gpu::f32(1e-6f)});
+    EXPECT_EQ(gpu->download_as(sum, n * h, c.sum), gpu->download_as(sum2, n * h, c.sum)) << fused.id << ": the sums";
+    EXPECT_EQ(gpu->download_as(y, n * h, c.y), gpu->download_as(y2, n * h, c.y)) << fused.id << ": the norm";
+  }
+}
+
 TEST(GpuOps, RmsNormStridedRows) {
   REQUIRE_GPU();
   for (auto [d, out_t] : {std::pair<int64_t, ElemType>{333, F32}, {256, BF16}, {64, F32}}) {

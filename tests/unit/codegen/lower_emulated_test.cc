@@ -224,5 +224,12 @@ TEST(CodegenLowerEmulated, TinyWithTheGatherInTheFirstNormMatchesTheCpuReference
   check_checkpoint("tiny", DType::BF16, DType::BF16, "embedding_norm_");
 }
 
+// The first layer's add in its post-attention norm's launch (add_norm.h): with bf16 activations
+// the gathered rows are bf16 where the residual stream is f32, so o_proj's epilogue leaves the add
+// to the norm's launch; the plan holds the fused instance and matches the reference as before.
+TEST(CodegenLowerEmulated, TinyWithTheFirstAddInItsNormMatchesTheCpuReference) {
+  check_checkpoint("tiny", DType::BF16, DType::BF16, "add_norm_");
+}
+
 }  // namespace
 }  // namespace kplan::codegen

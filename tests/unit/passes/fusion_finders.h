@@ -3,12 +3,14 @@
 // 16, f32 storage but where asked) and its fusion finders run over it in select-kernels' order (the
 // residual adds, then the sibling matmuls, which leave a fused add's producer alone, then the
 // norms in their first matmul's launch, which know the sibling groups, then the routers in their
-// experts' launch, for a largest step of 4 tokens, then the embeddings in their first norm's).
+// experts' launch, for a largest step of 4 tokens, then the embeddings in their first norm's, then
+// the adds in the launch of the norm right after them).
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 
+#include "compiler/passes/add_norm.h"
 #include "compiler/passes/embedding_norm.h"
 #include "compiler/passes/epilogue_adds.h"
 #include "compiler/passes/norm_matmuls.h"
@@ -25,6 +27,7 @@ struct Fusions {
   passes::NormMatmuls norms;
   passes::RouterExperts routers;
   passes::EmbeddingNorms gathers;
+  passes::AddNorms add_norms;
   const ir::Function& fn() const { return *module->functions().front(); }
   const ir::Op* op(size_t index) const { return fn().ops().at(index); }
 };
@@ -43,6 +46,7 @@ inline Fusions find_fusions(const std::string& text, const std::set<size_t>& bf1
   passes::find_norm_matmuls(f.fn(), views, f.siblings, f.norms, norm_readers);
   passes::find_router_experts(f.fn(), views, 4, f.routers);
   passes::find_embedding_norms(f.fn(), views, f.norms, f.gathers);
+  passes::find_add_norms(f.fn(), views, f.epilogue, f.norms, f.gathers, f.add_norms);
   return f;
 }
 
