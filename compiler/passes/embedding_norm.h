@@ -27,8 +27,8 @@ struct EmbeddingNorms {
 void find_embedding_norms(const ir::Function& fn, const std::map<const ir::Value*, View>& views, const NormMatmuls& norms,
                           EmbeddingNorms& out);
 
-// True when KPLAN_FUSE_EMBED_NORM=1 (opt-in until it has run on a GPU: GpuOps.EmbeddingNormIsTheGatherThenTheNorm
-// and the goldens through it); another value than 0 or 1 is refused.
+// False when KPLAN_FUSE_EMBED_NORM=0 (the gather's own launch, for measuring the fusion); another
+// value than 0 or 1 is refused.
 bool embedding_norms_enabled();
 
 }  // namespace kplan::passes

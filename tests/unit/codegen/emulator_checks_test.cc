@@ -103,9 +103,10 @@ TEST_F(EmulatorChecks, AReaderOfStaleBytesInAReusedSlotFails) {
   EXPECT_NE(err.find("two different values"), std::string::npos) << err;
 }
 
-// The embedding writes one row fewer than its readers read: they read bytes no launch wrote.
+// The gather (in the first norm's launch, embedding_norm.h) writes one row fewer than its readers
+// read: they read bytes no launch wrote.
 TEST_F(EmulatorChecks, AReaderOfBytesNothingWroteFails) {
-  auto [l, i] = find("embedding", "n_tokens");
+  auto [l, i] = find("embedding_norm", "n_tokens");
   ASSERT_NE(l, nullptr);
   l->args[i].ival -= 1;
   const std::string err = run();

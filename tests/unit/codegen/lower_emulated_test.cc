@@ -213,13 +213,9 @@ TEST(CodegenLowerEmulated, TinyWithTheNormFusionMatchesTheCpuReference) {
   check_checkpoint("tiny --int4");
 }
 
-// The embedding gather in the first norm's launch (KPLAN_FUSE_EMBED_NORM=1, opt-in until run on a
-// GPU): the same results, f32 and bf16 activations, the plan holding the fused instance.
+// The embedding gather in the first norm's launch (embedding_norm.h, the default): the same results,
+// f32 and bf16 activations, the plan holding the fused instance.
 TEST(CodegenLowerEmulated, TinyWithTheGatherInTheFirstNormMatchesTheCpuReference) {
-  struct Env {
-    Env() { setenv("KPLAN_FUSE_EMBED_NORM", "1", 1); }
-    ~Env() { unsetenv("KPLAN_FUSE_EMBED_NORM"); }
-  } env;
   check_checkpoint("tiny", DType::F32, DType::F32, "embedding_norm_");
   check_checkpoint("tiny", DType::BF16, DType::BF16, "embedding_norm_");
 }
