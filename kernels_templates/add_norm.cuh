@@ -39,16 +39,7 @@ __device__ void add_rms_norm(const void* a, const void* b, const void* weight, v
     g[i] = j < H ? load<BF16>(weight, j) : 0.f;
     ss += v[i] * v[i];
   }
-  ss = block_sum<THREADS>(ss);
-  const float inv = 1.f / sqrtf(ss / static_cast<float>(H) + eps);
-#pragma unroll
-  for (int i = 0; i < PER_THREAD; ++i) {
-    const int j = threadIdx.x + i * THREADS;
-    if (j < H) {
-      store<O_DT>(out, o + j, v[i]);
-      store<Y_DT>(y, o + j, g[i] * (v[i] * inv));
-    }
-  }
+  store_row_and_norm<H, O_DT, Y_DT, THREADS>(ss, v, g, out, y, o, eps);
 }
 
 }  // namespace kp

@@ -33,16 +33,8 @@ __device__ void embedding_rms_norm(const void* ids, const void* table, void* out
   const int id = clamp_int(static_cast<const int*>(ids)[t], 0, vocab - 1);
   const i64 o = static_cast<i64>(t) * H;
   float v[PER_THREAD], g[PER_THREAD];
-  const float ss = block_sum<THREADS>(rms_norm_load<H, BF16, THREADS>(table, static_cast<i64>(id) * H, weight, v, g));
-  const float inv = 1.f / sqrtf(ss / static_cast<float>(H) + eps);
-#pragma unroll
-  for (int i = 0; i < PER_THREAD; ++i) {
-    const int j = threadIdx.x + i * THREADS;
-    if (j < H) {
-      store<OUT_DT>(out, o + j, v[i]);
-      store<Y_DT>(y, o + j, g[i] * (v[i] * inv));
-    }
-  }
+  const float ss = rms_norm_load<H, BF16, THREADS>(table, static_cast<i64>(id) * H, weight, v, g);
+  store_row_and_norm<H, OUT_DT, Y_DT, THREADS>(ss, v, g, out, y, o, eps);
 }
 
 }  // namespace kp

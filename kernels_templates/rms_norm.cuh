@@ -37,6 +37,24 @@ __device__ __forceinline__ float rms_norm_load(const void* x, i64 xo, const void
   return ss;
 }
 
+// A fused launch's tail (embedding_norm.cuh, add_norm.cuh): the block's row, held by its threads as
+// rms_norm_load leaves it (v, g, the thread's sum of squares ss), stored as out[o + j] = v and
+// normalised into y[o + j] = g * (v * inv), each rounded once to its element type.
+template <int D, int OUT_DT, int Y_DT, int THREADS, int PER_THREAD>
+__device__ __forceinline__ void store_row_and_norm(float ss, const float (&v)[PER_THREAD], const float (&g)[PER_THREAD], void* out, void* y,
+                                                   i64 o, float eps) {
+  ss = block_sum<THREADS>(ss);
+  const float inv = 1.f / sqrtf(ss / static_cast<float>(D) + eps);
+#pragma unroll
+  for (int i = 0; i < PER_THREAD; ++i) {
+    const int j = threadIdx.x + i * THREADS;
+    if (j < D) {
+      store<OUT_DT>(out, o + j, v[i]);
+      store<Y_DT>(y, o + j, g[i] * (v[i] * inv));
+    }
+  }
+}
+
 template <int D, int X_DT, int Y_DT, int THREADS>
 __device__ void rms_norm(const void* x, const void* weight, void* y, int n_rows, int x_stride,
                          int y_stride, float eps) {
