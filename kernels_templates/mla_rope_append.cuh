@@ -39,20 +39,22 @@
 
 namespace kp {
 
+// The work of block (t, part): part 0 writes token t's cache row, part 1 + b rotates the queries'
+// head block b. Also the rope-append half of kernels_templates/uk_rope_append.cuh's launch.
 template <int C, int R, int HEADS, int INTERLEAVED, int X_DT, int Q_DT, int KV_DT, int THREADS>
-__device__ void mla_rope_append(const void* latent, const void* norm_weight, const void* k_rope_src, void* cache,
-                                const void* cache_len, const void* q_src, void* q_dst, const void* positions, int n_tokens,
-                                int latent_stride, int k_rope_stride, int max_slots, int q_src_row_stride, int q_src_head_stride,
-                                int q_dst_row_stride, int q_dst_head_stride, float eps, float theta, float yarn_factor,
-                                float yarn_low, float yarn_high, float cos_sin_scale) {
+__device__ __forceinline__ void mla_rope_append_block(int t, int part, const void* latent, const void* norm_weight, const void* k_rope_src,
+                                                      void* cache, const void* cache_len, const void* q_src, void* q_dst,
+                                                      const void* positions, int n_tokens, int latent_stride, int k_rope_stride,
+                                                      int max_slots, int q_src_row_stride, int q_src_head_stride, int q_dst_row_stride,
+                                                      int q_dst_head_stride, float eps, float theta, float yarn_factor, float yarn_low,
+                                                      float yarn_high, float cos_sin_scale) {
   static_assert(R % 2 == 0 && THREADS >= R / 2, "a thread per rope pair of the key");
-  const int t = blockIdx.x;
   if (t >= n_tokens) return;
-  if (blockIdx.y > 0) {
+  if (part > 0) {
     if constexpr (HEADS > 0)
-      rope_heads<R, HEADS, INTERLEAVED, X_DT, Q_DT, THREADS>(t, static_cast<int>(blockIdx.y) - 1, q_src, q_dst, positions,
-                                                             q_src_row_stride, q_src_head_stride, q_dst_row_stride, q_dst_head_stride,
-                                                             theta, yarn_factor, yarn_low, yarn_high, cos_sin_scale);
+      rope_heads<R, HEADS, INTERLEAVED, X_DT, Q_DT, THREADS>(t, part - 1, q_src, q_dst, positions, q_src_row_stride, q_src_head_stride,
+                                                             q_dst_row_stride, q_dst_head_stride, theta, yarn_factor, yarn_low, yarn_high,
+                                                             cos_sin_scale);
     return;
   }
   constexpr int PER_THREAD = (C + THREADS - 1) / THREADS;
@@ -86,6 +88,18 @@ __device__ void mla_rope_append(const void* latent, const void* norm_weight, con
     store<KV_DT>(cache, base + C + oa, ka * c - kb * s);
     store<KV_DT>(cache, base + C + ob, kb * c + ka * s);
   }
+}
+
+template <int C, int R, int HEADS, int INTERLEAVED, int X_DT, int Q_DT, int KV_DT, int THREADS>
+__device__ void mla_rope_append(const void* latent, const void* norm_weight, const void* k_rope_src, void* cache,
+                                const void* cache_len, const void* q_src, void* q_dst, const void* positions, int n_tokens,
+                                int latent_stride, int k_rope_stride, int max_slots, int q_src_row_stride, int q_src_head_stride,
+                                int q_dst_row_stride, int q_dst_head_stride, float eps, float theta, float yarn_factor,
+                                float yarn_low, float yarn_high, float cos_sin_scale) {
+  mla_rope_append_block<C, R, HEADS, INTERLEAVED, X_DT, Q_DT, KV_DT, THREADS>(
+      static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), latent, norm_weight, k_rope_src, cache, cache_len, q_src, q_dst,
+      positions, n_tokens, latent_stride, k_rope_stride, max_slots, q_src_row_stride, q_src_head_stride, q_dst_row_stride,
+      q_dst_head_stride, eps, theta, yarn_factor, yarn_low, yarn_high, cos_sin_scale);
 }
 
 }  // namespace kp

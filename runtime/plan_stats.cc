@@ -115,6 +115,14 @@ std::vector<LaunchTraffic> launch_traffic(const plan::Plan& plan, const plan::Bu
       t.weight_bytes = n_tokens * H * 2.0 + H * 2.0;
       t.activation_bytes = n_tokens * (4.0 + H * (elem_bytes(constant(k, "OUT_DT")) + elem_bytes(constant(k, "Y_DT"))));
       weights_done = activations_done = true;
+    } else if (k.family == "uk_rope_append") {  // W_UK's heads (matmul's bytes), then the rope-append's rows and cache rows
+      const double K = static_cast<double>(constant(k, "K")), N = static_cast<double>(constant(k, "N"));
+      const double H = static_cast<double>(constant(k, "HEADS")), C = static_cast<double>(constant(k, "C"));
+      const double R = static_cast<double>(constant(k, "R")), x = elem_bytes(constant(k, "X_DT"));
+      t.weight_bytes = H * K * N * 2.0 + C * 2.0;
+      t.activation_bytes = n_tokens * (H * (K * x + N * elem_bytes(constant(k, "Y_DT"))) + (C + R) * (x + elem_bytes(constant(k, "KV_DT"))) +
+                                       H * R * (x + elem_bytes(constant(k, "Q_DT"))));
+      weights_done = activations_done = true;
     } else if (k.family == "add_norm") {  // the norm's weight; both operands read, the sum and normed rows written
       const double H = static_cast<double>(constant(k, "H"));
       t.weight_bytes = H * 2.0;

@@ -51,6 +51,8 @@ std::vector<KernelSource> target_model_kernels(const ModelConfig& c, const Stora
   // kv_a_layernorm, both ropes and the append in one launch (compiler/passes/rope_append.h).
   k.add(mla_rope_append_kernel(lora, dr, heads, true, a, a, kv));
   k.add(matmul_kernel(dn, lora, a, a, /*weight_kn=*/true));  // q_nope @ W_UK per head
+  // W_UK's launch with the rope-append's blocks after its own (compiler/passes/uk_rope_append.h).
+  k.add(uk_rope_append_kernel(matmul_kernel(dn, lora, a, a, /*weight_kn=*/true), lora, dr, heads, true, a, kv));
   k.add(mla_attention_kernel(heads, lora, dr, a, kv, a));
   k.add(mla_split_partial_kernel(heads, lora, dr, a, kv));  // the split-context pair the op lowers to
   k.add(mla_split_combine_kernel(heads, lora, a));

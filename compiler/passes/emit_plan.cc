@@ -115,7 +115,9 @@ class Emitter {
       ctx.bf16_activations = stores_bf16_activations(s_, fn);
       ctx.views = &views;
       ctx.selected = &recorded->second;
-      attach_fusions({s_.epilogue, s_.siblings, s_.rope_append, s_.norm_matmuls, s_.router_experts, s_.attention_uv, s_.embedding_norms, s_.add_norms}, op, ctx);
+      attach_fusions({s_.epilogue, s_.siblings, s_.rope_append, s_.norm_matmuls, s_.router_experts, s_.attention_uv, s_.embedding_norms, s_.add_norms,
+                      s_.uk_appends},
+                     op, ctx);
       ctx.ptr = [&](const View& v) { return ptr(v); };
       ctx.scratch = [&](const ir::Op& o) { return LaunchArg::buffer(s_.scratch.at(&o)); };
       lower_op(op, ctx);

@@ -23,6 +23,7 @@
 #include "compiler/passes/router_experts.h"
 #include "compiler/passes/rope_append.h"
 #include "compiler/passes/sibling_matmuls.h"
+#include "compiler/passes/uk_rope_append.h"
 #include "ir/ir.h"
 
 namespace kplan::passes {
@@ -82,6 +83,7 @@ struct LowerState {
   AttentionUvFusions attention_uv;  // W_UV products their attention's combine launch computes (attention_uv.h)
   EmbeddingNorms embedding_norms;   // embeddings their first norm's launch gathers (embedding_norm.h)
   AddNorms add_norms;               // adds the launch of the norm right after them computes (add_norm.h)
+  UkRopeAppends uk_appends;         // fused kv_appends their W_UK's launch does (uk_rope_append.h)
   // A result no kernel writes: only a fused add, a kv_append's fused launch, or an attention's
   // combine-and-W_UV launch read it.
   bool unstored(const ir::Value* v) const {

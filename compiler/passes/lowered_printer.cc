@@ -85,6 +85,10 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
   if (sum != s.add_norms.add_of.end()) add("add = " + ir::value_ref(fn, sum->second->result()));
   auto summed = s.add_norms.absorbed.find(&op);
   if (summed != s.add_norms.absorbed.end()) add("fused = into the rms_norm of " + ir::value_ref(fn, summed->second->result()));
+  auto appended = s.uk_appends.append_of.find(&op);
+  if (appended != s.uk_appends.append_of.end()) add("append = " + ir::value_ref(fn, appended->second->result()));
+  auto into_uk = s.uk_appends.absorbed.find(&op);
+  if (into_uk != s.uk_appends.absorbed.end()) add("fused = into the head_matmul of " + ir::value_ref(fn, into_uk->second->result()));
   auto absorbed = s.rope_append.absorbed.find(&op);
   if (absorbed != s.rope_append.absorbed.end())
     add("fused = into the kv_append of " + ir::value_ref(fn, absorbed->second->result()));

@@ -315,9 +315,16 @@ RopeArgs rope_args_of(const ir::Op& rope, int64_t dim) {
 // A kv_append with its latent norm, key rope and (when present) the queries' rope in one launch
 // (rope_append.h): the norm and the key rope are read from their operands, the query rope is
 // written to its own result's storage.
-void lower_rope_append(const ir::Op& op, RuleContext& ctx) {
+// What a fused kv_append's launch computes (rope_append.h): mla_rope_append's arguments and the
+// constants of its instance; uk_rope_append's launch passes the same (uk_rope_append.h).
+struct RopeAppendLaunch {
+  mla_rope_append::Args args;
+  int64_t rows, kv_lora, rope, heads;
+  bool interleaved;
+  ElemType latent, q, cache;
+};
+RopeAppendLaunch rope_append_launch(const ir::Op& op, const RopeAppend& f, RuleContext& ctx) {
   auto P = [&](const View& v) { return ctx.ptr(v); };
-  const RopeAppend& f = *ctx.rope_append;
   const View& cache = ctx.view(op.operand(0));
   const View& latent = ctx.view(f.norm->operand(0));
   const View& weight = bf16_weight(ctx, *f.norm, f.norm->operand(1));
@@ -332,19 +339,31 @@ void lower_rope_append(const ir::Op& op, RuleContext& ctx) {
   const int64_t heads = f.q_rope ? (qx->shape.size() == 3 ? qx->shape[1] : 1) : 0;
   auto head_stride = [&](const View& v) { return v.shape.size() == 3 ? v.strides[1] : r; };
   const RopeArgs ra = rope_args_of(*f.k_rope, r);
-  const bool interleaved = f.k_rope->attrs().get_bool("interleaved");
+  return RopeAppendLaunch{
+      .args = mla_rope_append::Args{.latent = P(latent), .norm_weight = P(weight), .k_rope_src = P(key), .cache = P(cache),
+                                    .cache_len = step(plan::StepInputKind::CacheLength), .q_src = P(*qx), .q_dst = P(*qy),
+                                    .positions = P(ctx.view(f.k_rope->operand(1))), .n_tokens = l.rows, .latent_stride = l.stride,
+                                    .k_rope_stride = k.stride, .max_slots = cache.shape[0], .q_src_row_stride = qx->strides[0],
+                                    .q_src_head_stride = head_stride(*qx), .q_dst_row_stride = qy->strides[0],
+                                    .q_dst_head_stride = head_stride(*qy), .eps = f.norm->attrs().get_float("eps"), .theta = ra.theta,
+                                    .yarn_factor = ra.yarn_factor, .yarn_low = ra.yarn_low, .yarn_high = ra.yarn_high,
+                                    .cos_sin_scale = ra.cos_sin_scale},
+      .rows = l.rows,
+      .kv_lora = l.width,
+      .rope = r,
+      .heads = heads,
+      .interleaved = f.k_rope->attrs().get_bool("interleaved"),
+      .latent = elem(latent),
+      .q = elem(*qy),
+      .cache = elem(cache)};
+}
+
+void lower_rope_append(const ir::Op& op, RuleContext& ctx) {
+  const RopeAppendLaunch ra = rope_append_launch(op, *ctx.rope_append, ctx);
   const KernelSource kern = instance(ctx, 0, [&] {
-    return mla_rope_append_kernel(l.width, r, heads, interleaved, elem(latent), elem(*qy), elem(cache), ctx.arch);
+    return mla_rope_append_kernel(ra.kv_lora, ra.rope, ra.heads, ra.interleaved, ra.latent, ra.q, ra.cache, ctx.arch);
   });
-  launch(ctx, kern, l.rows,
-         mla_rope_append::Args{.latent = P(latent), .norm_weight = P(weight), .k_rope_src = P(key), .cache = P(cache),
-                               .cache_len = step(plan::StepInputKind::CacheLength), .q_src = P(*qx), .q_dst = P(*qy),
-                               .positions = P(ctx.view(f.k_rope->operand(1))), .n_tokens = l.rows, .latent_stride = l.stride,
-                               .k_rope_stride = k.stride, .max_slots = cache.shape[0], .q_src_row_stride = qx->strides[0],
-                               .q_src_head_stride = head_stride(*qx), .q_dst_row_stride = qy->strides[0],
-                               .q_dst_head_stride = head_stride(*qy), .eps = f.norm->attrs().get_float("eps"), .theta = ra.theta,
-                               .yarn_factor = ra.yarn_factor, .yarn_low = ra.yarn_low, .yarn_high = ra.yarn_high,
-                               .cos_sin_scale = ra.cos_sin_scale});
+  launch(ctx, kern, ra.rows, ra.args);
 }
 
 }  // namespace
@@ -376,6 +395,11 @@ void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContex
   if (gather != fusions.embedding_norms.gather_of.end()) ctx.gather = gather->second;
   auto add = fusions.add_norms.add_of.find(&op);
   if (add != fusions.add_norms.add_of.end()) ctx.add = add->second;
+  auto uk = fusions.uk_appends.append_of.find(&op);
+  if (uk != fusions.uk_appends.append_of.end()) {
+    ctx.uk_append = uk->second;
+    ctx.uk_rope = &fusions.rope_append.appends.at(uk->second);
+  }
 }
 
 const View& RuleContext::view(const Value* v) const {
@@ -566,7 +590,29 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       }
       // [K, N] (W_UK): the template's PREFETCH counts KiB over all heads' [K, N] together.
       const int64_t pf_kn = weight_prefetch_after_light_kib(ctx.prev_launch_weight_bytes, 2 * heads * n * kdim, 1);
-      const KernelSource k = kn ? instance(ctx, 0, [&] { return matmul_kernel(kdim, n, elem(x), elem(result()), kn, false, arch, 0, 0, 0, 0, 0, pf_kn); })
+      auto uk_instance = [&] { return matmul_kernel(kdim, n, elem(x), elem(result()), kn, false, arch, 0, 0, 0, 0, 0, pf_kn); };
+      if (ctx.uk_append) {  // the rope-append's blocks after W_UK's (uk_rope_append.h)
+        const RopeAppendLaunch ra = rope_append_launch(*ctx.uk_append, *ctx.uk_rope, ctx);
+        if (!kn || ra.heads != heads || ra.rows != x.shape[0]) throw Error("codegen: W_UK and the rope-append it launches disagree (" + ctx.where(op) + ")");
+        const KernelSource k = instance(ctx, 0, [&] {
+          return uk_rope_append_kernel(uk_instance(), ra.kv_lora, ra.rope, ra.heads, ra.interleaved, ra.q, ra.cache, arch);
+        });
+        const mla_rope_append::Args& r = ra.args;
+        launch(ctx, k, x.shape[0],
+               uk_rope_append::Args{.x = P(x), .w = P(w), .y = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],
+                                    .x_batch_stride = x.strides[1], .y_row_stride = heads * n, .y_batch_stride = n,
+                                    .w_batch_stride = w.strides[0], .latent = r.latent, .norm_weight = r.norm_weight,
+                                    .k_rope_src = r.k_rope_src, .cache = r.cache, .cache_len = r.cache_len, .q_src = r.q_src,
+                                    .q_dst = r.q_dst, .positions = r.positions, .latent_stride = r.latent_stride,
+                                    .k_rope_stride = r.k_rope_stride, .max_slots = r.max_slots, .q_src_row_stride = r.q_src_row_stride,
+                                    .q_src_head_stride = r.q_src_head_stride, .q_dst_row_stride = r.q_dst_row_stride,
+                                    .q_dst_head_stride = r.q_dst_head_stride, .eps = r.eps, .theta = r.theta,
+                                    .yarn_factor = r.yarn_factor, .yarn_low = r.yarn_low, .yarn_high = r.yarn_high,
+                                    .cos_sin_scale = r.cos_sin_scale},
+               heads);
+        return;
+      }
+      const KernelSource k = kn ? instance(ctx, 0, uk_instance)
                                 : dense_matmul_instance(ctx, kdim, n, x.shape[0], elem(x), elem(result()), {.batched = true, .batches = heads});
       launch(ctx, k, x.shape[0],
              matmul::Args{.x = P(x), .w = P(w), .y = P(result()), .residual = P(result()), .n_tokens = x.shape[0], .x_row_stride = x.strides[0],

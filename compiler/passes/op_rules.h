@@ -20,6 +20,7 @@
 #include "compiler/passes/router_experts.h"
 #include "compiler/passes/rope_append.h"
 #include "compiler/passes/sibling_matmuls.h"
+#include "compiler/passes/uk_rope_append.h"
 #include "schemas/plan_model.h"
 
 namespace kplan::passes {
@@ -69,6 +70,10 @@ struct RuleContext {
   const ir::Op* gather = nullptr;
   // Set (an rms_norm): the add its launch computes (add_norm.h).
   const ir::Op* add = nullptr;
+  // Set (a head_matmul, W_UK): the fused kv_append its launch does and that kv_append's fusion
+  // (uk_rope_append.h).
+  const ir::Op* uk_append = nullptr;
+  const RopeAppend* uk_rope = nullptr;
   // Pointer arguments for a view / for the op's scratch buffer.
   std::function<plan::LaunchArg(const View&)> ptr;
   std::function<plan::LaunchArg(const ir::Op&)> scratch;
@@ -88,14 +93,15 @@ struct LoweringFusions {
   const AttentionUvFusions& attention_uv;
   const EmbeddingNorms& embedding_norms;
   const AddNorms& add_norms;
+  const UkRopeAppends& uk_appends;
   // Whether `op` launches nothing of its own: a fused add, a later sibling or their swiglu, an op
   // a kv_append absorbs, a norm its matmul's rule launches, a router its experts' launch runs, a
   // W_UV product its attention's combine computes, an embedding its norm's launch gathers, an add
-  // the launch of the norm after it computes.
+  // the launch of the norm after it computes, a kv_append its W_UK's launch does.
   bool absorbed(const ir::Op& op) const {
     return epilogue.fused_adds.count(&op) || siblings.first.count(&op) || siblings.glu_of.count(&op) || rope_append.absorbed.count(&op) ||
            norm_matmuls.absorbed.count(&op) || router_experts.absorbed.count(&op) || attention_uv.absorbed.count(&op) ||
-           embedding_norms.absorbed.count(&op) || add_norms.absorbed.count(&op);
+           embedding_norms.absorbed.count(&op) || add_norms.absorbed.count(&op) || uk_appends.absorbed.count(&op);
   }
 };
 

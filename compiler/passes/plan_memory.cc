@@ -118,7 +118,8 @@ class MemoryPlanner {
     // Liveness: the last op reading each root (kv_append reads a concat's parts itself; a fused
     // kv_append reads what its absorbed norm and ropes read, rope_append.h; a matmul what the norm
     // its launch computes reads, norm_matmuls.h; a MoE's experts what their router reads,
-    // router_experts.h; a norm what the add its launch computes reads, add_norm.h).
+    // router_experts.h; a norm what the add its launch computes reads, add_norm.h; a W_UK
+    // head_matmul what the fused kv_append its launch does reads, uk_rope_append.h).
     std::map<const Value*, int64_t> last_use;
     std::set<const Value*> kept;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -128,7 +129,9 @@ class MemoryPlanner {
           for (const Value* part : v->defining_op()->operands()) last_use[view_root(part)] = static_cast<int64_t>(i);
         }
       }
-      auto fused = s_.rope_append.appends.find(ops[i]);
+      // A fused kv_append's launch runs at its own place, or at its W_UK's (uk_rope_append.h).
+      auto uk = s_.uk_appends.append_of.find(ops[i]);
+      auto fused = s_.rope_append.appends.find(uk != s_.uk_appends.append_of.end() ? uk->second : ops[i]);
       if (fused != s_.rope_append.appends.end()) {
         for (const ir::Op* absorbed : {fused->second.norm, fused->second.k_rope, fused->second.q_rope})
           if (absorbed)

@@ -5,7 +5,8 @@
 // matmuls of the same activations; rope_append.h: an MLA layer's norm and ropes in its kv_append;
 // norm_matmuls.h: a norm in the launch of the matmul that first reads it; router_experts.h: a
 // MoE's router in its experts' gate/up launch; embedding_norm.h: the embedding in its first
-// norm's launch; add_norm.h: an add in the launch of the norm right after it).
+// norm's launch; add_norm.h: an add in the launch of the norm right after it; uk_rope_append.h:
+// a fused kv_append in the launch of the W_UK product after it).
 #include "compiler/passes/lower_state.h"
 #include "compiler/passes/lowering_views.h"
 #include "compiler/passes/op_rules.h"
@@ -47,6 +48,7 @@ void select_kernels(LowerState& s) {
   s.attention_uv = {};
   s.embedding_norms = {};
   s.add_norms = {};
+  s.uk_appends = {};
   for (const ir::Function* fn : s.programs) {
     // Instances depend on widths, not on the token count: choose them at the largest bucket.
     const std::map<const ir::Value*, View> views = compute_views(*fn, s.max_tokens, s.options.max_context, s.draft_rows, &s.stored_dtypes);
@@ -58,8 +60,9 @@ void select_kernels(LowerState& s) {
     if (attention_uv_fusion_enabled()) find_attention_uv_fusions(*fn, views, s.max_tokens, s.options.arch, s.attention_uv);
     if (embedding_norms_enabled()) find_embedding_norms(*fn, views, s.norm_matmuls, s.embedding_norms);
     if (add_norms_enabled()) find_add_norms(*fn, views, s.epilogue, s.norm_matmuls, s.embedding_norms, s.add_norms);
-    const LoweringFusions fusions{s.epilogue,       s.siblings,     s.rope_append,    s.norm_matmuls, s.router_experts,
-                                  s.attention_uv,   s.embedding_norms, s.add_norms};
+    if (uk_rope_appends_enabled()) find_uk_rope_appends(*fn, views, s.rope_append, s.uk_appends);
+    const LoweringFusions fusions{s.epilogue,     s.siblings,   s.rope_append,     s.norm_matmuls, s.router_experts,
+                                  s.attention_uv, s.embedding_norms, s.add_norms, s.uk_appends};
     const std::vector<ir::Op*> ops = fn->ops();
     int64_t prev_weight_bytes = -1;  // the weights the step's launch before this op reads
     for (size_t n = 0; n < ops.size(); ++n) {

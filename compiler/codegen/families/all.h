@@ -12,6 +12,7 @@
 #include "compiler/codegen/families/gqa_attention.h"
 #include "compiler/codegen/families/kv_append.h"
 #include "compiler/codegen/families/mla_rope_append.h"
+#include "compiler/codegen/families/uk_rope_append.h"
 #include "compiler/codegen/families/kv_compact.h"
 #include "compiler/codegen/families/moe_router.h"
 #include "compiler/codegen/families/moe_grouped.h"

@@ -20,6 +20,7 @@ const std::vector<const Family*>& all_families() {
       &gqa_attention::family(),
       &kv_append::family(),
       &mla_rope_append::family(),
+      &uk_rope_append::family(),
       &kv_compact::family(),
       &moe_router::family(),
       &moe_grouped_gate_up::family(),

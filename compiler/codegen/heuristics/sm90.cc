@@ -71,6 +71,8 @@ const TuningTable& sm90_tuning() {
       // One block writes a token's cache row, the others rotate 8 query heads each (256 threads:
       // a rope pair a thread at R 64).
       {"mla_rope_append", [](ParamValues& p) { set(p, "THREADS", std::max<int64_t>(256, p.at("R") / 2)); }},
+      // W_UK and the rope-append in one launch: every parameter is given (W_UK's instance's, above).
+      {"uk_rope_append", [](ParamValues&) {}},
       {"kv_compact", [](ParamValues& p) { set(p, "THREADS", threads_for(p.at("C") + p.at("R"))); }},
       {"moe_router", [](ParamValues& p) { set(p, "WARPS", 4); }},
       // Expert-grouped MoE (kernels_templates/moe_grouped.cuh). INT4 experts take the tensor-core

@@ -181,6 +181,18 @@ inline void mla_rope_append(LaunchArgs& a) {
   }
 }
 
+// W_UK's product over HEADS heads (each W[b] read as [K, N]: matmul's W_LAYOUT 1), then the
+// rope-append's work, as their two launches do (uk_rope_append.cuh).
+inline void uk_rope_append(LaunchArgs& a) {
+  const int64_t K = a.param("K"), N = a.param("N"), n = a.i32("n_tokens");
+  for (int64_t b = 0; b < a.param("HEADS"); ++b) {
+    const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"), b * a.i32("x_batch_stride"));
+    const Matrix w = a.gather("w", Strided{N, K, 1, 1, 0, N, b * a.i32("w_batch_stride")}, DType::BF16);
+    a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), cpu::matmul(x, w), false, b * a.i32("y_batch_stride"));
+  }
+  mla_rope_append(a);
+}
+
 // In place: step token t goes to cache row cache_len + t (none outside [0, max_slots)).
 inline void kv_append(LaunchArgs& a) {
   const int64_t C = a.param("C"), R = a.param("R"), n = a.i32("n_tokens"), slots = a.i32("max_slots");
@@ -481,7 +493,7 @@ inline void topk(LaunchArgs& a) {
 inline const std::map<std::string, void (*)(LaunchArgs&)>& table() {
   static const std::map<std::string, void (*)(LaunchArgs&)> t = {
       {"embedding", embedding},     {"embedding_norm", embedding_norm}, {"rms_norm", rms_norm},       {"matmul", matmul},       {"matmul_int4", matmul_int4}, {"matmul_siblings", matmul_siblings},
-      {"rope", rope},               {"kv_append", kv_append},     {"mla_rope_append", mla_rope_append}, {"kv_compact", kv_compact}, {"mla_attention", mla_attention},
+      {"rope", rope},               {"kv_append", kv_append},     {"mla_rope_append", mla_rope_append}, {"uk_rope_append", uk_rope_append}, {"kv_compact", kv_compact}, {"mla_attention", mla_attention},
       {"mla_split_partial", mla_split_partial}, {"mla_split_combine", mla_split_combine},
       {"mla_split_combine_uv", mla_split_combine_uv},
       {"gqa_attention", gqa_attention}, {"add", add}, {"add_norm", add_norm},             {"swiglu", swiglu},       {"copy_rows", copy_rows},

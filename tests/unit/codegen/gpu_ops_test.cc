@@ -1304,6 +1304,55 @@ TEST(GpuOps, KvAppendThenCompactKeepsThePath) {
 // CPU ops one by one: K2.6 widths (C 512, R 64, 64 heads, YaRN) with an f32 cache and with a bf16
 // one; odd widths (C 40, 5 heads: a partial head block) out of place into bf16; no query heads;
 // rows past the cache clamp to the last slot.
+// W_UK and the rope-append in one launch (uk_rope_append.cuh) give bit for bit the two launches'
+// q_latent, cache rows and rotated queries at K2.6 width (W_UK's 8-warp blocks are the rope-append's
+// 256 threads), bf16 and f32 data, 1 to 8 tokens (W_UK's tiles of 2, the rope-append's blocks laid
+// over several z-slices).
+TEST(GpuOps, UkRopeAppendIsWukThenTheRopeAppend) {
+  REQUIRE_GPU();
+  constexpr int64_t C = 512, R = 64, H = 64, NOPE = 128, past = 5, max_slots = 48;
+  const RopeArgs a = rope_args(R, 50000.0, "yarn", 64, 4096, 32, 1, 1.0);
+  for (const ElemType t : {BF16, F32})
+    for (const int64_t T : {1, 5, 8}) {
+      std::vector<int32_t> positions;
+      for (int64_t i = 0; i < T; ++i) positions.push_back(static_cast<int32_t>(past + i));
+      DevBuf d_pos = gpu->upload(positions), d_len = gpu->upload(std::vector<int32_t>{past});
+      // q_b's rows (H heads of nope | rope), kv_a's rows (latent | k_pe), W_UK [H][K = NOPE][N = C].
+      const int64_t qs = H * (NOPE + R), kv_stride = C + R;
+      const std::vector<float> q = random_values(T * qs, 41, 1.f, t == BF16), kva = random_values(T * kv_stride, 42, 2.f, t == BF16);
+      const std::vector<float> wuk = random_values(H * NOPE * C, 43, 0.1f, true), w = random_values(C, 44, 1.f, true);
+      const std::vector<float> cache0 = random_values(max_slots * (C + R), 45, 1.f, true);
+      DevBuf d_q = gpu->upload_as(q, t), d_kva = gpu->upload_as(kva, t), d_wuk = gpu->upload(to_bf16_bits(wuk)), d_w = gpu->upload(to_bf16_bits(w));
+      DevBuf cache = gpu->upload(to_bf16_bits(cache0)), cache2 = gpu->upload(to_bf16_bits(cache0));
+      DevBuf y = gpu->alloc(T * H * C * 4), y2 = gpu->alloc(T * H * C * 4), qd = gpu->alloc(T * H * R * 4), qd2 = gpu->alloc(T * H * R * 4);
+      const size_t e = t == BF16 ? 2 : 4;
+      const KernelSource uk = matmul_kernel(NOPE, C, t, t, /*weight_kn=*/true);
+      const KernelSource ra = mla_rope_append_kernel(C, R, H, true, t, t, BF16);
+      const KernelSource fused = uk_rope_append_kernel(uk, C, R, H, true, t, BF16);
+      const std::vector<Gpu::Arg> uk_args = {Gpu::ptr(d_q), Gpu::ptr(d_wuk), Gpu::ptr(y2), Gpu::ptr(y2), Gpu::i32(T), Gpu::i32(qs),
+                                             Gpu::i32(NOPE + R), Gpu::i32(H * C), Gpu::i32(C), Gpu::i32(NOPE * C), Gpu::ptr(d_wuk),
+                                             Gpu::ptr(y2), Gpu::f32(0.f), Gpu::ptr(d_wuk)};
+      gpu->launch(uk, T, uk_args, H);
+      auto rope_args = [&](const DevBuf& c, const DevBuf& qdst) {
+        return std::vector<Gpu::Arg>{Gpu::ptr(d_kva), Gpu::ptr(d_w), Gpu::ptr(d_kva, C * e), Gpu::ptr(c), Gpu::ptr(d_len), Gpu::ptr(d_q, NOPE * e),
+                                     Gpu::ptr(qdst), Gpu::ptr(d_pos), Gpu::i32(T), Gpu::i32(kv_stride), Gpu::i32(kv_stride), Gpu::i32(max_slots),
+                                     Gpu::i32(qs), Gpu::i32(NOPE + R), Gpu::i32(H * R), Gpu::i32(R), Gpu::f32(1e-6f), Gpu::f32(a.theta),
+                                     Gpu::f32(a.yarn_factor), Gpu::f32(a.yarn_low), Gpu::f32(a.yarn_high), Gpu::f32(a.cos_sin_scale)};
+      };
+      gpu->launch(ra, T, rope_args(cache2, qd2));
+      std::vector<Gpu::Arg> args = {Gpu::ptr(d_q), Gpu::ptr(d_wuk), Gpu::ptr(y), Gpu::i32(T), Gpu::i32(qs), Gpu::i32(NOPE + R),
+                                    Gpu::i32(H * C), Gpu::i32(C), Gpu::i32(NOPE * C)};
+      const std::vector<Gpu::Arg> r = rope_args(cache, qd);
+      args.insert(args.end(), r.begin(), r.begin() + 8);  // the rope-append's pointers,
+      args.insert(args.end(), r.begin() + 9, r.end());    // its strides and floats (n_tokens: W_UK's, once)
+      gpu->launch(fused, T, args, H);
+      EXPECT_EQ(gpu->download_as(y, T * H * C, t), gpu->download_as(y2, T * H * C, t)) << fused.id << " T " << T << ": q_latent";
+      EXPECT_EQ(gpu->download_as(cache, max_slots * (C + R), BF16), gpu->download_as(cache2, max_slots * (C + R), BF16))
+          << fused.id << " T " << T << ": the cache";
+      EXPECT_EQ(gpu->download_as(qd, T * H * R, t), gpu->download_as(qd2, T * H * R, t)) << fused.id << " T " << T << ": the rotated queries";
+    }
+}
+
 TEST(GpuOps, MlaRopeAppendMatchesTheCpuOps) {
   REQUIRE_GPU();
   struct Case {
