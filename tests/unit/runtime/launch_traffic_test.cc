@@ -51,6 +51,13 @@ TEST(LaunchTraffic, MatmulsReadTheirWeightOnceAndTheStepSumsToPlanTraffic) {
     const plan::Kernel& k = p.kernels[l.kernel];
     weights += t[i].weight_bytes;
     EXPECT_GT(t[i].bytes(), 0) << k.id;
+    if (k.family == "uk_rope_append") {  // W_UK's heads (uk_rope_append.h, KPLAN_FUSE_UK_APPEND=1) and the latent norm's weight
+      const double norm_weight = 2.0 * constant(k, "C");
+      EXPECT_EQ(t[i].weight_bytes, 2.0 * constant(k, "HEADS") * constant(k, "K") * constant(k, "N") + norm_weight) << k.id;
+      for (size_t a = 0; a < l.args.size(); ++a)
+        if (l.args[a].kind == plan::ArgKind::Weight && k.param_names.at(a) == "w")
+          matmul_bytes_of_weight[l.args[a].index] += t[i].weight_bytes - norm_weight;
+    }
     if (k.family != "matmul") continue;
     ++matmuls;
     // A fused norm (NORM 1 / 2, norm_matmuls.h) reads its bf16 weight too; 2 writes its rows.
