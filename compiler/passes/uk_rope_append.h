@@ -29,8 +29,8 @@ struct UkRopeAppends {
 void find_uk_rope_appends(const ir::Function& fn, const std::map<const ir::Value*, View>& views, const RopeAppendFusions& appends,
                           UkRopeAppends& out);
 
-// True when KPLAN_FUSE_UK_APPEND=1 (opt-in until it has run on a GPU: GpuOps.UkRopeAppendIsWukThenTheRopeAppend
-// and the goldens through it); another value than 0 or 1 is refused.
+// False when KPLAN_FUSE_UK_APPEND=0 (the two launches, for measuring the fusion); another value
+// than 0 or 1 is refused.
 bool uk_rope_appends_enabled();
 
 }  // namespace kplan::passes

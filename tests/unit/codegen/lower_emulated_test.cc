@@ -227,15 +227,17 @@ TEST(CodegenLowerEmulated, TinyWithTheFirstAddInItsNormMatchesTheCpuReference) {
   check_checkpoint("tiny", DType::BF16, DType::BF16, "add_norm_");
 }
 
-// The rope-append in its W_UK's launch (uk_rope_append.h; KPLAN_FUSE_UK_APPEND=1, opt-in until it has
-// run on a GPU): the plan holds the fused instance and matches the reference, f32 and bf16.
+// The rope-append in its W_UK's launch (uk_rope_append.h, the default): the plan holds the fused
+// instance and matches the reference, f32 and bf16; KPLAN_FUSE_UK_APPEND=0 keeps the rope-append's
+// own launch, which matches as well.
 TEST(CodegenLowerEmulated, TinyWithTheRopeAppendInWukMatchesTheCpuReference) {
-  struct Env {
-    Env() { setenv("KPLAN_FUSE_UK_APPEND", "1", 1); }
-    ~Env() { unsetenv("KPLAN_FUSE_UK_APPEND"); }
-  } env;
   check_checkpoint("tiny", DType::F32, DType::F32, "uk_rope_append_");
   check_checkpoint("tiny", DType::BF16, DType::BF16, "uk_rope_append_");
+  struct Env {
+    Env() { setenv("KPLAN_FUSE_UK_APPEND", "0", 1); }
+    ~Env() { unsetenv("KPLAN_FUSE_UK_APPEND"); }
+  } env;
+  check_checkpoint("tiny", DType::BF16, DType::BF16, "mla_rope_append_");
 }
 
 }  // namespace

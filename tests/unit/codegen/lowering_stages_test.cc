@@ -146,11 +146,14 @@ TEST(LoweringStages, MatmulsAfterLightLaunchesPrefetchTheirWeights) {
           by_shape["k" + std::to_string(codegen::kernel_param(k, "K")) + "_n" + std::to_string(codegen::kernel_param(k, "N")) + "_acc" +
                    std::to_string(codegen::kernel_param(k, "ACC")) + "_rt" + std::to_string(codegen::kernel_param(k, "ROUTED"))] =
               codegen::kernel_param(k, "PREFETCH");
+        else if (k.family == "uk_rope_append")  // W_UK with the rope-append's blocks (uk_rope_append.h)
+          by_shape["uk_k" + std::to_string(codegen::kernel_param(k, "K")) + "_n" + std::to_string(codegen::kernel_param(k, "N"))] =
+              codegen::kernel_param(k, "PREFETCH");
     return by_shape;
   };
   const std::map<std::string, int64_t> on = prefetch();
   EXPECT_EQ(on.at("k1536_n12288_acc0_rt0"), 12288) << "q_b after q_a's norm: its first 12 MiB";
-  EXPECT_EQ(on.at("k128_n512_acc0_rt0"), 8192) << "W_UK after rope-append: all 64 heads' [128, 512]";
+  EXPECT_EQ(on.at("uk_k128_n512"), 0) << "W_UK with the rope-append, after q_b's 36 MiB";
   EXPECT_EQ(on.at("k512_n128_acc0_rt0"), 128) << "W_UV after the attention: each head's 128 KiB";
   EXPECT_EQ(on.at("k8192_n7168_acc1_rt0"), 12288) << "o_proj after W_UV (8 MiB: a light launch)";
   EXPECT_EQ(on.at("k7168_n163840_acc0_rt0"), 12288) << "lm_head after the final norm";
@@ -161,6 +164,10 @@ TEST(LoweringStages, MatmulsAfterLightLaunchesPrefetchTheirWeights) {
   unsetenv("KPLAN_PREFETCH_AFTER_LIGHT");
   for (const auto& [shape, kib] : off) EXPECT_EQ(kib, 0) << shape;
   EXPECT_EQ(off.size(), on.size());
+  setenv("KPLAN_FUSE_UK_APPEND", "0", 1);
+  const std::map<std::string, int64_t> own = prefetch();
+  unsetenv("KPLAN_FUSE_UK_APPEND");
+  EXPECT_EQ(own.at("k128_n512_acc0_rt0"), 8192) << "W_UK after the rope-append's own launch: all 64 heads' [128, 512]";
 }
 
 TEST(LoweringStages, ErrorsNameTheStage) {
