@@ -32,8 +32,7 @@ void find_add_norms(const ir::Function& fn, const std::map<const Value*, View>& 
       continue;
     // The norm: the first op after the add that launches a kernel (nothing between them can write
     // the add's operands), and the sum's first reader.
-    size_t next = i + 1;
-    while (next < ops.size() && !launches_kernels(*ops[next])) ++next;
+    const size_t next = next_launching_op(ops, i);
     if (next == ops.size()) continue;
     const Op* norm = ops[next];
     auto readers = order.readers.find(add->result());

@@ -45,6 +45,12 @@ bool is_view_op(const ir::Op& op) {
   return k == OpKind::Slice || k == OpKind::Reshape || k == OpKind::Transpose;
 }
 
+size_t next_launching_op(const std::vector<ir::Op*>& ops, size_t i) {
+  size_t next = i + 1;
+  while (next < ops.size() && !launches_kernels(*ops[next])) ++next;
+  return next;
+}
+
 bool launches_kernels(const ir::Op& op) {
   const OpKind k = op.kind();
   return !is_view_op(op) && k != OpKind::Weight && k != OpKind::WeightStack && k != OpKind::Concat && k != OpKind::Output;

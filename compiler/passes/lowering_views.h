@@ -38,6 +38,8 @@ std::vector<int64_t> eval_shape(const ir::Type& t, int64_t tokens);
 // Ops that are views or bookkeeping, not kernels.
 bool is_view_op(const ir::Op& op);     // slice, reshape, transpose
 bool launches_kernels(const ir::Op& op);  // everything but weights, views, concat, output
+// The index of the first op after ops[i] that launches kernels, else ops.size().
+size_t next_launching_op(const std::vector<ir::Op*>& ops, size_t i);
 // The value whose storage `v` reads: `v` itself, or the source of its chain of views.
 const ir::Value* view_root(const ir::Value* v);
 // A concat read only by kv_append (its parts go to the cache row by row) or outputs is never

@@ -27,8 +27,7 @@ void find_uk_rope_appends(const ir::Function& fn, const std::map<const Value*, V
     auto fused = appends.appends.find(kv);
     if (fused == appends.appends.end() || !fused->second.q_rope) continue;
     const Op* q_rope = fused->second.q_rope;
-    size_t next = i + 1;
-    while (next < ops.size() && !launches_kernels(*ops[next])) ++next;
+    const size_t next = next_launching_op(ops, i);
     if (next == ops.size() || ops[next]->kind() != OpKind::HeadMatmul) continue;
     const Op* uk = ops[next];
     const View* w = find_view(views, uk->operand(1));
