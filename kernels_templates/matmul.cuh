@@ -62,7 +62,12 @@
 //             the dot products, and the epilogue scales each sum by 1 / sqrt(mean + eps): no norm
 //             launch, the normalised row never stored. 2: as 1, and the blocks of row block 0 also
 //             write the norm's result rows (in X_DT) to norm_out for its other readers. 0: x as
-//             is. NORM needs W_LAYOUT 0 and MMA 0 or 2
+//             is. 3: x is rms_norm(x) as the norm launch of 32 * WARPS threads stores it in bf16:
+//             each block first normalises its tokens' rows into dynamic shared memory with
+//             rms_norm.cuh's own row (its loads, sum of squares and rounding: bit for bit that
+//             launch's result), then streams them as NORM 0 bf16 rows (compiler/passes/norm_matmuls.h's
+//             exact folds: the weights' bytes and the step's results unchanged, one launch fewer).
+//             NORM needs W_LAYOUT 0 and MMA 0 or 2
 //   WARPS     warps per block
 //   TOK_TILE  tokens handled per block (each weight load is reused TOK_TILE times)
 //   RPW       W_LAYOUT 0: rows per warp (each x load reused RPW times); 1: chunks of 8 columns per lane
@@ -92,6 +97,7 @@
 //   norm_out        NORM 2: X_DT [n_tokens, K], the norm's result; unwritten otherwise
 //   eps             NORM: added to the mean square
 //   routed          ROUTED: f32 [n_tokens * ROUTED, N], pair (t, r) at row t * ROUTED + r; unread by 0
+#include "rms_norm.cuh"  // rms_norm_row (NORM 3)
 #include "weight_dot.cuh"
 
 namespace kp {
@@ -516,11 +522,24 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
   static_assert(MMA != 1 || (RPW % 8 == 0 && TOK_TILE % 16 == 0 && K % 8 == 0), "MMA 1 tiles: rows by 8, tokens by 16");
   static_assert(MMA != 2 || (RPW % 16 == 0 && TOK_TILE % 8 == 0 && K % 8 == 0), "MMA 2 tiles: rows by 16, tokens by 8");
   static_assert(XPF == 0 || MMA == 2, "XPF: the rows-as-M tiles' x loads");
+  static_assert(NORM != 3 || W_LAYOUT == 0, "NORM 3: the [N, K] stream");
   const int b = blockIdx.z;
   const int t0 = blockIdx.x * TOK_TILE;
   const int nt = min(TOK_TILE, n_tokens - t0);
   if (nt <= 0) return;
   const void* xb = offset<X_DT>(x, static_cast<i64>(b) * x_batch_stride + static_cast<i64>(t0) * x_row_stride);
+  if constexpr (NORM == 3) {
+    // The block's tokens normalised into shared memory as the norm launch would store them, then
+    // the stream below reads those bf16 rows (SX_DT, row stride K) as an unfused matmul.
+    unsigned short* rows = static_cast<unsigned short*>(dynamic_smem());
+    for (int t = 0; t < nt; ++t)
+      rms_norm_row<K, X_DT, BF16, 32 * WARPS>(xb, static_cast<i64>(t) * x_row_stride, norm_weight, rows, static_cast<i64>(t) * K, eps);
+    __syncthreads();
+    xb = rows;
+    x_row_stride = K;
+  }
+  constexpr int SX_DT = NORM == 3 ? BF16 : X_DT;  // the streamed rows' element type
+  constexpr int SNORM = NORM == 3 ? 0 : NORM;     // what the stream folds
   const i64 yb = static_cast<i64>(b) * y_batch_stride + static_cast<i64>(t0) * y_row_stride;
   const unsigned short* wb = static_cast<const unsigned short*>(w) + static_cast<i64>(b) * w_batch_stride;
 
@@ -533,17 +552,17 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
     // 1 too: the stores then need no accumulator registers, which keeps the ACC epilogue from
     // spilling).
     __shared__ float partial[WARPS][RPW * TOK_TILE];
-    __shared__ float sum_sq[NORM != 0 ? WARPS : 1][TOK_TILE];  // NORM: each warp's share of a token's sum of squares
+    __shared__ float sum_sq[SNORM != 0 ? WARPS : 1][TOK_TILE];  // NORM: each warp's share of a token's sum of squares
     // Uniform per launch: whole weights are 16-byte aligned rows when K % 8 == 0 (a sliced view
     // may not be); x vector loads need x and its row stride aligned too (and NORM's g).
     const bool wvec = K % 8 == 0 && (reinterpret_cast<unsigned long long>(wb) & 15u) == 0;
-    const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (X_DT == F32 ? 4 : 8) == 0 &&
-                      (NORM == 0 || (reinterpret_cast<unsigned long long>(norm_weight) & 15u) == 0);
+    const bool xvec = (reinterpret_cast<unsigned long long>(xb) & 15u) == 0 && x_row_stride % (SX_DT == F32 ? 4 : 8) == 0 &&
+                      (SNORM == 0 || (reinterpret_cast<unsigned long long>(norm_weight) & 15u) == 0);
     if constexpr (MMA == 2) {
       const unsigned short* wrow[RPW / 16][2];
       mma_m_rows<RPW>(wrow, n0, [&](int n) { return wb + static_cast<i64>(min(n, N - 1)) * K; });
-      matmul_rows_mma_m_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM, XPF>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
-                                                                               norm_weight, sum_sq[NORM != 0 ? warp : 0]);
+      matmul_rows_mma_m_to_partial<K, SX_DT, TOK_TILE, RPW, KSPLIT, UNROLL, SNORM, XPF>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
+                                                                               norm_weight, sum_sq[SNORM != 0 ? warp : 0]);
     } else if constexpr (MMA == 1) {
       float c[TOK_TILE / 16][RPW / 8][4];
 #pragma unroll
@@ -553,11 +572,11 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
 #pragma unroll
           for (int e = 0; e < 4; ++e) c[m][j][e] = 0.f;
       if (wvec && xvec) {
-        matmul_rows_mma<K, N, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wb, n0, xb, x_row_stride, nt, slice, c);
+        matmul_rows_mma<K, N, SX_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, true>(wb, n0, xb, x_row_stride, nt, slice, c);
       } else if (wvec) {
-        matmul_rows_mma<K, N, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wb, n0, xb, x_row_stride, nt, slice, c);
+        matmul_rows_mma<K, N, SX_DT, TOK_TILE, RPW, KSPLIT, UNROLL, true, false>(wb, n0, xb, x_row_stride, nt, slice, c);
       } else {
-        matmul_rows_mma<K, N, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wb, n0, xb, x_row_stride, nt, slice, c);
+        matmul_rows_mma<K, N, SX_DT, TOK_TILE, RPW, KSPLIT, UNROLL, false, false>(wb, n0, xb, x_row_stride, nt, slice, c);
       }
       const int g = lane / 4, q = lane % 4;
 #pragma unroll
@@ -571,8 +590,8 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
       const unsigned short* wrow[RPW];
 #pragma unroll
       for (int r = 0; r < RPW; ++r) wrow[r] = wb + static_cast<i64>(min(n0 + r, N - 1)) * K;
-      matmul_rows_to_partial<K, X_DT, TOK_TILE, RPW, KSPLIT, UNROLL, NORM>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
-                                                                         norm_weight, sum_sq[NORM != 0 ? warp : 0]);
+      matmul_rows_to_partial<K, SX_DT, TOK_TILE, RPW, KSPLIT, UNROLL, SNORM>(wrow, xb, x_row_stride, nt, slice, wvec, xvec, partial[warp],
+                                                                         norm_weight, sum_sq[SNORM != 0 ? warp : 0]);
     }
     __syncthreads();
     for (int i = threadIdx.x; i < GROUPS * RPW * TOK_TILE; i += 32 * WARPS) {
@@ -582,7 +601,7 @@ __device__ void matmul(const void* x, const void* w, void* y, const void* residu
         float s = 0.f;
 #pragma unroll
         for (int q = 0; q < KSPLIT; ++q) s += partial[g * KSPLIT + q][r * TOK_TILE + t];
-        if constexpr (NORM != 0) s *= rms_inverse<K, KSPLIT, WARPS, TOK_TILE>(sum_sq, g, t, eps);
+        if constexpr (SNORM != 0) s *= rms_inverse<K, KSPLIT, WARPS, TOK_TILE>(sum_sq, g, t, eps);
         if constexpr (ROUTED > 0) {  // the MoE combine: the pairs' rows in order, then the shared expert's
           const float* pr = static_cast<const float*>(routed) + static_cast<i64>(t0 + t) * ROUTED * N + n;
           float sum = 0.f;

@@ -55,13 +55,13 @@ __device__ __forceinline__ void store_row_and_norm(float ss, const float (&v)[PE
   }
 }
 
+// Row xo of x normalised into y at yo, each value rounded once to Y_DT: the block's THREADS
+// threads' loads, sum of squares and rounding. One definition for the norm launch (rms_norm) and a
+// matmul that normalises its rows itself (matmul.cuh NORM 3): with the same THREADS the two are
+// bit for bit the same rows.
 template <int D, int X_DT, int Y_DT, int THREADS>
-__device__ void rms_norm(const void* x, const void* weight, void* y, int n_rows, int x_stride,
-                         int y_stride, float eps) {
+__device__ __forceinline__ void rms_norm_row(const void* x, i64 xo, const void* weight, void* y, i64 yo, float eps) {
   constexpr int PER_THREAD = (D + THREADS - 1) / THREADS;
-  const int r = blockIdx.x;
-  if (r >= n_rows) return;
-  const i64 xo = static_cast<i64>(r) * x_stride, yo = static_cast<i64>(r) * y_stride;
   float v[PER_THREAD], g[PER_THREAD];
   const float ss = block_sum<THREADS>(rms_norm_load<D, X_DT, THREADS>(x, xo, weight, v, g));
   const float inv = 1.f / sqrtf(ss / static_cast<float>(D) + eps);
@@ -70,6 +70,14 @@ __device__ void rms_norm(const void* x, const void* weight, void* y, int n_rows,
     const int j = threadIdx.x + i * THREADS;
     if (j < D) store<Y_DT>(y, yo + j, g[i] * (v[i] * inv));
   }
+}
+
+template <int D, int X_DT, int Y_DT, int THREADS>
+__device__ void rms_norm(const void* x, const void* weight, void* y, int n_rows, int x_stride,
+                         int y_stride, float eps) {
+  const int r = blockIdx.x;
+  if (r >= n_rows) return;
+  rms_norm_row<D, X_DT, Y_DT, THREADS>(x, static_cast<i64>(r) * x_stride, weight, y, static_cast<i64>(r) * y_stride, eps);
 }
 
 }  // namespace kp

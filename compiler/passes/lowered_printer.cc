@@ -66,7 +66,8 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
   if (fused != s.epilogue.fused_adds.end()) add("fused = the epilogue of " + ir::value_ref(fn, fused->second->result()));
   auto norm = s.norm_matmuls.consumers.find(&op);
   if (norm != s.norm_matmuls.consumers.end())
-    add("norm = " + ir::value_ref(fn, norm->second.norm->result()) + (norm->second.store ? " (stored)" : ""));
+    add("norm = " + ir::value_ref(fn, norm->second.norm->result()) + (norm->second.store ? " (stored)" : "") +
+        (norm->second.exact ? " (exact)" : ""));
   auto norm_of = s.norm_matmuls.absorbed.find(&op);
   if (norm_of != s.norm_matmuls.absorbed.end()) add("fused = into the matmul of " + ir::value_ref(fn, norm_of->second->result()));
   auto router = s.router_experts.router_of.find(&op);

@@ -25,7 +25,7 @@ bool reads_as_activations(const Op& op, const Value* x, const std::map<const Val
 }  // namespace
 
 void find_norm_matmuls(const ir::Function& fn, const std::map<const Value*, View>& views, const SiblingMatmuls& siblings,
-                       NormMatmuls& out, unsigned readers_taken) {
+                       NormMatmuls& out, unsigned readers_taken, bool exact) {
   const ProgramOrder order(fn);
   for (const Op* norm : fn.ops()) {
     if (norm->kind() != OpKind::RmsNorm || norm->num_operands() != 2) continue;
@@ -50,32 +50,33 @@ void find_norm_matmuls(const ir::Function& fn, const std::map<const Value*, View
     bool others = false;
     for (const Op* r : readers->second) others = others || !members.count(r);
     if (others && y->dtype != x->dtype) continue;
-    out.consumers[first] = {norm, others};
+    if (exact && (others || y->dtype != DType::BF16)) continue;  // NORM 3 stores nothing, rounds to bf16
+    out.consumers[first] = {norm, others, exact};
     out.absorbed[norm] = first;
   }
 }
 
-// Off by default: on the H200 the K2.6 slice's 1-token step took 1.2397 ms with the norms in
-// their matmuls' launches (and the combine and router folds) against 1.2261 with none of the
-// three, each NORM matmul ~1 us slower between events while the norm launches it replaced cost
-// little under PDL (bench/RESULTS.md 2026-12-05 11:59). KPLAN_FUSE_NORM=1 compiles with it.
-// KPLAN_FUSE_NORM=lm_head,siblings,matmul (any of them) folds only the norms those readers read
-// first, to time each kind of fold on its own.
-unsigned norm_matmul_readers() {
+// The summed-in folds are off by default: on the H200 the K2.6 slice's 1-token step took 1.2397
+// ms with the norms in their matmuls' launches (and the combine and router folds) against 1.2261
+// with none of the three, each NORM matmul ~1 us slower between events while the norm launches it
+// replaced cost little under PDL (bench/RESULTS.md 2026-12-05 11:59); q_a's in q_b alone was 2.3
+// us faster (H200, session 45) but its unrounded rows moved a tiny golden's routing across a
+// near-tie (session 46). The exact fold keeps the norm's rounding, so results stay the norm
+// launch's bit for bit.
+NormFolds norm_folds() {
   const char* env = std::getenv("KPLAN_FUSE_NORM");
-  if (!env || std::string_view(env) == "0") return 0;
-  if (std::string_view(env) == "1") return NormReader::AnyReader;
+  if (!env || std::string_view(env) == "exact") return {NormReader::Matmul, true};
+  if (std::string_view(env) == "0") return {};
+  if (std::string_view(env) == "1") return {NormReader::AnyReader, false};
   unsigned mask = 0;
   std::stringstream list(env);
   for (std::string item; std::getline(list, item, ',');) {
     if (item == "lm_head") mask |= NormReader::LmHead;
     else if (item == "siblings") mask |= NormReader::Siblings;
     else if (item == "matmul") mask |= NormReader::Matmul;
-    else throw Error("KPLAN_FUSE_NORM must be 0, 1 or a comma list of lm_head, siblings, matmul, not '" + std::string(env) + "'");
+    else throw Error("KPLAN_FUSE_NORM must be exact, 0, 1 or a comma list of lm_head, siblings, matmul, not '" + std::string(env) + "'");
   }
-  return mask;
+  return {mask, false};
 }
-
-bool norm_matmuls_enabled() { return norm_matmul_readers() != 0; }
 
 }  // namespace kplan::passes

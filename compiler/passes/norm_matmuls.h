@@ -9,6 +9,11 @@
 // layer's routed experts) the fused launch writes its result too (NORM 2), so they read it as
 // before. Steps the op rule puts on the tensor cores launch the norm from the matmul's rule, then
 // the matmul as unfused. The IR is unchanged (the CPU reference runs the norm).
+// Exact folds (the default, for a lone matmul's norm with bf16 rows: an MLA layer's q_a norm
+// before q_b): the launch normalises its block's rows first, as the norm launch would store them
+// (the template's NORM 3, rms_norm.cuh's own row), and streams those: the same results bit for
+// bit, one launch fewer. A step whose instance's block is not the norm launch's size (the
+// tensor-core tiles) launches the norm first.
 #include <map>
 
 #include "compiler/passes/epilogue_adds.h"
@@ -21,6 +26,7 @@ namespace kplan::passes {
 struct NormMatmul {
   const ir::Op* norm = nullptr;  // the rms_norm the matmul's launch computes
   bool store = false;            // other readers: the launch writes the norm's result too (NORM 2)
+  bool exact = false;            // rounded first as the norm stores its rows (NORM 3), not folded into the sums (NORM 1)
 };
 
 struct NormMatmuls {
@@ -35,16 +41,21 @@ struct NormMatmuls {
 // read it too, its result must be stored in its input's dtype (the fused launch writes it in
 // the dtype it reads); `readers_taken`: the kinds of first reader folded into (NormReader bits).
 // Appends to `out`.
+// `exact`: the folds are exact ones (NormMatmul::exact), taken only for norms whose result is bf16
+// rows no other op reads.
 enum NormReader : unsigned { LmHead = 1u, Siblings = 2u, Matmul = 4u, AnyReader = 7u };
 void find_norm_matmuls(const ir::Function& fn, const std::map<const ir::Value*, View>& views, const SiblingMatmuls& siblings,
-                       NormMatmuls& out, unsigned readers_taken = AnyReader);
+                       NormMatmuls& out, unsigned readers_taken = AnyReader, bool exact = false);
 
-// The kinds of first reader a norm is folded into (bits of NormReader): all with
-// KPLAN_FUSE_NORM=1, none by default or with 0 (opt-in: measured slower on the H200,
-// norm_matmuls.cc), the listed ones with a comma list of lm_head, siblings (a sibling group's
-// first), matmul (a lone dense matmul); anything else is refused.
-unsigned norm_matmul_readers();
-// True when some kind is (norm_matmul_readers() != 0).
-bool norm_matmuls_enabled();
+// The norm folds a plan is compiled with (KPLAN_FUSE_NORM): by default (or "exact") the exact folds
+// into lone matmuls; 0 none; 1 the summed-in folds (NORM 1 / 2) into every kind of reader; a comma
+// list of lm_head, siblings (a sibling group's first), matmul (a lone dense matmul) the summed-in
+// folds into those only (each measured slower than the norm launch on the H200, or changing a
+// golden's near-tie: norm_matmuls.cc); anything else is refused.
+struct NormFolds {
+  unsigned readers = 0;  // bits of NormReader
+  bool exact = false;
+};
+NormFolds norm_folds();
 
 }  // namespace kplan::passes

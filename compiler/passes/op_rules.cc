@@ -72,8 +72,9 @@ bool rows_m_reachable(const RuleContext& ctx, int64_t k, int64_t n) {
 struct MatmulFusions {
   bool acc = false;        // the epilogue adds a residual (ACC 1)
   int64_t routed = 0;      // and a MoE's per-pair rows, that many a token (ROUTED: its combine)
-  int64_t norm = 0;        // 1 / 2: the CUDA-core and rows-as-M instances read rms_norm(x) from x stored as norm_x
+  int64_t norm = 0;        // 1 / 2 / 3: the CUDA-core and rows-as-M instances read rms_norm(x) from x stored as norm_x
   ElemType norm_x = kF32;  // (NORM, norm_matmuls.h); the tokens-as-M ones read the norm's stored result as x_t
+  int64_t norm_threads = 0;  // NORM 3: the norm launch's block, which an instance's must be (else it reads the result)
   bool batched = false;    // a head_matmul's launch, batched over heads (grid.z)
   int64_t batches = 1;     // and its heads
 };
@@ -114,7 +115,16 @@ KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64
                                    const MatmulFusions& f = {}, size_t base = 0) {
   const ElemType cc_x = f.norm ? f.norm_x : x_t;
   const int64_t pf = weight_prefetch_after_light_kib(ctx.prev_launch_weight_bytes, 2 * n * k, f.batches);
-  auto cc = [&](int64_t few) { return matmul_kernel(k, n, cc_x, y_t, false, f.acc, ctx.arch, 0, few, 0, f.norm, f.routed, pf); };
+  // NORM 3 only where the instance's block is the norm launch's (bit for bit its sums): else the
+  // same instance unfused, reading the norm's result (the launch's rule launches the norm first).
+  auto exact_or_unfused = [&](auto make) {
+    KernelSource s = make(cc_x, f.norm);
+    if (f.norm == 3 && 32 * kernel_param(s, "WARPS") != f.norm_threads) s = make(x_t, int64_t{0});
+    return s;
+  };
+  auto cc = [&](int64_t few) {
+    return exact_or_unfused([&](ElemType xt, int64_t norm) { return matmul_kernel(k, n, xt, y_t, false, f.acc, ctx.arch, 0, few, 0, norm, f.routed, pf); });
+  };
   const KernelSource one = instance(ctx, base, [&] { return cc(1); });
   const KernelSource two = instance(ctx, base + 1, [&] { return cc(2); });
   const KernelSource eight = instance(ctx, base + 2, [&] { return cc(0); });
@@ -129,7 +139,9 @@ KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64
   if (rows_m_reachable(ctx, k, n)) {
     size_t i = base + 5;
     for (const int64_t tile : {int64_t{8}, int64_t{16}}) {
-      KernelSource r = instance(ctx, i++, [&] { return matmul_rows_m_kernel(k, n, cc_x, y_t, f.acc, ctx.arch, tile, f.norm, f.routed, pf); });
+      KernelSource r = instance(ctx, i++, [&] {
+        return exact_or_unfused([&](ElemType xt, int64_t norm) { return matmul_rows_m_kernel(k, n, xt, y_t, f.acc, ctx.arch, tile, norm, f.routed, pf); });
+      });
       if (rows_m_tile(rows) == tile) rows_m = std::move(r);
     }
   }
@@ -183,16 +195,19 @@ struct NormInput {
   const View* x = nullptr;
   Rows rows;
   const View* weight = nullptr;
-  int64_t mode = 0;  // the templates' NORM: 0 none, 1 the norm, 2 the norm with its result stored
+  int64_t mode = 0;  // the templates' NORM: 0 none, 1 the norm, 2 the norm with its result stored, 3 rounded first (exact)
   float eps = 0.f;
+  int64_t threads = 0;  // the norm launch's block (NORM 3's instances must match it)
 };
 NormInput norm_input(const RuleContext& ctx) {
   if (!ctx.norm) return {};
   const ir::Op& norm = *ctx.norm->norm;
-  NormInput in{&ctx.view(norm.operand(0)), {}, &bf16_weight(ctx, norm, norm.operand(1)), ctx.norm->store ? 2 : 1,
+  NormInput in{&ctx.view(norm.operand(0)), {}, &bf16_weight(ctx, norm, norm.operand(1)), ctx.norm->exact ? 3 : ctx.norm->store ? 2 : 1,
                static_cast<float>(norm.attrs().get_float("eps"))};
   in.rows = rows_of(ctx, norm, *in.x);
   if (in.weight->shape.back() != in.rows.width) throw Error("codegen: rms_norm weight width (" + ctx.where(norm) + ")");
+  if (ctx.norm->exact)
+    in.threads = kernel_param(rms_norm_kernel(in.rows.width, elem(*in.x), elem(ctx.view(norm.result())), ctx.arch), "THREADS");
   return in;
 }
 
@@ -553,10 +568,11 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
       // With the MoE combine in the epilogue (epilogue_adds.h) it sums the MoE's per-pair rows too.
       const ir::Op* moe = ctx.epilogue ? ctx.epilogue->routed : nullptr;
       const int64_t routed = moe ? moe_top_k(*moe) : 0;
-      const MatmulFusions f{.acc = ctx.epilogue != nullptr, .routed = routed, .norm = norm.mode, .norm_x = norm.mode ? elem(*norm.x) : kF32};
+      const MatmulFusions f{.acc = ctx.epilogue != nullptr, .routed = routed, .norm = norm.mode, .norm_x = norm.mode ? elem(*norm.x) : kF32,
+                            .norm_threads = norm.threads};
       const KernelSource k = dense_matmul_instance(ctx, x.width, n, x.rows, elem(operand(0)), elem(y), f);
-      const DensePath path = dense_matmul_path(ctx, x.width, n, x.rows, library_reachable(ctx, x.width, n, elem(operand(0)), f));
-      const bool fused = norm.mode && (path == DensePath::CudaCores || path == DensePath::RowsAsM);
+      // The step's instance computes the norm (NORM) or reads its result, launched first here.
+      const bool fused = norm.mode && k.library.empty() && kernel_param(k, "NORM") != 0;
       if (norm.mode && !fused) launch_rms_norm(*ctx.norm->norm, ctx, dense_matmul_instances(ctx, x.width, n, elem(operand(0)), f));
       launch_dense(ctx, k, x.rows,
              matmul::Args{.x = P(fused ? *norm.x : operand(0)), .w = P(w), .y = P(y), .residual = P(residual), .n_tokens = x.rows,

@@ -55,7 +55,7 @@ void select_kernels(LowerState& s) {
     if (epilogue_adds_enabled()) find_epilogue_adds(*fn, views, s.epilogue);
     if (sibling_matmuls_enabled()) find_sibling_matmuls(*fn, views, s.epilogue, s.siblings);
     if (rope_append_fusion_enabled()) find_rope_append_fusions(*fn, views, s.rope_append);
-    if (norm_matmuls_enabled()) find_norm_matmuls(*fn, views, s.siblings, s.norm_matmuls, norm_matmul_readers());
+    if (const NormFolds folds = norm_folds(); folds.readers) find_norm_matmuls(*fn, views, s.siblings, s.norm_matmuls, folds.readers, folds.exact);
     if (router_experts_enabled()) find_router_experts(*fn, views, s.max_tokens, s.router_experts);
     if (attention_uv_fusion_enabled()) find_attention_uv_fusions(*fn, views, s.max_tokens, s.options.arch, s.attention_uv);
     if (embedding_norms_enabled()) find_embedding_norms(*fn, views, s.norm_matmuls, s.embedding_norms);

@@ -15,6 +15,9 @@ void check_rows_m_tiles(const char* family, const ParamValues& p) {
 
 namespace {
 
+// NORM 3's dynamic shared memory: the block's TOK_TILE normalised rows of K, bf16.
+int64_t normed_rows_bytes(int64_t k, int64_t tok_tile) { return 2 * k * tok_tile; }
+
 void check(const ParamValues& p) {
   const int64_t warps = p.at("WARPS"), ksplit = p.at("KSPLIT"), rpw = p.at("RPW"), tok = p.at("TOK_TILE"), mma = p.at("MMA");
   require(rpw >= 1 && ksplit >= 1 && p.at("UNROLL") >= 1 && tok >= 1, "matmul", "RPW, KSPLIT, UNROLL and TOK_TILE must be positive");
@@ -27,8 +30,11 @@ void check(const ParamValues& p) {
   }
   require(mma >= 0 && mma <= 2, "matmul", "MMA must be 0 (CUDA cores), 1 (tensor cores, tokens as M) or 2 (tensor cores, rows as M)");
   const int64_t norm = p.at("NORM");
-  require(norm >= 0 && norm <= 2, "matmul", "NORM must be 0 (x as is), 1 (rms_norm(x)) or 2 (rms_norm(x), its rows stored)");
+  require(norm >= 0 && norm <= 3, "matmul",
+          "NORM must be 0 (x as is), 1 (rms_norm(x)), 2 (rms_norm(x), its rows stored) or 3 (rms_norm(x) rounded to bf16 first)");
   require(norm == 0 || (p.at("W_LAYOUT") == 0 && mma != 1), "matmul", "NORM takes W_LAYOUT 0 and MMA 0 or 2 (the [N, K] stream)");
+  require(norm != 3 || normed_rows_bytes(p.at("K"), tok) <= 200 * 1024, "matmul",
+          "NORM 3: TOK_TILE normalised bf16 rows of K exceed 200 KiB of shared memory");
   const int64_t routed = p.at("ROUTED");
   require(routed <= 64, "matmul", "ROUTED (a MoE layer's pairs per token) must be at most 64");
   require(routed == 0 || (p.at("ACC") == 1 && p.at("W_LAYOUT") == 0), "matmul", "ROUTED takes ACC 1 and W_LAYOUT 0 (a residual add's epilogue)");
@@ -55,6 +61,7 @@ LaunchDims geometry(const KernelSource& k, const LaunchShape& s) {
   require(row_blocks <= 65535, "matmul", k.id + ": " + std::to_string(row_blocks) + " row blocks exceed grid.y's 65535");
   LaunchDims d = block_of(k);
   d.grid = {ceil_div(s.rows, kernel_param(k, "TOK_TILE")), row_blocks, static_cast<uint32_t>(s.batch)};
+  if (kernel_param(k, "NORM") == 3) d.smem_bytes = static_cast<uint32_t>(normed_rows_bytes(kernel_param(k, "K"), kernel_param(k, "TOK_TILE")));
   return d;
 }
 

@@ -51,13 +51,16 @@ inline void embedding_norm(LaunchArgs& a) {
 }
 
 // NORM 1 / 2 (the matmul templates' fused norm): the launch's x rows are rms_norm(x, norm_weight),
-// and with NORM 2 those rows are written to norm_out in X_DT ([n_tokens, K], contiguous).
+// and with NORM 2 those rows are written to norm_out in X_DT ([n_tokens, K], contiguous); NORM 3:
+// rms_norm(x) rounded to bf16, as the norm launch stores the rows.
 inline Matrix matmul_activations(LaunchArgs& a, int64_t K, int64_t n, int64_t batch_offset) {
   const Matrix x = a.gather_rows("x", n, K, a.i32("x_row_stride"), a.dtype_param("X_DT"), batch_offset);
   if (a.param("NORM") == 0) return x;
   const Matrix w = a.gather_rows("norm_weight", 1, K, K, DType::BF16);
   Matrix normed = cpu::rms_norm(x, w.data, a.f32("eps"));
   if (a.param("NORM") == 2) a.scatter_rows("norm_out", K, a.dtype_param("X_DT"), normed);
+  if (a.param("NORM") == 3)
+    for (float& v : normed.data) v = bf16_to_float(float_to_bf16(v));
   return normed;
 }
 

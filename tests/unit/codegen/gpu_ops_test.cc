@@ -531,6 +531,36 @@ TEST(GpuOps, MatmulSiblingsGluMatchesTheCpuOps) {
 // 1-, 2- and 8-token instances at 1, 5 and 11 tokens) and kp::matmul_siblings (q_a + kv_a after
 // the layer norm; a router beside its shared expert's GLU pair, NORM 2: the routed experts read
 // the norm's rows, checked too, written once in x's dtype).
+// NORM 3 (norm_matmuls.h's exact fold, q_a's norm in q_b at K2.6 width): the norm launch's bf16 rows
+// then the unfused matmul, against the one launch, bit for bit, wherever the instance's block is
+// the norm launch's (the plan folds only there; the 1-token instance must be).
+TEST(GpuOps, ExactNormMatmulIsTheNormLaunchThenTheMatmul) {
+  REQUIRE_GPU();
+  const float eps = 1e-6f;
+  struct Case { int64_t k, n, tokens, tile; ElemType x_t; };
+  for (const Case& c : {Case{1536, 12288, 1, 1, BF16}, Case{1536, 12288, 5, 2, BF16}, Case{1536, 12288, 11, 0, BF16},
+                        Case{1536, 4096, 3, 2, F32}}) {
+    const KernelSource fused = matmul_kernel(c.k, c.n, c.x_t, BF16, false, false, gpu->arch(), 0, c.tile, 0, 3);
+    const KernelSource norm = rms_norm_kernel(c.k, c.x_t, BF16, gpu->arch());
+    if (32 * kernel_param(fused, "WARPS") != kernel_param(norm, "THREADS")) {
+      ASSERT_NE(c.tokens, 1) << fused.id << ": the 1-token instance's block is not the norm launch's";
+      continue;
+    }
+    const KernelSource plain = matmul_kernel(c.k, c.n, BF16, BF16, false, false, gpu->arch(), 0, c.tile, 0, 0);
+    const std::vector<float> x = random_values(c.tokens * c.k, 71, 3.f, c.x_t == BF16);
+    std::vector<float> g = random_values(c.k, 72, 0.5f);
+    for (float& v : g) v = bf16_to_float(float_to_bf16(v + 1.f));
+    DevBuf d_x = gpu->upload_as(x, c.x_t), d_g = gpu->upload(to_bf16_bits(g)), d_w = gpu->upload(to_bf16_bits(random_values(c.n * c.k, 73, 0.2f, true)));
+    DevBuf d_rows = gpu->alloc(c.tokens * c.k * 2), d_y = gpu->alloc(c.tokens * c.n * 2), d_y2 = gpu->alloc(c.tokens * c.n * 2);
+    gpu->launch(norm, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_g), Gpu::ptr(d_rows), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.k), Gpu::f32(eps)});
+    gpu->launch(plain, c.tokens, {Gpu::ptr(d_rows), Gpu::ptr(d_w), Gpu::ptr(d_y2), Gpu::ptr(d_y2), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
+                                  Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0), Gpu::ptr(d_g), Gpu::ptr(d_rows), Gpu::f32(0.f), Gpu::null()});
+    gpu->launch(fused, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_y), Gpu::ptr(d_y), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(0),
+                                  Gpu::i32(c.n), Gpu::i32(0), Gpu::i32(0), Gpu::ptr(d_g), Gpu::ptr(d_rows), Gpu::f32(eps), Gpu::null()});
+    EXPECT_EQ(gpu->download<uint16_t>(d_y, c.tokens * c.n), gpu->download<uint16_t>(d_y2, c.tokens * c.n)) << fused.id;
+  }
+}
+
 TEST(GpuOps, MatmulNormMatchesTheCpuOps) {
   REQUIRE_GPU();
   const float eps = 1e-6f;

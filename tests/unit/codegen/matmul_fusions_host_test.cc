@@ -7,11 +7,13 @@
 //     stored rows (written once, by row block 0);
 //   - ROUTED: y = residual + (sum of a token's per-pair rows + x W^T), the MoE combine in the
 //     shared expert's down projection, on the CUDA cores and the tensor cores;
-//   - the rows-as-M tensor-core tiles (MMA 2) with NORM 1 / 2 and ROUTED alike.
+//   - the rows-as-M tensor-core tiles (MMA 2) with NORM 1 / 2 and ROUTED alike;
+//   - NORM 3: the norm launch's bf16 rows then the unfused matmul, bit for bit, in one launch.
 // The device runs the same source through NVRTC (gpu_ops_test.cc's GpuOps.MatmulNorm*,
 // GpuOps.MatmulCombine*).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -182,6 +184,40 @@ TEST(MatmulNormOnHost, RowsAsMTilesReadTheNormOfX) {
   check_matmul<136, 40, kp::F32, 1, 2, 4, 16, 16, 2, 2, 1>(11, 136, 37);  // x loaded a round ahead (XPF 1), K % 32 != 0
   check_siblings<128, 10, 14, 0, 0, 1, 4, 8, 16, 4, 2>(3, 35);
   check_siblings<128, 6, 9, 9, 1, 2, 4, 16, 16, 2, 2>(9, 36);
+}
+
+// NORM 3 (the exact fold): the norm launch of 32 * WARPS threads (kp::rms_norm, bf16 rows) then the
+// unfused matmul over its rows, against the one NORM 3 launch, bit for bit: y and every row.
+template <int K, int N, int X_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA = 0>
+void check_exact_norm(int T, int stride, uint64_t seed) {
+  const Inputs in = inputs(T, K, stride, X_DT == kp::BF16, seed);
+  const std::vector<uint16_t> wb = bits(rounded_bf16(testing_util::xorshift_uniform(static_cast<size_t>(N) * K, seed + 1, 0.2f)));
+  const void* x = X_DT == kp::BF16 ? static_cast<const void*>(in.x_bf16.data()) : in.x.data();
+  std::vector<uint16_t> normed(static_cast<size_t>(T) * K, 0xffff);
+  cuda_host::launch(T, 1, 32 * WARPS, [&] { kp::rms_norm<K, X_DT, kp::BF16, 32 * WARPS>(x, in.g_bits.data(), normed.data(), T, stride, K, kEps); });
+  constexpr int GROUPS = WARPS / KSPLIT;
+  const unsigned row_blocks = (N + RPW * GROUPS - 1) / (RPW * GROUPS), tiles = (T + TOK_TILE - 1) / TOK_TILE;
+  std::vector<float> two_launches(static_cast<size_t>(T) * N, NAN), one_launch(two_launches.size(), NAN);
+  cuda_host::launch(tiles, row_blocks, 32 * WARPS, [&] {
+    kp::matmul<K, N, kp::BF16, kp::F32, 0, 0, 0, 0, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0, 0>(
+        normed.data(), wb.data(), two_launches.data(), nullptr, T, K, 0, N, 0, 0, nullptr, nullptr, 0.f, nullptr);
+  });
+  cuda_host::launch(tiles, row_blocks, 32 * WARPS, [&] {
+    kp::matmul<K, N, X_DT, kp::F32, 0, 0, 0, 3, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0, 0>(
+        x, wb.data(), one_launch.data(), nullptr, T, stride, 0, N, 0, 0, in.g_bits.data(), nullptr, kEps, nullptr);
+  }, static_cast<size_t>(2 * K * TOK_TILE));
+  for (size_t i = 0; i < one_launch.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(one_launch[i]), std::bit_cast<uint32_t>(two_launches[i]))
+        << "NORM 3 MMA " << MMA << " tokens " << T << " element " << i << ": " << one_launch[i] << " against " << two_launches[i];
+}
+
+// NORM 3 over bf16 and f32 x (the norm's input), x rows not 16-byte aligned, token tiles of 1, 2
+// and 8 (ragged), the K split, and the rows-as-M tiles.
+TEST(MatmulNormOnHost, ExactNormIsTheNormLaunchThenTheMatmul) {
+  check_exact_norm<128, 24, kp::BF16, 4, 1, 4, 4>(1, 128, 41);
+  check_exact_norm<256, 20, kp::F32, 4, 2, 2, 2>(5, 261, 42);
+  check_exact_norm<96, 12, kp::BF16, 2, 8, 2, 1>(11, 96, 43);
+  check_exact_norm<128, 40, kp::BF16, 4, 8, 16, 2, 2>(5, 128, 44);
 }
 
 // kp::matmul with ROUTED: y = residual + (sum_r routed[t * ROUTED + r] + x W^T), in place (y is the

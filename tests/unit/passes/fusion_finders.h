@@ -33,9 +33,10 @@ struct Fusions {
 };
 
 // `bf16_results`: the indices of the ops whose results are stored as bf16 (storage-dtypes' choice);
-// `norm_readers`: the kinds of first reader the norms fold into (passes::NormReader bits).
+// `norm_readers`: the kinds of first reader the norms fold into (passes::NormReader bits);
+// `exact_norms`: those folds exact (NORM 3).
 inline Fusions find_fusions(const std::string& text, const std::set<size_t>& bf16_results = {},
-                            unsigned norm_readers = passes::NormReader::AnyReader) {
+                            unsigned norm_readers = passes::NormReader::AnyReader, bool exact_norms = false) {
   Fusions f;
   f.module = ir::parse_module(text);
   std::map<const ir::Value*, DType> dtypes;
@@ -43,7 +44,7 @@ inline Fusions find_fusions(const std::string& text, const std::set<size_t>& bf1
   const auto views = passes::compute_views(f.fn(), 4, 16, 0, &dtypes);
   passes::find_epilogue_adds(f.fn(), views, f.epilogue);
   passes::find_sibling_matmuls(f.fn(), views, f.epilogue, f.siblings);
-  passes::find_norm_matmuls(f.fn(), views, f.siblings, f.norms, norm_readers);
+  passes::find_norm_matmuls(f.fn(), views, f.siblings, f.norms, norm_readers, exact_norms);
   passes::find_router_experts(f.fn(), views, 4, f.routers);
   passes::find_embedding_norms(f.fn(), views, f.norms, f.gathers);
   passes::find_add_norms(f.fn(), views, f.epilogue, f.norms, f.gathers, f.add_norms);

@@ -42,6 +42,33 @@ TEST(NormMatmuls, OnlyTheReadersTakenFoldTheirNorm) {
   EXPECT_TRUE(others.norms.absorbed.empty()) << "a lone matmul's norm, not taken";
 }
 
+// Exact folds (the default): only a norm whose rows are bf16 and read by its matmul alone (the
+// launch rounds them as the norm would store them and stores nothing).
+TEST(NormMatmuls, ExactFoldsTakeOnlyBf16RowsNoOtherOpReads) {
+  const auto bf16 = find_fusions(kNormThenMatmul, {1}, passes::NormReader::Matmul, /*exact_norms=*/true);
+  ASSERT_EQ(bf16.norms.consumers.count(bf16.op(3)), 1u);
+  EXPECT_TRUE(bf16.norms.consumers.at(bf16.op(3)).exact);
+  EXPECT_FALSE(bf16.norms.consumers.at(bf16.op(3)).store);
+  const auto f32 = find_fusions(kNormThenMatmul, {}, passes::NormReader::Matmul, /*exact_norms=*/true);
+  EXPECT_TRUE(f32.norms.absorbed.empty()) << "f32 rows: the norm keeps its launch";
+  const auto summed = find_fusions(kNormThenMatmul, {1}, passes::NormReader::Matmul);
+  ASSERT_EQ(summed.norms.consumers.count(summed.op(3)), 1u);
+  EXPECT_FALSE(summed.norms.consumers.at(summed.op(3)).exact);
+  const auto stored = find_fusions(R"(module {
+  func @f(%x: bf16[T, 4]) {
+    %0 = weight {name = "g", ckpt = "target"} : bf16[4]
+    %1 = rms_norm(%x, %0) {eps = 1e-06} : bf16[T, 4]
+    %2 = weight {name = "w", ckpt = "target"} : bf16[8, 4]
+    %3 = matmul(%1, %2) : f32[T, 8]
+    output(%3) {name = "y"}
+    output(%1) {name = "n"}
+  }
+}
+)",
+                                   {1}, passes::NormReader::Matmul, /*exact_norms=*/true);
+  EXPECT_TRUE(stored.norms.absorbed.empty()) << "the output reads the rows too";
+}
+
 // A MoE layer's norm: a sibling group (its first member launches) and the routed experts read it;
 // the group's launch stores the rows for the experts.
 TEST(NormMatmuls, ASiblingGroupTakesTheNormAndStoresItForTheOtherReaders) {
@@ -95,16 +122,23 @@ TEST(NormMatmuls, LeavesANormWithAnotherFirstReaderOrAStoredDtypeOfItsOwn) {
   EXPECT_FALSE(f.norms.consumers.at(f.op(9)).store);
 }
 
-TEST(NormMatmulsEnv, ZeroTurnsTheFusionOffAndOtherValuesAreRefused) {
-  EXPECT_FALSE(passes::norm_matmuls_enabled()) << "opt-in";
+TEST(NormMatmulsEnv, ExactByDefaultZeroOffOtherValuesSummedInOrRefused) {
+  EXPECT_EQ(passes::norm_folds().readers, passes::NormReader::Matmul) << "default: the exact folds into lone matmuls";
+  EXPECT_TRUE(passes::norm_folds().exact);
+  setenv("KPLAN_FUSE_NORM", "exact", 1);
+  EXPECT_TRUE(passes::norm_folds().exact);
+  setenv("KPLAN_FUSE_NORM", "0", 1);
+  EXPECT_EQ(passes::norm_folds().readers, 0u);
   setenv("KPLAN_FUSE_NORM", "1", 1);
-  EXPECT_TRUE(passes::norm_matmuls_enabled());
+  EXPECT_EQ(passes::norm_folds().readers, passes::NormReader::AnyReader);
+  EXPECT_FALSE(passes::norm_folds().exact);
   setenv("KPLAN_FUSE_NORM", "lm_head,matmul", 1);
-  EXPECT_EQ(passes::norm_matmul_readers(), passes::NormReader::LmHead | passes::NormReader::Matmul);
+  EXPECT_EQ(passes::norm_folds().readers, passes::NormReader::LmHead | passes::NormReader::Matmul);
+  EXPECT_FALSE(passes::norm_folds().exact);
   setenv("KPLAN_FUSE_NORM", "on", 1);
-  EXPECT_THROW(passes::norm_matmuls_enabled(), Error);
+  EXPECT_THROW(passes::norm_folds(), Error);
   setenv("KPLAN_FUSE_NORM", "lm_head,router", 1);
-  EXPECT_THROW(passes::norm_matmul_readers(), Error);
+  EXPECT_THROW(passes::norm_folds(), Error);
   unsetenv("KPLAN_FUSE_NORM");
   EXPECT_TRUE(passes::combine_in_shared_enabled());
   setenv("KPLAN_FUSE_COMBINE", "0", 1);
