@@ -114,7 +114,10 @@ size_t dense_matmul_instances(const RuleContext& ctx, int64_t k, int64_t n, Elem
 KernelSource dense_matmul_instance(RuleContext& ctx, int64_t k, int64_t n, int64_t rows, ElemType x_t, ElemType y_t,
                                    const MatmulFusions& f = {}, size_t base = 0) {
   const ElemType cc_x = f.norm ? f.norm_x : x_t;
-  const int64_t pf = weight_prefetch_after_light_kib(ctx.prev_launch_weight_bytes, 2 * n * k, f.batches);
+  // A matmul that computes its norm asks L2 for its weight as it did after the norm's own launch
+  // (a light one): its blocks' norm is the latency the prefetch fills (q_b's after q_a + kv_a).
+  const int64_t prev_weight_bytes = f.norm ? 0 : ctx.prev_launch_weight_bytes;
+  const int64_t pf = weight_prefetch_after_light_kib(prev_weight_bytes, 2 * n * k, f.batches);
   // NORM 3 only where the instance's block is the norm launch's (bit for bit its sums): else the
   // same instance unfused, reading the norm's result (the launch's rule launches the norm first).
   auto exact_or_unfused = [&](auto make) {
