@@ -27,6 +27,15 @@
 // launch); 2 also writes the norm's result to norm_out for its other readers (a MoE layer's
 // routed experts).
 //
+// ROUTE_K > 0 (a MoE layer's router as the first sibling, its logits f32): the launch also routes the
+// step, as kp::moe_router would from its logits (moe_router.cuh's moe_route_token, ungrouped: a
+// warp a token; RNORM its norm_topk_prob), into topk_ids / topk_weights: each block that wrote
+// router rows counts itself in *route_count once its rows are stored (a fence, then an atomic), and
+// the last of them -- every logit then stored -- routes and puts the count back to 0 for the next
+// launch (route_count: a persistent zeroed word of the plan, compiler/passes/router_logits.h). The
+// router's blocks are the grid's first row blocks, so the routing runs beside the later siblings'
+// stream (the shared expert's gate and up), and the experts' gate/up launch reads ready ids.
+//
 // Template parameters:
 //   K            reduction dim, shared
 //   N, N2, N3    rows of W, W2, W3 (N3 0: two siblings; GLU 1: N may be 0, N2 == N3)
@@ -39,6 +48,8 @@
 //   YA_F32       1: y (the first sibling's, N > 0) is f32 whatever Y_DT: a MoE layer's router, whose
 //                logits stay f32 (compiler/passes/storage_dtypes.cc), beside its shared expert's bf16
 //                gate and up, so the router is no launch of its own; 0: y is Y_DT like the others
+//   ROUTE_K      0: no routing; > 0: the router's top-k (TOPK, above), over N experts
+//   RNORM        ROUTE_K: the router's norm_topk_prob
 // Launch (compiler/codegen/families/matmul_siblings.cc):
 //   grid (ceil(n_tokens / TOK_TILE), ceil((N + N2 + N3) / (RPW * WARPS / KSPLIT)), 1), block (32 * WARPS)
 //   (the same N + N2 + N3 rows with GLU 1)
@@ -49,7 +60,13 @@
 //   n_tokens        tokens (rows of x) in this step
 //   x_row_stride, y_row_stride, y2_row_stride, y3_row_stride   in elements
 //   norm_weight, norm_out, eps                                  NORM (kp::matmul's)
+//   bias            ROUTE_K: f32 [N], the router's score correction bias
+//   topk_ids        ROUTE_K: int32 [n_tokens, ROUTE_K], written
+//   topk_weights    ROUTE_K: f32 [n_tokens, ROUTE_K], written
+//   route_count     ROUTE_K: uint32, 0 between launches
+//   routed_scaling  ROUTE_K: the router's routed_scaling_factor
 #include "matmul.cuh"
+#include "moe_router.cuh"  // moe_route_token (ROUTE_K)
 
 namespace kp {
 
@@ -66,11 +83,44 @@ __device__ __forceinline__ const unsigned short* sibling_row(const void* w, cons
   return static_cast<const unsigned short*>(w3) + static_cast<i64>(n - N - N2) * K;
 }
 
+// ROUTE_K: after the block's rows are stored, the last of the router's blocks routes the step.
+template <int N, int ROUTE_K, int RNORM, int WARPS, int ROWS_PER_BLOCK>
+__device__ __forceinline__ void siblings_route_when_last(const void* logits, int y_row_stride, const void* bias, void* topk_ids,
+                                                         void* topk_weights, void* route_count, float routed_scaling, int n_tokens) {
+  constexpr int ROUTER_ROW_BLOCKS = (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+  if (static_cast<int>(blockIdx.y) >= ROUTER_ROW_BLOCKS) return;
+  __shared__ bool last;
+  __syncthreads();  // the block's logits are stored
+  if (threadIdx.x == 0) {
+    __threadfence();  // ... and visible before this block counts
+    const unsigned ticket = atomicAdd(static_cast<unsigned*>(route_count), 1u);
+    last = ticket == gridDim.x * ROUTER_ROW_BLOCKS - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int t = warp; t < n_tokens; t += WARPS) {
+    int ids[ROUTE_K];
+    float wts[ROUTE_K];
+    moe_route_token<N, ROUTE_K, 1, 1, RNORM>(static_cast<const float*>(logits) + static_cast<i64>(t) * y_row_stride,
+                                             static_cast<const float*>(bias), nullptr, routed_scaling, ids, wts);
+    if (lane == 0)
+#pragma unroll
+      for (int k = 0; k < ROUTE_K; ++k) {
+        static_cast<int*>(topk_ids)[static_cast<i64>(t) * ROUTE_K + k] = ids[k];
+        static_cast<float*>(topk_weights)[static_cast<i64>(t) * ROUTE_K + k] = wts[k];
+      }
+  }
+  if (threadIdx.x == 0) *static_cast<unsigned*>(route_count) = 0u;  // for the next launch
+}
+
 template <int K, int N, int N2, int N3, int GLU, int NORM, int X_DT, int Y_DT, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int UNROLL,
-          int MMA, int XPF, int YA_F32>
+          int MMA, int XPF, int YA_F32, int ROUTE_K = 0, int RNORM = 0>
 __device__ void matmul_siblings(const void* x, const void* w, const void* w2, const void* w3, void* y, void* y2, void* y3,
                                 int n_tokens, int x_row_stride, int y_row_stride, int y2_row_stride, int y3_row_stride,
-                                const void* norm_weight, void* norm_out, float eps) {
+                                const void* norm_weight, void* norm_out, float eps, const void* bias = nullptr, void* topk_ids = nullptr,
+                                void* topk_weights = nullptr, void* route_count = nullptr, float routed_scaling = 1.f) {
   static_assert(WARPS % KSPLIT == 0, "KSPLIT must divide WARPS");
   static_assert(NORM >= 0 && NORM <= 2, "NORM 0, 1 or 2");
   static_assert(GLU == 0 ? N > 0 && N2 > 0 && N3 >= 0 : N >= 0 && N2 > 0 && N3 == N2, "two or three siblings; GLU: a gate and up pair");
@@ -78,6 +128,7 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
   static_assert(MMA == 0 || (MMA == 2 && RPW % 16 == 0 && TOK_TILE % 8 == 0 && K % 8 == 0), "MMA 0, or 2: rows by 16, tokens by 8");
   static_assert(XPF == 0 || MMA == 2, "XPF: the rows-as-M tiles' x loads");
   static_assert(YA_F32 == 0 || (YA_F32 == 1 && N > 0), "YA_F32: an f32 first sibling");
+  static_assert(ROUTE_K == 0 || ((YA_F32 == 1 || Y_DT == F32) && GLU == 1 && N > 0 && N <= 1024), "ROUTE_K: the f32 router logits beside a GLU pair");
   constexpr int GROUPS = WARPS / KSPLIT;
   constexpr int ROWS = N + N2 + N3;
   const int t0 = blockIdx.x * TOK_TILE;
@@ -140,6 +191,9 @@ __device__ void matmul_siblings(const void* x, const void* w, const void* w2, co
     }
   }
   if constexpr (NORM == 2) rms_norm_store<K, X_DT, KSPLIT, WARPS, TOK_TILE>(xb, x_row_stride, norm_weight, sum_sq, nt, eps, norm_out, t0);
+  if constexpr (ROUTE_K > 0)
+    siblings_route_when_last<N, ROUTE_K, RNORM, WARPS, RPW * GROUPS>(y, y_row_stride, bias, topk_ids, topk_weights, route_count,
+                                                                     routed_scaling, n_tokens);
 }
 
 }  // namespace kp

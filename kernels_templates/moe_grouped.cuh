@@ -128,8 +128,8 @@
 //   gate_up: x (X_DT, row t at t * x_row_stride), topk_ids (int32 [n_tokens, TOPK]; ROUTE > 0:
 //            written), w_gate, w_gate_scale, w_up, w_up_scale, h (f32 [n_tokens * TOPK, I]),
 //            n_tokens, x_row_stride, and for ROUTE > 0 (unread otherwise) the router's logits
-//            (f32 [n_tokens, E]), bias (f32 [E]), topk_weights (f32 [n_tokens, TOPK], written) and
-//            routed_scaling.
+//            (f32 [n_tokens, E]; topk_ids itself: the step is routed already, the ids are read),
+//            bias (f32 [E]), topk_weights (f32 [n_tokens, TOPK], written) and routed_scaling.
 //   down:    h, topk_ids, topk_weights (f32 [n_tokens, TOPK]), w_down, w_down_scale,
 //            partial (f32 [n_tokens * TOPK, H]), n_tokens.
 //   combine: partial, out (Y_DT, row t at t * out_row_stride), residual (Y_DT in out's layout,
@@ -1531,7 +1531,9 @@ __device__ __forceinline__ void moe_gate_up_chunk_mma(const MoeGroup<E, TOPK, NT
 // ROUTE > 0: the block routes the step's n_tokens <= ROUTE tokens itself (moe_router.cuh's
 // moe_route_token, a warp a token, ungrouped: N_GROUP 1, RNORM its norm_topk_prob) into shared
 // memory, and block (0, 0, 0) writes the ids and weights for the down projection; every block
-// computes the same ids from the same logits, so no block waits for another.
+// computes the same ids from the same logits, so no block waits for another. A launch whose
+// logits argument is its topk_ids was routed by the logits' launch (matmul_siblings.cuh ROUTE_K)
+// at this step: it reads the ids as written.
 // WRITE false (the prefetch prologue's guess): no block writes.
 template <int E, int TOPK, int ROUTE, int RNORM, int WARPS, bool WRITE = true>
 __device__ __forceinline__ const int* moe_route_step(void* topk_ids, const void* logits, const void* bias, void* topk_weights,
@@ -1539,6 +1541,7 @@ __device__ __forceinline__ const int* moe_route_step(void* topk_ids, const void*
   if constexpr (ROUTE == 0) {
     return static_cast<const int*>(topk_ids);
   } else {
+    if (logits == topk_ids) return static_cast<const int*>(topk_ids);  // routed by the logits' launch
     const bool writer = WRITE && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int t = warp; t < n_tokens && t < ROUTE; t += WARPS) {

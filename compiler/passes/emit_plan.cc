@@ -120,6 +120,7 @@ class Emitter {
                      op, ctx);
       ctx.ptr = [&](const View& v) { return ptr(v); };
       ctx.scratch = [&](const ir::Op& o) { return LaunchArg::buffer(s_.scratch.at(&o)); };
+      ctx.route_count = [&](const ir::Op& o) { return LaunchArg::buffer(s_.route_counts.at(&o)); };
       lower_op(op, ctx);
       for (LaunchSpec& l : ctx.launches) {
         plan::Launch launch;

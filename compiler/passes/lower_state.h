@@ -102,6 +102,7 @@ struct LowerState {
   std::vector<plan::KvCache> kv_caches;
   std::map<const ir::Value*, Storage> storage;
   std::map<const ir::Op*, uint32_t> scratch;
+  std::map<const ir::Op*, uint32_t> route_counts;  // a router its logits' launch runs -> its persistent count (router_experts.h)
   std::map<const ir::Value*, const ir::Value*> aliases;  // result -> the operand it updates in place
 
   // bucketize.

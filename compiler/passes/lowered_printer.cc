@@ -74,6 +74,10 @@ std::string annotations(const LowerState& s, const ir::Function& fn, const ir::O
   if (router != s.router_experts.router_of.end()) add("router = " + ir::value_ref(fn, router->second->result()));
   auto router_of = s.router_experts.absorbed.find(&op);
   if (router_of != s.router_experts.absorbed.end()) add("fused = into the experts of " + ir::value_ref(fn, router_of->second->result()));
+  auto routes = s.router_experts.logits_router.find(&op);
+  if (routes != s.router_experts.logits_router.end()) add("route = " + ir::value_ref(fn, routes->second->result()));
+  auto logits_of = s.router_experts.logits_of.find(&op);
+  if (logits_of != s.router_experts.logits_of.end()) add("routed = by the launch of " + ir::value_ref(fn, logits_of->second->result()));
   auto uv = s.attention_uv.uv_of.find(&op);
   if (uv != s.attention_uv.uv_of.end()) add("uv = " + ir::value_ref(fn, uv->second->result()));
   auto uv_of = s.attention_uv.absorbed.find(&op);

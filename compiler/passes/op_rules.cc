@@ -238,6 +238,26 @@ void launch_swiglu(const ir::Op& op, RuleContext& ctx, size_t index) {
 // two passes no plain sibling, N 0). With ctx.norm the fused launch reads the norm's input and
 // computes it (NORM 1 / 2); where the members launch one by one the norm launches first (its
 // instance after the members', before the swiglu's).
+// Whether a sibling group (`first` and its `later` members) launches as one at this step: on its
+// rows-as-M tiles, or on the CUDA cores where every member's step would be (else each member
+// launches its own).
+bool siblings_launch_together(const RuleContext& ctx, const ir::Op& first, const std::vector<const ir::Op*>& later) {
+  const Rows x = rows_of(ctx, first, ctx.view(first.operand(0)));
+  const ElemType x_t = elem(ctx.view(first.operand(0)));
+  std::vector<int64_t> rows = {bf16_weight(ctx, first, first.operand(1)).shape[0]};
+  for (const ir::Op* m : later) rows.push_back(bf16_weight(ctx, *m, m->operand(1)).shape[0]);
+  int64_t group_rows = 0;
+  bool library = true;
+  for (const int64_t n : rows) {
+    group_rows += n;
+    library = library && library_reachable(ctx, x.width, n, x_t, {});
+  }
+  if (dense_matmul_path(ctx, x.width, group_rows, x.rows, library) == DensePath::RowsAsM) return true;
+  for (const int64_t n : rows)
+    if (dense_matmul_path(ctx, x.width, n, x.rows, library_reachable(ctx, x.width, n, x_t, {})) != DensePath::CudaCores) return false;
+  return true;
+}
+
 void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   auto P = [&](const View& v) { return ctx.ptr(v); };
   std::vector<const ir::Op*> members = {&op};
@@ -261,9 +281,12 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   const int64_t na = glu && members.size() == 2 ? 0 : w[0]->shape[0], nb = w[second]->shape[0],
                 nc = glu || members.size() > 2 ? w[last]->shape[0] : 0;
   const NormInput norm = norm_input(ctx);
+  // With ctx.route (router_experts.h) the fused launch routes the step too (ROUTE_K).
+  const ir::Op* route = ctx.route;
+  const int64_t route_k = route ? route->result(1)->type().shape.at(1).constant : 0;
   auto fused = [&](int64_t tokens, int64_t rows_m_tokens = 0) {
     return matmul_siblings_kernel(x.width, na, nb, nc, norm.mode ? elem(*norm.x) : x_t, y_t, ctx.arch, tokens, glu, norm.mode, rows_m_tokens,
-                                  first_f32);
+                                  first_f32, route_k, route && route->attrs().get_bool("norm_topk_prob"));
   };
   const KernelSource one = instance(ctx, 0, [&] { return fused(1); });
   const KernelSource two = instance(ctx, 1, [&] { return fused(2); });
@@ -281,12 +304,7 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
       if (rows_m && rows_m_tile(x.rows) == tile) k = std::move(r);
     }
   }
-  // One launch for the group: on its rows-as-M tiles, or on the CUDA cores where every member's
-  // step would be.
-  bool together = true;
-  for (size_t i = 0; i < members.size() && !rows_m; ++i)
-    together = together && dense_matmul_path(ctx, x.width, w[i]->shape[0], x.rows, library_reachable(ctx, x.width, w[i]->shape[0], x_t, {})) ==
-                               DensePath::CudaCores;
+  const bool together = siblings_launch_together(ctx, op, *ctx.siblings);
   std::vector<KernelSource> own;
   const int64_t before_group = ctx.prev_launch_weight_bytes;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -305,7 +323,11 @@ void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
                                  .y3 = P(*y[last]), .n_tokens = x.rows, .x_row_stride = norm.mode ? norm.rows.stride : x.stride,
                                  .y_row_stride = na, .y2_row_stride = nb, .y3_row_stride = nc,
                                  .norm_weight = P(norm.mode ? *norm.weight : *w[0]), .norm_out = P(ctx.view(op.operand(0))),
-                                 .eps = norm.eps});
+                                 .eps = norm.eps, .bias = P(route ? ctx.view(route->operand(1)) : *w[0]),
+                                 .topk_ids = P(route ? ctx.view(route->result(1)) : *y[0]),
+                                 .topk_weights = P(route ? ctx.view(route->result(0)) : *y[0]),
+                                 .route_count = route ? ctx.route_count(*route) : P(*y[0]),
+                                 .routed_scaling = route ? static_cast<float>(route->attrs().get_float("routed_scaling_factor")) : 1.f});
     return;
   }
   size_t next = base;
@@ -402,7 +424,16 @@ void attach_fusions(const LoweringFusions& fusions, const ir::Op& op, RuleContex
   auto norm = fusions.norm_matmuls.consumers.find(&op);
   if (norm != fusions.norm_matmuls.consumers.end()) ctx.norm = &norm->second;
   auto router = fusions.router_experts.router_of.find(&op);
-  if (router != fusions.router_experts.router_of.end()) ctx.router = router->second;
+  if (router != fusions.router_experts.router_of.end()) {
+    ctx.router = router->second;
+    auto logits = fusions.router_experts.logits_of.find(router->second);
+    if (logits != fusions.router_experts.logits_of.end()) {
+      ctx.router_logits = logits->second;
+      ctx.router_logits_later = &fusions.siblings.later.at(logits->second);
+    }
+  }
+  auto route = fusions.router_experts.logits_router.find(&op);
+  if (route != fusions.router_experts.logits_router.end()) ctx.route = route->second;
   auto uv = fusions.attention_uv.uv_of.find(&op);
   if (uv != fusions.attention_uv.uv_of.end()) ctx.uv = uv->second;
   auto glu = fusions.siblings.glu.find(&op);
@@ -849,12 +880,15 @@ void lower_op(const ir::Op& op, RuleContext& ctx) {
         });
         if (x.rows >= wide_min) k0 = w0, k1 = w1;
       }
-      // Without a router to run, its arguments repeat the ids and weights (unread).
+      // Without a router to run, its arguments repeat the ids and weights (unread); where the
+      // router's logits' launch routed this step (router_experts.h), the logits argument is the ids
+      // themselves: the template reads them as written.
       const ir::Op* r = ctx.router;
+      const bool routed = r && ctx.router_logits && siblings_launch_together(ctx, *ctx.router_logits, *ctx.router_logits_later);
       launch(ctx, k0, x.rows,
              moe_grouped_gate_up::Args{.x = P(operand(0)), .topk_ids = P(ids), .w_gate = P(gate), .w_gate_scale = P(gate_s), .w_up = P(up),
                                        .w_up_scale = P(up_s), .h = h, .n_tokens = x.rows, .x_row_stride = x.stride,
-                                       .logits = P(r ? ctx.view(r->operand(0)) : ids), .bias = P(r ? ctx.view(r->operand(1)) : w),
+                                       .logits = P(r && !routed ? ctx.view(r->operand(0)) : ids), .bias = P(r ? ctx.view(r->operand(1)) : w),
                                        .topk_weights = P(w),
                                        .routed_scaling = r ? r->attrs().get_float("routed_scaling_factor") : 1.f});
       launch(ctx, k1, x.rows,

@@ -62,8 +62,13 @@ struct RuleContext {
   // Set (a matmul, a sibling group's first): the norm of its activations its launch computes
   // where it runs on the CUDA cores, and launches before it elsewhere (norm_matmuls.h).
   const NormMatmul* norm = nullptr;
-  // Set (a MoE's experts): the router its gate/up launch runs (router_experts.h).
+  // Set (a MoE's experts): the router its gate/up launch runs (router_experts.h), and where the
+  // group of the router's logits routes it at the steps it launches together, that group.
   const ir::Op* router = nullptr;
+  const ir::Op* router_logits = nullptr;
+  const std::vector<const ir::Op*>* router_logits_later = nullptr;
+  // Set (a sibling group's first, the router's logits): the router its launch runs (router_experts.h).
+  const ir::Op* route = nullptr;
   // Set (an mla_attention): the W_UV head_matmul its combine launch computes (attention_uv.h).
   const ir::Op* uv = nullptr;
   // Set (an rms_norm): the embedding its launch gathers (embedding_norm.h).
@@ -77,6 +82,8 @@ struct RuleContext {
   // Pointer arguments for a view / for the op's scratch buffer.
   std::function<plan::LaunchArg(const View&)> ptr;
   std::function<plan::LaunchArg(const ir::Op&)> scratch;
+  // A router's persistent count (its logits' launch routes it: router_experts.h).
+  std::function<plan::LaunchArg(const ir::Op&)> route_count;
   std::vector<LaunchSpec> launches;
 
   const View& view(const ir::Value* v) const;

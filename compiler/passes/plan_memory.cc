@@ -194,6 +194,14 @@ class MemoryPlanner {
         for (const ir::Op* sibling : later->second) place(sibling->result());
       auto glu = s_.siblings.glu.find(&op);  // and their swiglu
       if (glu != s_.siblings.glu.end()) place(glu->second->result());
+      // A router the group's launch runs (router_experts.h): its ids and weights are written there,
+      // and its count is a persistent word (zeroed with the arena at load, put back to 0 by each launch).
+      auto routed = s_.router_experts.logits_router.find(&op);
+      if (routed != s_.router_experts.logits_router.end()) {
+        for (size_t r = 0; r < routed->second->num_results(); ++r) place(routed->second->result(r));
+        if (!s_.route_counts.count(routed->second))
+          s_.route_counts[routed->second] = add_slot("route." + std::to_string(s_.route_counts.size()), plan::SlotRole::Persistent, 4);
+      }
       // An attention's combine launch writes its W_UV product (attention_uv.h): placed here, before
       // the attention's scratch (the partials that launch reads) is freed.
       auto uv = s_.attention_uv.uv_of.find(&op);

@@ -2,6 +2,7 @@
 
 #include "compiler/codegen/heuristics/heuristics.h"
 #include "compiler/passes/program_order.h"
+#include "compiler/passes/sibling_matmuls.h"
 
 namespace kplan::passes {
 
@@ -44,6 +45,18 @@ void find_router_experts(const ir::Function& fn, const std::map<const Value*, Vi
   }
 }
 
+void find_router_logits(const SiblingMatmuls& siblings, RouterExperts& out) {
+  for (const auto& [router, experts] : out.absorbed) {
+    const Op* logits = router->operand(0)->defining_op();
+    // The group's first member with a GLU pair after it (the template's ROUTE_K takes YA_F32 + GLU).
+    if (!logits || !siblings.later.count(logits) || !siblings.glu.count(logits) || logits->result() != router->operand(0)) continue;
+    out.logits_router[logits] = router;
+    out.logits_of[router] = logits;
+  }
+}
+
 bool router_experts_enabled() { return codegen::compile_switch("KPLAN_FUSE_ROUTER", true); }
+
+bool router_logits_enabled() { return codegen::compile_switch("KPLAN_ROUTE_IN_LOGITS", true); }
 
 }  // namespace kplan::passes

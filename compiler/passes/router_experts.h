@@ -17,9 +17,21 @@
 
 namespace kplan::passes {
 
+//
+// Routing in the logits' launch (find_router_logits): such a router whose logits are the first
+// sibling of a sibling group with a GLU pair (the router beside its shared expert's gate and up,
+// sibling_matmuls.h) is routed by that group's launch at the steps where the group launches
+// together (kernels_templates/matmul_siblings.cuh ROUTE_K: its last router block routes, beside
+// the shared expert's stream), and the experts' gate/up launch reads the ids there (at the other
+// steps it routes itself, as above). A gate/up launch routes 3.9 us of a 1-token MoE layer on an
+// H100 (bench/RESULTS.md 2026-12-07 session 47); the group's launch hides it. Each such router
+// has a persistent zeroed count (plan-memory's "route.N" slot), its results their slots from the
+// group's launch on.
 struct RouterExperts {
   std::map<const ir::Op*, const ir::Op*> router_of;  // moe_experts(_int4) -> the router its gate/up launch runs
   std::map<const ir::Op*, const ir::Op*> absorbed;   // moe_router -> the experts op that launches it
+  std::map<const ir::Op*, const ir::Op*> logits_router;  // a group's first (the logits) -> the router its launch runs
+  std::map<const ir::Op*, const ir::Op*> logits_of;      // that router -> the logits' matmul
 };
 
 // The fusions of `fn` given its views (select-kernels', with stored dtypes) and its largest step
@@ -28,11 +40,18 @@ struct RouterExperts {
 // weights and ids operands. Appends to `out`.
 void find_router_experts(const ir::Function& fn, const std::map<const ir::Value*, View>& views, int64_t max_tokens, RouterExperts& out);
 
+// The routers of `out` (found above) whose logits' launch can route them, given the sibling
+// groups. Adds to out.logits_router / logits_of.
+struct SiblingMatmuls;
+void find_router_logits(const SiblingMatmuls& siblings, RouterExperts& out);
+
 // The most tokens a gate/up launch routes itself (the template's ROUTE bound).
 inline constexpr int64_t kMaxRoutedTokens = 64;
 
 // False when KPLAN_FUSE_ROUTER=0 (a compile without the fusion, for measuring it); another value
 // than 0 or 1 is refused.
 bool router_experts_enabled();
+// False when KPLAN_ROUTE_IN_LOGITS=0 (the gate/up launch routes at every step).
+bool router_logits_enabled();
 
 }  // namespace kplan::passes

@@ -57,6 +57,7 @@ void select_kernels(LowerState& s) {
     if (rope_append_fusion_enabled()) find_rope_append_fusions(*fn, views, s.rope_append);
     if (const NormFolds folds = norm_folds(); folds.readers) find_norm_matmuls(*fn, views, s.siblings, s.norm_matmuls, folds.readers, folds.exact);
     if (router_experts_enabled()) find_router_experts(*fn, views, s.max_tokens, s.router_experts);
+    if (router_experts_enabled() && router_logits_enabled()) find_router_logits(s.siblings, s.router_experts);
     if (attention_uv_fusion_enabled()) find_attention_uv_fusions(*fn, views, s.max_tokens, s.options.arch, s.attention_uv);
     if (embedding_norms_enabled()) find_embedding_norms(*fn, views, s.norm_matmuls, s.embedding_norms);
     if (add_norms_enabled()) find_add_norms(*fn, views, s.epilogue, s.norm_matmuls, s.embedding_norms, s.add_norms);
@@ -84,6 +85,7 @@ void select_kernels(LowerState& s) {
         return plan::LaunchArg::buffer(0);
       };
       ctx.scratch = [](const ir::Op&) { return plan::LaunchArg::buffer(0); };
+      ctx.route_count = [](const ir::Op&) { return plan::LaunchArg::buffer(0); };
       lower_op(*ops[n], ctx);
       if (!ctx.chosen.empty()) s.kernels[ops[n]] = std::move(ctx.chosen);
       if (!ctx.launches.empty()) prev_weight_bytes = launch_weight_bytes(*ops[n], views, ctx.siblings);

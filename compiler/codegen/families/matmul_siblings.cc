@@ -27,6 +27,11 @@ void check(const ParamValues& p) {
   require(p.at("YA_F32") == 0 || (p.at("YA_F32") == 1 && p.at("N") > 0), "matmul_siblings",
           "YA_F32 must be 0 (y is Y_DT) or 1 (y, the first sibling's, is f32; N > 0)");
   if (mma == 0) require(p.at("RPW") * p.at("TOK_TILE") <= 64, "matmul_siblings", "RPW * TOK_TILE accumulators above 64 would spill");
+  const int64_t route_k = p.at("ROUTE_K");
+  const bool f32_first = p.at("YA_F32") == 1 || p.at("Y_DT") == dtype_code(ElemType::F32);
+  require(route_k >= 0 && route_k <= 32 && (route_k == 0 || (f32_first && glu == 1 && p.at("N") > 0 && p.at("N") <= 1024)), "matmul_siblings",
+          "ROUTE_K (the router's top-k the launch routes, 0..32) takes f32 router logits (YA_F32 1 or Y_DT f32; 1..1024 rows) beside a GLU pair");
+  require(p.at("RNORM") == 0 || (p.at("RNORM") == 1 && route_k > 0), "matmul_siblings", "RNORM must be 0, or 1 with ROUTE_K");
   require(warps * p.at("RPW") * p.at("TOK_TILE") * 4 <= 48 * 1024, "matmul_siblings",
           "the partial sums (WARPS * RPW * TOK_TILE f32) exceed 48 KiB of shared memory");
 }
@@ -53,7 +58,7 @@ const Family& family() {
                  dtype_param("Y_DT", "y"), tuning_param("WARPS", "w"), tuning_param("TOK_TILE", "tt"), tuning_param("RPW", "r"),
                  tuning_param("KSPLIT", "ks"), tuning_param("UNROLL", "u"), tuning_param("MMA", "mma"),
                  tuning_param("XPF", "xp"),
-                 optional_dim_param("YA_F32", "yaf")},
+                 optional_dim_param("YA_F32", "yaf"), optional_dim_param("ROUTE_K", "rk"), optional_dim_param("RNORM", "rn")},
       .signature = signature_of<Args>(),
       .block = BlockParam::Warps,
       .check = check,
@@ -67,9 +72,10 @@ const Family& family() {
 namespace kplan::codegen {
 
 KernelSource matmul_siblings_kernel(int64_t k, int64_t n, int64_t n2, int64_t n3, ElemType x, ElemType y, std::string_view arch,
-                                    int64_t few_tokens, bool glu, int64_t norm, int64_t rows_m_tokens, bool first_f32) {
-  ParamValues p = {{"K", k},   {"N", n},       {"N2", n2}, {"N3", n3}, {"GLU", glu ? 1 : 0},
-                   {"NORM", norm}, {"X_DT", dtype_code(x)}, {"Y_DT", dtype_code(y)}, {"YA_F32", first_f32 ? 1 : 0}};
+                                    int64_t few_tokens, bool glu, int64_t norm, int64_t rows_m_tokens, bool first_f32, int64_t route_k,
+                                    bool route_norm) {
+  ParamValues p = {{"K", k},       {"N", n},       {"N2", n2}, {"N3", n3}, {"GLU", glu ? 1 : 0},       {"NORM", norm}, {"X_DT", dtype_code(x)},
+                   {"Y_DT", dtype_code(y)}, {"YA_F32", first_f32 ? 1 : 0}, {"ROUTE_K", route_k}, {"RNORM", route_norm ? 1 : 0}};
   if (rows_m_tokens > 0) {
     p["MMA"] = 2;
     p["TOK_TILE"] = rows_m_tokens;

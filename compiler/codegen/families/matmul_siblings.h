@@ -31,6 +31,11 @@ struct Args {
   KPLAN_PTR(norm_weight);    // NORM: bf16 [K], x is read as rms_norm(x, norm_weight); NORM 0: unread
   KPLAN_PTR(norm_out);       // NORM 2: X_DT [n_tokens, K], the norm's result rows; otherwise unwritten
   KPLAN_F32(eps);            // NORM: the norm's eps
+  KPLAN_PTR(bias);           // ROUTE_K: f32 [N], the router's score correction bias; otherwise unread
+  KPLAN_PTR(topk_ids);       // ROUTE_K: int32 [n_tokens, ROUTE_K], written; otherwise unwritten
+  KPLAN_PTR(topk_weights);   // ROUTE_K: f32 [n_tokens, ROUTE_K], written; otherwise unwritten
+  KPLAN_PTR(route_count);    // ROUTE_K: uint32, a persistent word that is 0 between launches; otherwise untouched
+  KPLAN_F32(routed_scaling); // ROUTE_K: the router's routed_scaling_factor
 };
 
 const Family& family();
@@ -46,8 +51,10 @@ namespace kplan::codegen {
 // read as rms_norm(x) (2: the norm's result also written; the template's NORM). rows_m_tokens > 0:
 // the rows-as-M tensor-core instance (the template's MMA 2) with token tiles of that many (8 .. 32).
 // first_f32: the first sibling's y is f32 whatever y (a router's logits beside bf16 siblings; YA_F32).
+// route_k > 0: the launch routes the step from those logits too, top route_k (ROUTE_K; route_norm:
+// the router's norm_topk_prob, RNORM).
 KernelSource matmul_siblings_kernel(int64_t k, int64_t n, int64_t n2, int64_t n3, ElemType x, ElemType y,
                                     std::string_view arch = kDefaultArch, int64_t few_tokens = 0, bool glu = false, int64_t norm = 0,
-                                    int64_t rows_m_tokens = 0, bool first_f32 = false);
+                                    int64_t rows_m_tokens = 0, bool first_f32 = false, int64_t route_k = 0, bool route_norm = false);
 
 }  // namespace kplan::codegen

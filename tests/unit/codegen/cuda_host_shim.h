@@ -274,6 +274,8 @@ inline int max(int a, int b) { return a > b ? a : b; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __ffs(unsigned v) { return __builtin_ffs(static_cast<int>(v)); }
 inline unsigned atomicOr(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_or(v); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline void __threadfence() {}  // one OS thread: every store is visible at once
 template <class T>
 T __ldcs(const T* p) {
   if (::kplan::cuda_host::on_stream_load) ::kplan::cuda_host::on_stream_load(p, sizeof(T));

@@ -100,7 +100,7 @@ inline void cublaslt_matmul(LaunchArgs& a) {
 
 // Each sibling's rows: y_i = x W_i^T (kernels_templates/matmul_siblings.cuh); GLU 1: y2 =
 // silu(x W2^T) * (x W3^T), gate and up rounded to Y_DT first, y3 unwritten, W (N may be 0) a
-// plain sibling; NORM as matmul's; YA_F32 1: y is f32.
+// plain sibling; NORM as matmul's; YA_F32 1: y is f32; ROUTE_K: the router's ids and weights from y.
 inline void matmul_siblings(LaunchArgs& a) {
   const int64_t K = a.param("K"), n = a.i32("n_tokens");
   const Matrix x = matmul_activations(a, K, n, 0);
@@ -108,7 +108,18 @@ inline void matmul_siblings(LaunchArgs& a) {
   const DType y_dt = a.param("YA_F32") == 1 ? DType::F32 : a.dtype_param("Y_DT");
   if (a.param("GLU") == 1) {
     const int64_t N = a.param("N"), M = a.param("N2");
-    if (N > 0) a.scatter_rows("y", a.i32("y_row_stride"), y_dt, product("w", N));
+    if (N > 0) {
+      const Matrix logits = product("w", N);
+      a.scatter_rows("y", a.i32("y_row_stride"), y_dt, logits);
+      if (const int64_t k = a.param("ROUTE_K"); k > 0) {  // the router's ids and weights from these f32 logits
+        const Matrix bias = a.gather_rows("bias", 1, N, N, DType::F32);
+        const cpu::Routing r = cpu::moe_route_logits(logits, bias.data, cpu::RouterParams{N, k, 1, 1, a.param("RNORM") != 0, a.f32("routed_scaling")});
+        a.scatter_i32("topk_ids", r.experts);
+        Matrix w(n, k);
+        w.data = r.weights;
+        a.scatter_rows("topk_weights", k, DType::F32, w);
+      }
+    }
     Matrix gate = product("w2", M), up = product("w3", M);
     if (a.dtype_param("Y_DT") == DType::BF16)
       for (Matrix* m : {&gate, &up})
@@ -427,7 +438,9 @@ inline cpu::Routing clamped_routing(LaunchArgs& a, int64_t n, int64_t K, int64_t
 inline void moe_grouped_gate_up(LaunchArgs& a) {
   const int64_t H = a.param("H"), I = a.param("I"), K = a.param("TOPK"), E = a.param("E"), n = a.i32("n_tokens");
   const Matrix x = a.gather_rows("x", n, H, a.i32("x_row_stride"), a.dtype_param("X_DT"));
-  if (a.param("ROUTE") > 0) route(a, 1, 1, a.param("RNORM") != 0);  // the router folded in writes the ids first
+  // The router folded in writes the ids first (unless its logits' launch routed the step: the
+  // logits argument is the ids).
+  if (a.param("ROUTE") > 0 && !a.same_pointer("logits", "topk_ids")) route(a, 1, 1, a.param("RNORM") != 0);
   const cpu::Routing r = clamped_routing(a, n, K, E);
   const Matrix gate = expert_stack(a, "w_gate", "w_gate_scale", E, I, H), up = expert_stack(a, "w_up", "w_up_scale", E, I, H);
   std::vector<cpu::ExpertWeights> experts;

@@ -66,6 +66,9 @@ class LaunchArgs {
     return operands_.back();
   }
   int64_t i32(std::string_view name) const { return arg(name, ArgKind::I32).ival; }
+  // Whether two pointer arguments name the same bytes (a gate/up launch's logits given as its ids:
+  // routed already).
+  bool same_pointer(std::string_view a, std::string_view b) const { return arg(a, ArgKind::DevicePtr) == arg(b, ArgKind::DevicePtr); }
   float f32(std::string_view name) const { return arg(name, ArgKind::F32).fval; }
 
   Matrix gather(std::string_view name, const Strided& s, DType t) {

@@ -474,7 +474,7 @@ TEST(GpuOps, MatmulSiblingsMatchTheCpuOpPerSibling) {
     const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.n2, c.n3, c.x_t, F32, gpu->arch(), c.tile, false, 0, c.rows_m);
     DevBuf d_x = gpu->upload_as(x, c.x_t);
     gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w[0]), Gpu::ptr(d_w[1]), Gpu::ptr(d_w[2]), Gpu::ptr(d_y[0]), Gpu::ptr(d_y[1]),
-                              Gpu::ptr(d_y[2]), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.n2), Gpu::i32(c.n3), Gpu::null(), Gpu::null(), Gpu::f32(0)});
+                              Gpu::ptr(d_y[2]), Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.n2), Gpu::i32(c.n3), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null(), Gpu::null(), Gpu::null(), Gpu::null(), Gpu::f32(1)});
     for (int s = 0; s < 3; ++s) {
       if (rows[s] == 0) {
         for (float v : gpu->download<float>(d_y[s], want[s].size())) EXPECT_TRUE(std::isnan(v)) << k.id << ": an absent third written";
@@ -515,7 +515,7 @@ TEST(GpuOps, MatmulSiblingsGluMatchesTheCpuOps) {
     DevBuf d_y = gpu->upload(nan_bytes), d_y2 = gpu->upload(nan_bytes), d_y3 = gpu->upload(nan_bytes);
     const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.m, c.m, F32, c.y_t, gpu->arch(), c.tile, /*glu=*/true, 0, c.rows_m, c.first_f32);
     gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_wg), Gpu::ptr(d_wu), Gpu::ptr(d_y), Gpu::ptr(d_y2), Gpu::ptr(d_y3),
-                              Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.m), Gpu::i32(c.m), Gpu::null(), Gpu::null(), Gpu::f32(0)});
+                              Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.m), Gpu::i32(c.m), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null(), Gpu::null(), Gpu::null(), Gpu::null(), Gpu::f32(1)});
     const double tol = c.y_t == BF16 ? 1e-2 : 1e-4;
     EXPECT_LT(relative_error(gpu->download_as(d_y2, want.size(), c.y_t), want), tol) << k.id << " swiglu";
     if (c.n > 0) {
@@ -611,7 +611,7 @@ TEST(GpuOps, MatmulNormMatchesTheCpuOps) {
     const KernelSource k = matmul_siblings_kernel(c.k, c.n, c.n2, n3, F32, F32, gpu->arch(), c.tile, c.glu, c.norm);
     gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_w2), Gpu::ptr(d_w3), Gpu::ptr(d_y), Gpu::ptr(d_y2), Gpu::ptr(d_y3),
                               Gpu::i32(c.tokens), Gpu::i32(c.k), Gpu::i32(c.n), Gpu::i32(c.n2), Gpu::i32(std::max<int64_t>(n3, 1)),
-                              Gpu::ptr(d_g), Gpu::ptr(d_out), Gpu::f32(eps)});
+                              Gpu::ptr(d_g), Gpu::ptr(d_out), Gpu::f32(eps), Gpu::null(), Gpu::null(), Gpu::null(), Gpu::null(), Gpu::f32(1)});
     EXPECT_LT(relative_error(gpu->download<float>(d_y, c.tokens * c.n), product(xn, w, c.tokens, c.n, c.k)), 1e-4) << k.id << " sibling 0";
     std::vector<float> want2 = product(xn, w2, c.tokens, c.n2, c.k);
     if (c.glu) {
@@ -908,7 +908,7 @@ TEST(GpuOps, MatmulRowsAsMAtK26Shapes) {
     DevBuf d_x = gpu->upload(x);
     auto args = [&](int64_t t) {
       return std::vector<Gpu::Arg>{Gpu::ptr(d_x), Gpu::ptr(d_w[0]), Gpu::ptr(d_w[1]), Gpu::ptr(d_w[2]), Gpu::ptr(d_y[0]), Gpu::ptr(d_y[1]),
-                                   Gpu::ptr(d_y[2]), Gpu::i32(t), Gpu::i32(g.k), Gpu::i32(g.n), Gpu::i32(g.n2), Gpu::i32(g.n3), Gpu::null(), Gpu::null(), Gpu::f32(0)};
+                                   Gpu::ptr(d_y[2]), Gpu::i32(t), Gpu::i32(g.k), Gpu::i32(g.n), Gpu::i32(g.n2), Gpu::i32(g.n3), Gpu::null(), Gpu::null(), Gpu::f32(0), Gpu::null(), Gpu::null(), Gpu::null(), Gpu::null(), Gpu::f32(1)};
     };
     const KernelSource two = matmul_siblings_kernel(g.k, g.n, g.n2, g.n3, F32, F32, gpu->arch(), 2, g.glu);
     const KernelSource eight = matmul_siblings_kernel(g.k, g.n, g.n2, g.n3, F32, F32, gpu->arch(), 0, g.glu);
@@ -1467,6 +1467,40 @@ TEST(GpuOps, MoeRouterPlainAndGroupLimited) {
     const cpu::Routing want = cpu::moe_route_logits(matrix(T, c.e, logits), bias, p);
     EXPECT_EQ(gpu->download<int32_t>(d_ids, T * c.k), want.experts) << k.id;
     EXPECT_LT(relative_error(gpu->download<float>(d_w, T * c.k), want.weights), 1e-5) << k.id;
+  }
+}
+
+// The router routed by its logits' launch (matmul_siblings.cuh ROUTE_K, K2.6's router beside the
+// shared expert's gate and up): the ids and weights of the router kernel over the launch's own
+// logits, bit for bit, on the CUDA-core and rows-as-M instances, twice in a row (the count is put
+// back to 0 by each launch).
+TEST(GpuOps, SiblingsRouteTheStepAsTheRouter) {
+  REQUIRE_GPU();
+  const int64_t H = 7168, E = 384, I = 2048, K = 8;
+  const float scaling = 2.827f;
+  ModelConfig cfg;
+  cfg.n_routed_experts = E;
+  cfg.num_experts_per_tok = K;
+  cfg.norm_topk_prob = true;
+  const KernelSource router = moe_router_kernel(cfg);
+  DevBuf d_w = gpu->upload(to_bf16_bits(random_values(E * H, 81, 0.02f, true))), d_wg = gpu->upload(to_bf16_bits(random_values(I * H, 82, 0.02f, true))),
+         d_wu = gpu->upload(to_bf16_bits(random_values(I * H, 83, 0.02f, true))), d_b = gpu->upload(random_values(E, 84, 0.5f));
+  DevBuf d_count = gpu->upload(std::vector<uint32_t>{0u});
+  struct Case { int64_t tokens, tile, rows_m; };
+  for (const Case& c : {Case{1, 1, 0}, Case{5, 2, 0}, Case{11, 0, 0}, Case{16, 0, 16}}) {
+    const KernelSource k = matmul_siblings_kernel(H, E, I, I, F32, BF16, gpu->arch(), c.tile, /*glu=*/true, 0, c.rows_m, /*first_f32=*/true, K, true);
+    DevBuf d_x = gpu->upload(random_values(c.tokens * H, 85 + c.tokens, 2.f)), d_y = gpu->alloc(c.tokens * E * 4), d_y2 = gpu->alloc(c.tokens * I * 2);
+    DevBuf d_ids = gpu->alloc(c.tokens * K * 4), d_wts = gpu->alloc(c.tokens * K * 4), d_ids2 = gpu->alloc(c.tokens * K * 4),
+           d_wts2 = gpu->alloc(c.tokens * K * 4);
+    for (int round = 0; round < 2; ++round) {
+      gpu->launch(k, c.tokens, {Gpu::ptr(d_x), Gpu::ptr(d_w), Gpu::ptr(d_wg), Gpu::ptr(d_wu), Gpu::ptr(d_y), Gpu::ptr(d_y2), Gpu::ptr(d_y2),
+                                Gpu::i32(c.tokens), Gpu::i32(H), Gpu::i32(E), Gpu::i32(I), Gpu::i32(I), Gpu::null(), Gpu::null(), Gpu::f32(0),
+                                Gpu::ptr(d_b), Gpu::ptr(d_ids), Gpu::ptr(d_wts), Gpu::ptr(d_count), Gpu::f32(scaling)});
+      EXPECT_EQ(gpu->download<uint32_t>(d_count, 1)[0], 0u) << k.id << ": the count is put back";
+      gpu->launch(router, c.tokens, {Gpu::ptr(d_y), Gpu::ptr(d_b), Gpu::ptr(d_ids2), Gpu::ptr(d_wts2), Gpu::i32(c.tokens), Gpu::f32(scaling)});
+      EXPECT_EQ(gpu->download<int32_t>(d_ids, c.tokens * K), gpu->download<int32_t>(d_ids2, c.tokens * K)) << k.id << " round " << round;
+      EXPECT_EQ(gpu->download<uint32_t>(d_wts, c.tokens * K), gpu->download<uint32_t>(d_wts2, c.tokens * K)) << k.id << " round " << round;
+    }
   }
 }
 

@@ -131,5 +131,40 @@ TEST(MatmulSiblingsOnHost, AnF32FirstSiblingBesideBf16GateAndUp) {
   check_f32_first<128, 6, 9, 4, 16, 16, 2, 2>(11, 33);
 }
 
+// ROUTE_K (the router routed by its logits' launch): the last router block routes the step as
+// kp::moe_router does from the same logits (ids and weights bit for bit), the count back at 0; the
+// router rows spanning several row blocks and token tiles, CUDA cores and rows-as-M.
+template <int K, int N, int M, int TOPK, int WARPS, int TOK_TILE, int RPW, int KSPLIT, int MMA>
+void check_routed(int T, uint64_t seed) {
+  const std::vector<float> x = uniform(static_cast<size_t>(T) * K, seed, 1.f, false);
+  const std::vector<uint16_t> wb = bits(uniform(static_cast<size_t>(N) * K, seed + 1, 0.5f, true)),
+                              gb = bits(uniform(static_cast<size_t>(M) * K, seed + 2, 0.2f, true)),
+                              ub = bits(uniform(static_cast<size_t>(M) * K, seed + 3, 0.2f, true));
+  const std::vector<float> bias = uniform(N, seed + 4, 0.3f, false);
+  std::vector<float> logits(static_cast<size_t>(T) * N, NAN), wts(static_cast<size_t>(T) * TOPK, NAN), wts2(wts.size(), NAN);
+  std::vector<uint16_t> h(static_cast<size_t>(T) * M), up_out(static_cast<size_t>(T) * M);
+  std::vector<int32_t> ids(static_cast<size_t>(T) * TOPK, -1), ids2(ids.size(), -2);
+  unsigned count = 0;
+  constexpr int GROUPS = WARPS / KSPLIT, ROWS = N + 2 * M;
+  cuda_host::launch((T + TOK_TILE - 1) / TOK_TILE, (ROWS + RPW * GROUPS - 1) / (RPW * GROUPS), 32 * WARPS, [&] {
+    kp::matmul_siblings<K, N, M, M, 1, 0, kp::F32, kp::BF16, WARPS, TOK_TILE, RPW, KSPLIT, 2, MMA, 0, 1, TOPK, 1>(
+        x.data(), wb.data(), gb.data(), ub.data(), logits.data(), h.data(), up_out.data(), T, K, N, M, M, nullptr, nullptr, 0.f,
+        bias.data(), ids.data(), wts.data(), &count, 2.5f);
+  });
+  cuda_host::launch((T + 3) / 4, 1, 128, [&] {
+    kp::moe_router<N, TOPK, 1, 1, 1, 4>(logits.data(), bias.data(), ids2.data(), wts2.data(), T, 2.5f);
+  });
+  const std::string what = "MMA " + std::to_string(MMA) + " tokens " + std::to_string(T);
+  EXPECT_EQ(count, 0u) << what << ": the count is put back";
+  EXPECT_EQ(ids, ids2) << what;
+  for (size_t i = 0; i < wts.size(); ++i) ASSERT_EQ(wts[i], wts2[i]) << what << " weight " << i;
+}
+
+TEST(MatmulSiblingsOnHost, TheLastRouterBlockRoutesTheStep) {
+  check_routed<64, 40, 8, 4, 4, 1, 4, 4, 0>(1, 41);   // 10 router row blocks
+  check_routed<64, 40, 8, 4, 4, 2, 2, 2, 0>(5, 42);   // 3 token tiles x 20 router row blocks
+  check_routed<64, 48, 8, 6, 4, 8, 16, 2, 2>(11, 43); // rows-as-M: 2 token tiles x 2 router row blocks
+}
+
 }  // namespace
 }  // namespace kplan::codegen

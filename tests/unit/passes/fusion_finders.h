@@ -46,6 +46,7 @@ inline Fusions find_fusions(const std::string& text, const std::set<size_t>& bf1
   passes::find_sibling_matmuls(f.fn(), views, f.epilogue, f.siblings);
   passes::find_norm_matmuls(f.fn(), views, f.siblings, f.norms, norm_readers, exact_norms);
   passes::find_router_experts(f.fn(), views, 4, f.routers);
+  passes::find_router_logits(f.siblings, f.routers);
   passes::find_embedding_norms(f.fn(), views, f.norms, f.gathers);
   passes::find_add_norms(f.fn(), views, f.epilogue, f.norms, f.gathers, f.add_norms);
   return f;
