@@ -228,16 +228,6 @@ void launch_swiglu(const ir::Op& op, RuleContext& ctx, size_t index) {
                       .up_row_stride = u.stride, .out_row_stride = g.width});
 }
 
-// A sibling group (sibling_matmuls.h): `op` and ctx.siblings, [N_i, K] weights of the same
-// activations. Instances 0..2 are the fused launch's (token tiles of 1, 2, 8: the dense matmul's
-// CUDA-core steps), 3 and 4 its rows-as-M ones (token tiles of 8 and 16) where the group's rows
-// taken together reach such steps, then each member's own dense instances, for the steps where
-// some member takes the tokens-as-M tiles: there every member launches its own (and, with
-// ctx.glu, the swiglu of the last two after them: the last instance). With ctx.glu the fused launch writes the
-// swiglu's result instead of the last two siblings' (GLU 1: W2, W3 the gate and up; a group of
-// two passes no plain sibling, N 0). With ctx.norm the fused launch reads the norm's input and
-// computes it (NORM 1 / 2); where the members launch one by one the norm launches first (its
-// instance after the members', before the swiglu's).
 // Whether a sibling group (`first` and its `later` members) launches as one at this step: on its
 // rows-as-M tiles, or on the CUDA cores where every member's step would be (else each member
 // launches its own).
@@ -258,6 +248,17 @@ bool siblings_launch_together(const RuleContext& ctx, const ir::Op& first, const
   return true;
 }
 
+// A sibling group (sibling_matmuls.h): `op` and ctx.siblings, [N_i, K] weights of the same
+// activations. Instances 0..2 are the fused launch's (token tiles of 1, 2, 8: the dense matmul's
+// CUDA-core steps), 3 and 4 its rows-as-M ones (token tiles of 8 and 16) where the group's rows
+// taken together reach such steps, then each member's own dense instances, for the steps where
+// some member takes the tokens-as-M tiles: there every member launches its own (and, with
+// ctx.glu, the swiglu of the last two after them: the last instance). With ctx.glu the fused launch writes the
+// swiglu's result instead of the last two siblings' (GLU 1: W2, W3 the gate and up; a group of
+// two passes no plain sibling, N 0). With ctx.norm the fused launch reads the norm's input and
+// computes it (NORM 1 / 2); where the members launch one by one the norm launches first (its
+// instance after the members', before the swiglu's). With ctx.route the fused launch routes the
+// step too (ROUTE_K); where the members launch one by one the experts' gate/up routes it.
 void lower_sibling_matmuls(const ir::Op& op, RuleContext& ctx) {
   auto P = [&](const View& v) { return ctx.ptr(v); };
   std::vector<const ir::Op*> members = {&op};
