@@ -32,7 +32,7 @@
 // warp a token; RNORM its norm_topk_prob), into topk_ids / topk_weights: each block that wrote
 // router rows counts itself in *route_count once its rows are stored (a fence, then an atomic), and
 // the last of them -- every logit then stored -- routes and puts the count back to 0 for the next
-// launch (route_count: a persistent zeroed word of the plan, compiler/passes/router_logits.h). The
+// launch (route_count: a persistent zeroed word of the plan, compiler/passes/router_experts.h). The
 // router's blocks are the grid's first row blocks, so the routing runs beside the later siblings'
 // stream (the shared expert's gate and up), and the experts' gate/up launch reads ready ids.
 //

@@ -98,6 +98,18 @@ inline void cublaslt_matmul(LaunchArgs& a) {
   a.scatter_rows("y", a.i32("y_row_stride"), a.dtype_param("Y_DT"), y);
 }
 
+// The top-K routing of these logits rows (E = their width) with the launch's bias and
+// routed_scaling arguments, written to its topk_ids and topk_weights.
+inline void write_routing(LaunchArgs& a, const Matrix& logits, int64_t K, int64_t n_group, int64_t topk_group, bool norm) {
+  const int64_t E = logits.cols;
+  const Matrix bias = a.gather_rows("bias", 1, E, E, DType::F32);
+  const cpu::Routing r = cpu::moe_route_logits(logits, bias.data, cpu::RouterParams{E, K, n_group, topk_group, norm, a.f32("routed_scaling")});
+  a.scatter_i32("topk_ids", r.experts);
+  Matrix w(logits.rows, K);
+  w.data = r.weights;
+  a.scatter_rows("topk_weights", K, DType::F32, w);
+}
+
 // Each sibling's rows: y_i = x W_i^T (kernels_templates/matmul_siblings.cuh); GLU 1: y2 =
 // silu(x W2^T) * (x W3^T), gate and up rounded to Y_DT first, y3 unwritten, W (N may be 0) a
 // plain sibling; NORM as matmul's; YA_F32 1: y is f32; ROUTE_K: the router's ids and weights from y.
@@ -111,14 +123,8 @@ inline void matmul_siblings(LaunchArgs& a) {
     if (N > 0) {
       const Matrix logits = product("w", N);
       a.scatter_rows("y", a.i32("y_row_stride"), y_dt, logits);
-      if (const int64_t k = a.param("ROUTE_K"); k > 0) {  // the router's ids and weights from these f32 logits
-        const Matrix bias = a.gather_rows("bias", 1, N, N, DType::F32);
-        const cpu::Routing r = cpu::moe_route_logits(logits, bias.data, cpu::RouterParams{N, k, 1, 1, a.param("RNORM") != 0, a.f32("routed_scaling")});
-        a.scatter_i32("topk_ids", r.experts);
-        Matrix w(n, k);
-        w.data = r.weights;
-        a.scatter_rows("topk_weights", k, DType::F32, w);
-      }
+      // The router's ids and weights from these f32 logits (ungrouped).
+      if (const int64_t k = a.param("ROUTE_K"); k > 0) write_routing(a, logits, k, 1, 1, a.param("RNORM") != 0);
     }
     Matrix gate = product("w2", M), up = product("w3", M);
     if (a.dtype_param("Y_DT") == DType::BF16)
@@ -406,15 +412,8 @@ inline void copy_rows(LaunchArgs& a) {
 // The router's ids and weights from its logits and bias arguments (the router kernel's, or a
 // gate/up launch's that routes its step: ROUTE > 0, ungrouped).
 inline void route(LaunchArgs& a, int64_t n_group, int64_t topk_group, bool norm) {
-  const int64_t E = a.param("E"), K = a.param("TOPK"), n = a.i32("n_tokens");
-  const Matrix logits = a.gather_rows("logits", n, E, E, DType::F32);
-  const Matrix bias = a.gather_rows("bias", 1, E, E, DType::F32);
-  const cpu::RouterParams p{E, K, n_group, topk_group, norm, a.f32("routed_scaling")};
-  const cpu::Routing r = cpu::moe_route_logits(logits, bias.data, p);
-  a.scatter_i32("topk_ids", r.experts);
-  Matrix w(n, K);
-  w.data = r.weights;
-  a.scatter_rows("topk_weights", K, DType::F32, w);
+  const int64_t E = a.param("E"), n = a.i32("n_tokens");
+  write_routing(a, a.gather_rows("logits", n, E, E, DType::F32), a.param("TOPK"), n_group, topk_group, norm);
 }
 
 inline void moe_router(LaunchArgs& a) { route(a, a.param("N_GROUP"), a.param("TOPK_GROUP"), a.param("NORM") != 0); }
