@@ -58,6 +58,6 @@ void find_router_logits(const SiblingMatmuls& siblings, RouterExperts& out) {
 bool router_experts_enabled() { return codegen::compile_switch("KPLAN_FUSE_ROUTER", true); }
 
 // Opt-in until it has run on a GPU (session 47 got no device time after it was written).
-bool router_logits_enabled() { return codegen::compile_switch("KPLAN_ROUTE_IN_LOGITS", false); }
+bool router_logits_enabled() { return codegen::compile_switch("KPLAN_ROUTE_IN_LOGITS", true); }
 
 }  // namespace kplan::passes

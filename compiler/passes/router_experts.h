@@ -24,9 +24,9 @@ namespace kplan::passes {
 // together (kernels_templates/matmul_siblings.cuh ROUTE_K: its last router block routes, beside
 // the shared expert's stream), and the experts' gate/up launch reads the ids there (at the other
 // steps it routes itself, as above). A gate/up launch routes 3.9 us of a 1-token MoE layer on an
-// H100 (bench/RESULTS.md 2026-12-07 session 47); the group's launch hides it (KPLAN_ROUTE_IN_LOGITS=1:
-// opt-in until it has run on a GPU). Each such router
-// has a persistent zeroed count (plan-memory's "route.N" slot), its results their slots from the
+// H100 (bench/RESULTS.md 2026-12-07 session 47); the group's launch hides most of it (the 1-token
+// step 5 us faster in the graph, session 48; KPLAN_ROUTE_IN_LOGITS=0 turns it off). Each such
+// router has a persistent zeroed count (plan-memory's "route.N" slot), its results their slots from the
 // group's launch on.
 struct RouterExperts {
   std::map<const ir::Op*, const ir::Op*> router_of;  // moe_experts(_int4) -> the router its gate/up launch runs
@@ -52,8 +52,8 @@ inline constexpr int64_t kMaxRoutedTokens = 64;
 // False when KPLAN_FUSE_ROUTER=0 (a compile without the fusion, for measuring it); another value
 // than 0 or 1 is refused.
 bool router_experts_enabled();
-// True with KPLAN_ROUTE_IN_LOGITS=1 (opt-in until it has run on a GPU; else the gate/up launch
-// routes at every step).
+// False with KPLAN_ROUTE_IN_LOGITS=0 (the gate/up launch then routes at every step; a compile
+// without the fold, for measuring it); another value than 0 or 1 is refused.
 bool router_logits_enabled();
 
 }  // namespace kplan::passes

@@ -227,16 +227,22 @@ TEST(CodegenLowerEmulated, TinyWithTheFirstAddInItsNormMatchesTheCpuReference) {
   check_checkpoint("tiny", DType::BF16, DType::BF16, "add_norm_");
 }
 
-// The routing in the router logits' launch (router_experts.h, KPLAN_ROUTE_IN_LOGITS=1): the plan
-// holds the routing siblings instance and matches the reference, f32 and bf16, through prefill,
-// tree verify, AR and a padded chunk.
+// The routing in the router logits' launch (router_experts.h, the default): the plan holds the
+// routing siblings instance and matches the reference, f32 and bf16, through prefill, tree
+// verify, AR and a padded chunk.
 TEST(CodegenLowerEmulated, TinyWithTheRoutingInTheLogitsLaunchMatchesTheCpuReference) {
-  struct Env {
-    Env() { setenv("KPLAN_ROUTE_IN_LOGITS", "1", 1); }
-    ~Env() { unsetenv("KPLAN_ROUTE_IN_LOGITS"); }
-  } env;
   check_checkpoint("tiny", DType::F32, DType::F32, "_rk2_rn1");
   check_checkpoint("tiny", DType::BF16, DType::BF16, "_rk2_rn1");
+}
+
+// And without it (KPLAN_ROUTE_IN_LOGITS=0): the experts' gate/up launch routes at every step.
+TEST(CodegenLowerEmulated, TinyWithTheRoutingInTheGateUpLaunchMatchesTheCpuReference) {
+  struct Env {
+    Env() { setenv("KPLAN_ROUTE_IN_LOGITS", "0", 1); }
+    ~Env() { unsetenv("KPLAN_ROUTE_IN_LOGITS"); }
+  } env;
+  check_checkpoint("tiny", DType::F32, DType::F32, "_route");
+  check_checkpoint("tiny", DType::BF16, DType::BF16, "_route");
 }
 
 // The rope-append in its W_UK's launch (uk_rope_append.h, the default): the plan holds the fused
