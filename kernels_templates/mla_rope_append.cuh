@@ -73,8 +73,7 @@ __device__ __forceinline__ void mla_rope_append_block(int t, int part, const voi
   const int row = static_cast<const int*>(cache_len)[0] + t;
   if (row < 0 || row >= max_slots) return;  // uniform over the block: before its reduction
   const float pos = static_cast<float>(static_cast<const int*>(positions)[t]);
-  ss = block_sum<THREADS>(ss);
-  const float inv = 1.f / sqrtf(ss / static_cast<float>(C) + eps);
+  const float inv = row_rms_inverse<C, THREADS>(ss, eps);
   const i64 base = static_cast<i64>(row) * (C + R);
 #pragma unroll
   for (int i = 0; i < PER_THREAD; ++i) {

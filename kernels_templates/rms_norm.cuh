@@ -37,14 +37,20 @@ __device__ __forceinline__ float rms_norm_load(const void* x, i64 xo, const void
   return ss;
 }
 
+// 1 / sqrt(mean square + eps) of a row of D values from each thread's sum of squares ss: the
+// block's sum (block_sum's order), the same rounding for every launch that normalises a row.
+template <int D, int THREADS>
+__device__ __forceinline__ float row_rms_inverse(float ss, float eps) {
+  return 1.f / sqrtf(block_sum<THREADS>(ss) / static_cast<float>(D) + eps);
+}
+
 // A fused launch's tail (embedding_norm.cuh, add_norm.cuh): the block's row, held by its threads as
 // rms_norm_load leaves it (v, g, the thread's sum of squares ss), stored as out[o + j] = v and
 // normalised into y[o + j] = g * (v * inv), each rounded once to its element type.
 template <int D, int OUT_DT, int Y_DT, int THREADS, int PER_THREAD>
 __device__ __forceinline__ void store_row_and_norm(float ss, const float (&v)[PER_THREAD], const float (&g)[PER_THREAD], void* out, void* y,
                                                    i64 o, float eps) {
-  ss = block_sum<THREADS>(ss);
-  const float inv = 1.f / sqrtf(ss / static_cast<float>(D) + eps);
+  const float inv = row_rms_inverse<D, THREADS>(ss, eps);
 #pragma unroll
   for (int i = 0; i < PER_THREAD; ++i) {
     const int j = threadIdx.x + i * THREADS;
@@ -63,8 +69,7 @@ template <int D, int X_DT, int Y_DT, int THREADS>
 __device__ __forceinline__ void rms_norm_row(const void* x, i64 xo, const void* weight, void* y, i64 yo, float eps) {
   constexpr int PER_THREAD = (D + THREADS - 1) / THREADS;
   float v[PER_THREAD], g[PER_THREAD];
-  const float ss = block_sum<THREADS>(rms_norm_load<D, X_DT, THREADS>(x, xo, weight, v, g));
-  const float inv = 1.f / sqrtf(ss / static_cast<float>(D) + eps);
+  const float inv = row_rms_inverse<D, THREADS>(rms_norm_load<D, X_DT, THREADS>(x, xo, weight, v, g), eps);
 #pragma unroll
   for (int i = 0; i < PER_THREAD; ++i) {
     const int j = threadIdx.x + i * THREADS;
