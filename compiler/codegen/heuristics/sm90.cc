@@ -23,7 +23,11 @@ void moe_xb_where_mma(ParamValues& p) {
 const TuningTable& sm90_tuning() {
   static const TuningTable table = {
       {"embedding", [](ParamValues& p) { set(p, "THREADS", 128); }},
-      {"rms_norm", [](ParamValues& p) { set(p, "THREADS", row_threads(p.at("D"))); }},
+      // A layer's norm over a K2.6-wide row (D 7168) in 1024 threads rather than row_threads' 448: the
+      // 1-token step in the graph 1.4956 against 1.4978 / 1.4980 ms, 16 tokens 2.7226 against 2.7276
+      // (224 threads: 1.5036; H100, session 48). Narrow rows (q_a's 1536) keep row_threads, which
+      // the exact norm folds match (norm_matmuls.h).
+      {"rms_norm", [](ParamValues& p) { set(p, "THREADS", p.at("D") >= 4096 ? 1024 : row_threads(p.at("D"))); }},
       {"embedding_norm", [](ParamValues& p) { set(p, "THREADS", row_threads(p.at("H"))); }},
       {"add_norm", [](ParamValues& p) { set(p, "THREADS", row_threads(p.at("H"))); }},
       // A weight stream: 132 SMs holding ~32 warps each (matmul_tiling: rows per warp, split-K;
@@ -133,7 +137,12 @@ const TuningTable& sm90_tuning() {
          }
          set(p, "RING", 0);
          set(p, "TMA", 0);
-         set(p, "GPF", 0);
+         // The GPF prologue (each warp's first 8 KiB asked of L2 before the PDL wait, its expert
+         // read from the ids as they stand): with the routing in the router logits' launch the ids
+         // are written two launches ahead, and the 1-token step in the graph took 1.4919 against
+         // 1.4978 / 1.4980 ms, 16 tokens 2.7202 against 2.7276 (H100, session 48; 16 KiB 1.4921).
+         // Not on gate/up, whose ids are written by the launch just before: 1.5167 at 16 KiB.
+         set(p, "GPF", p.count("W_LAYOUT") && p.at("W_LAYOUT") == 1 ? 8 : 0);
          set(p, "MINB", 0);
          moe_xb_where_mma(p);
        }},
