@@ -1,7 +1,7 @@
 // kernels_templates/rms_norm.cuh run on the host (cuda_host_shim.h) at K2.6's width in the block
 // sizes the heuristics choose (1024 threads for a 7168-wide row, 7 values a thread; 448 until
-// session 48): each row is the norm computed in double to its rounding (f32 rows to a few f32
-// ulps, bf16 rows to one bf16 step), and rows past n_rows are left alone. The device runs the same
+// session 48): each row is the norm computed in double to its rounding (f32 rows to 1e-5 relative,
+// bf16 rows to one bf16 step), and rows past n_rows are left alone. The device runs the same
 // source through NVRTC (GpuOps.RmsNormStridedRows, the K2.6 slices).
 #include <gtest/gtest.h>
 
