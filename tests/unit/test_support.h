@@ -1,11 +1,12 @@
 #pragma once
-// Helpers shared by the unit tests of several areas: fresh temp dirs, whole-file reads,
+// Helpers shared by the unit tests of several areas: fresh temp dirs, scoped environment switches, whole-file reads,
 // expecting a kplan::Error whose message holds given fragments, and the CPU reference over a
 // checkpoint directory (its in-memory plan; link kplan_driver and kplan_runtime to use it).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "compiler/driver/reference_plan.h"
 #include "ir/support/error.h"
@@ -46,6 +49,28 @@ class TempDir {
 };
 
 // The whole file as bytes.
+// Environment variables set for the object's life (a compile switch a test measures), each put
+// back as it was (unset when it was) when the object dies.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [name, value] : vars) {
+      const char* old = std::getenv(name);
+      saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+      setenv(name, value, 1);
+    }
+  }
+  ScopedEnv(const char* name, const char* value) : ScopedEnv({{name, value}}) {}
+  ~ScopedEnv() {
+    for (const auto& [name, old] : saved_) old ? setenv(name, old->c_str(), 1) : unsetenv(name);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
+};
+
 inline std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

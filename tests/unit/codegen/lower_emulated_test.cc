@@ -24,6 +24,7 @@ namespace {
 
 using testing_util::EmulatedTarget;
 using testing_util::relative_error;
+using ::kplan::testing_util::ScopedEnv;
 using testing_util::TempDir;
 
 // `got` against the reference's `want` row by row, each within `tol`; with bf16 storage
@@ -145,10 +146,7 @@ TEST(CodegenLowerEmulated, TinyInt4MatchesTheCpuReference) { check_checkpoint("t
 // and a padded chunk.
 TEST(CodegenLowerEmulated, TinyWithEitherMlaLoweringMatchesTheCpuReference) {
   for (const char* v : {"0", "1"}) {
-    struct Env {
-      explicit Env(const char* v) { setenv("KPLAN_MLA_SPLIT", v, 1); }
-      ~Env() { unsetenv("KPLAN_MLA_SPLIT"); }
-    } env(v);
+    const ScopedEnv env("KPLAN_MLA_SPLIT", v);
     check_checkpoint("tiny");
     check_checkpoint("tiny", DType::BF16);
   }
@@ -169,10 +167,7 @@ TEST(CodegenLowerEmulated, SixteenHeadsWithTheAllHeadsMlaPartialMatchTheCpuRefer
 // after a commit and a padded chunk with the head_matmul in the combine's launch, f32 and bf16
 // activations.
 TEST(CodegenLowerEmulated, TheAttentionWithWuvInItsCombineMatchesTheCpuReference) {
-  struct Env {
-    Env() { setenv("KPLAN_FUSE_ATTN_UV", "1", 1); }
-    ~Env() { unsetenv("KPLAN_FUSE_ATTN_UV"); }
-  } env;
+  const ScopedEnv env("KPLAN_FUSE_ATTN_UV", "1");
   TempDir dir;
   const std::filesystem::path path = dir.path() / "tiny256.json";
   testing_util::write_tiny_config_with(path, {{"kv_lora_rank", "256"}});
@@ -186,16 +181,7 @@ TEST(CodegenLowerEmulated, TheAttentionWithWuvInItsCombineMatchesTheCpuReference
 // prefill and the tree verify of the 16-token bucket run through the calls (a residual add in the
 // epilogue: ACC 1; the norm before them launched on its own).
 TEST(CodegenLowerEmulated, TinyWithCublasLtCallsMatchesTheCpuReference) {
-  struct Env {
-    Env() {
-      setenv("KPLAN_MATMUL_MMA_MIN_TOKENS", "4", 1);
-      setenv("KPLAN_CUBLASLT_MIN_TOKENS", "16", 1);
-    }
-    ~Env() {
-      unsetenv("KPLAN_MATMUL_MMA_MIN_TOKENS");
-      unsetenv("KPLAN_CUBLASLT_MIN_TOKENS");
-    }
-  } env;
+  const ScopedEnv env({{"KPLAN_MATMUL_MMA_MIN_TOKENS", "4"}, {"KPLAN_CUBLASLT_MIN_TOKENS", "16"}});
   check_checkpoint("tiny", DType::BF16, DType::BF16, "cublaslt_matmul_k128_n256_xbf16_yf32_acc1", {1, 16});
   check_checkpoint("tiny --int4", DType::BF16, DType::BF16, "cublaslt_matmul", {1, 16});
 }
@@ -204,10 +190,7 @@ TEST(CodegenLowerEmulated, TinyWithCublasLtCallsMatchesTheCpuReference) {
 // prefill, tree verify and AR (f32 and bf16 activations; INT4 experts, whose norm is stored for
 // the routed experts by the router's sibling launch: NORM 2).
 TEST(CodegenLowerEmulated, TinyWithTheNormFusionMatchesTheCpuReference) {
-  struct Env {
-    Env() { setenv("KPLAN_FUSE_NORM", "1", 1); }
-    ~Env() { unsetenv("KPLAN_FUSE_NORM"); }
-  } env;
+  const ScopedEnv env("KPLAN_FUSE_NORM", "1");
   check_checkpoint("tiny");
   check_checkpoint("tiny", DType::BF16);
   check_checkpoint("tiny --int4");
@@ -237,10 +220,7 @@ TEST(CodegenLowerEmulated, TinyWithTheRoutingInTheLogitsLaunchMatchesTheCpuRefer
 
 // And without it (KPLAN_ROUTE_IN_LOGITS=0): the experts' gate/up launch routes at every step.
 TEST(CodegenLowerEmulated, TinyWithTheRoutingInTheGateUpLaunchMatchesTheCpuReference) {
-  struct Env {
-    Env() { setenv("KPLAN_ROUTE_IN_LOGITS", "0", 1); }
-    ~Env() { unsetenv("KPLAN_ROUTE_IN_LOGITS"); }
-  } env;
+  const ScopedEnv env("KPLAN_ROUTE_IN_LOGITS", "0");
   check_checkpoint("tiny", DType::F32, DType::F32, "_route");
   check_checkpoint("tiny", DType::BF16, DType::BF16, "_route");
 }
@@ -251,10 +231,7 @@ TEST(CodegenLowerEmulated, TinyWithTheRoutingInTheGateUpLaunchMatchesTheCpuRefer
 TEST(CodegenLowerEmulated, TinyWithTheRopeAppendInWukMatchesTheCpuReference) {
   check_checkpoint("tiny", DType::F32, DType::F32, "uk_rope_append_");
   check_checkpoint("tiny", DType::BF16, DType::BF16, "uk_rope_append_");
-  struct Env {
-    Env() { setenv("KPLAN_FUSE_UK_APPEND", "0", 1); }
-    ~Env() { unsetenv("KPLAN_FUSE_UK_APPEND"); }
-  } env;
+  const ScopedEnv env("KPLAN_FUSE_UK_APPEND", "0");
   check_checkpoint("tiny", DType::BF16, DType::BF16, "mla_rope_append_");
 }
 

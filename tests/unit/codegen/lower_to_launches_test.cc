@@ -22,6 +22,7 @@ namespace kplan::codegen {
 namespace {
 
 using testing_util::TempDir;
+using ::kplan::testing_util::ScopedEnv;
 
 struct Lowered {
   std::unique_ptr<ir::Module> module;
@@ -65,10 +66,7 @@ Lowered lower_config(const std::string& config, const LowerOptions& options) {
 TEST(CodegenLower, TinyTargetGivesAValidPlanForEveryArch) {
   // The one-launch MLA at every step, so every bucket has the same launches (by default steps of
   // up to 8 tokens take the split pair: one launch more a layer).
-  struct Env {
-    Env() { setenv("KPLAN_MLA_SPLIT", "0", 1); }
-    ~Env() { unsetenv("KPLAN_MLA_SPLIT"); }
-  } env;
+  const ScopedEnv env("KPLAN_MLA_SPLIT", "0");
   LowerOptions o;
   o.buckets = {1, 8, 40};
   o.max_context = 128;
